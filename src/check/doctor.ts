@@ -1,0 +1,139 @@
+/**
+ * `stove check`: a node doctor. Each check prints one line, and a failing one says what to do.
+ * Required checks make the command exit non-zero; advisory ones only warn.
+ */
+import { access, constants, readFile, statfs } from 'node:fs/promises';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import type { Config } from '../config/schema.js';
+import { findCniNetwork } from '../network/cni-config.js';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+
+export interface CheckResult {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to do about a warn or fail. */
+  fix?: string;
+}
+
+async function executable(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function versionOf(path: string, args: string[]): Promise<string> {
+  try {
+    const { stdout } = await execa(path, args, { timeout: 5000 });
+    return stdout.split('\n')[0] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+async function checkRoot(): Promise<CheckResult> {
+  const uid = process.getuid?.() ?? -1;
+  return uid === 0
+    ? { name: 'root', status: 'ok', detail: 'running as root' }
+    : { name: 'root', status: 'fail', detail: `running as uid ${uid}`, fix: 'run stove as root (it mounts, creates namespaces and cgroups)' };
+}
+
+async function checkBinary(name: string, path: string, pkg: string): Promise<CheckResult> {
+  if (!(await executable(path))) return { name, status: 'fail', detail: `${path} not found`, fix: `apt-get install ${pkg}, or set its path in the config` };
+  return { name, status: 'ok', detail: `${path}: ${await versionOf(path, ['--version'])}` };
+}
+
+async function checkCniPlugins(config: Config): Promise<CheckResult> {
+  const wanted = ['bridge', 'host-local', 'loopback', 'portmap'];
+  const missing: string[] = [];
+  for (const plugin of wanted) {
+    let found = false;
+    for (const dir of config.network.cniBinDirs) if (await executable(join(dir, plugin))) found = true;
+    if (!found) missing.push(plugin);
+  }
+  return missing.length === 0
+    ? { name: 'cni plugins', status: 'ok', detail: `${wanted.join(', ')} in ${config.network.cniBinDirs.join(':')}` }
+    : { name: 'cni plugins', status: 'fail', detail: `missing ${missing.join(', ')} in ${config.network.cniBinDirs.join(':')}`, fix: 'apt-get install containernetworking-plugins' };
+}
+
+async function checkCniConfig(config: Config): Promise<CheckResult> {
+  const lookup = await findCniNetwork(config.network.cniConfDir);
+  return lookup.network
+    ? { name: 'cni config', status: 'ok', detail: `network "${lookup.network.name}" from ${lookup.network.source}` }
+    : { name: 'cni config', status: 'warn', detail: lookup.reason, fix: `put a .conflist in ${config.network.cniConfDir} (make run installs a default one); pods cannot start until then` };
+}
+
+async function checkOverlay(): Promise<CheckResult> {
+  const fs = await readFile('/proc/filesystems', 'utf8').catch(() => '');
+  return /\boverlay\b/.test(fs)
+    ? { name: 'overlayfs', status: 'ok', detail: 'overlay filesystem available' }
+    : { name: 'overlayfs', status: 'fail', detail: 'overlay not in /proc/filesystems', fix: 'modprobe overlay' };
+}
+
+async function checkCgroups(): Promise<CheckResult> {
+  try {
+    const controllers = await readFile('/sys/fs/cgroup/cgroup.controllers', 'utf8');
+    return { name: 'cgroups', status: 'ok', detail: `v2 (unified), controllers: ${controllers.trim()}` };
+  } catch {
+    /* not v2 */
+  }
+  const text = await readFile('/proc/cgroups', 'utf8').catch(() => '');
+  const enabled = text
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#'))
+    .map((l) => l.split('\t'))
+    .filter((f) => f[3] === '1')
+    .map((f) => f[0]!);
+  const required = ['cpu', 'cpuacct', 'memory', 'pids', 'devices', 'freezer'];
+  const missing = required.filter((c) => !enabled.includes(c));
+  return missing.length === 0
+    ? { name: 'cgroups', status: 'ok', detail: `v1, controllers: ${enabled.join(',')}` }
+    : { name: 'cgroups', status: 'fail', detail: `v1, missing controllers: ${missing.join(', ')}`, fix: 'enable them on the kernel command line (cgroup_enable=…)' };
+}
+
+async function checkIptables(): Promise<CheckResult> {
+  const v = await versionOf('iptables', ['--version']);
+  return v
+    ? { name: 'iptables', status: 'ok', detail: v }
+    : { name: 'iptables', status: 'fail', detail: 'iptables not found', fix: 'apt-get install iptables (the portmap and bridge plugins need it)' };
+}
+
+async function checkFreeSpace(config: Config): Promise<CheckResult> {
+  try {
+    const st = await statfs(config.root).catch(() => statfs('/'));
+    const freeGiB = (st.bavail * st.bsize) / 2 ** 30;
+    if (freeGiB < 2)
+      return { name: 'disk', status: 'warn', detail: `${freeGiB.toFixed(1)} GiB free under ${config.root}`, fix: 'free space: images and container layers live there' };
+    return { name: 'disk', status: 'ok', detail: `${freeGiB.toFixed(1)} GiB free under ${config.root}` };
+  } catch (err) {
+    return { name: 'disk', status: 'warn', detail: `cannot stat ${config.root}: ${(err as Error).message}` };
+  }
+}
+
+/** Runs every check. */
+export async function runChecks(config: Config): Promise<CheckResult[]> {
+  return Promise.all([
+    checkRoot(),
+    checkBinary('runc', config.runtime.runc, 'runc'),
+    checkBinary('conmon', config.runtime.conmon, 'conmon'),
+    checkCniPlugins(config),
+    checkCniConfig(config),
+    checkOverlay(),
+    checkCgroups(),
+    checkIptables(),
+    checkFreeSpace(config),
+  ]);
+}
+
+/** One line per check: `ok    runc  /usr/bin/runc: runc version 1.1.5`, plus the fix when there is one. */
+export function formatChecks(results: CheckResult[]): string {
+  const width = Math.max(...results.map((r) => r.name.length));
+  return results
+    .map((r) => `${r.status.padEnd(5)} ${r.name.padEnd(width)}  ${r.detail}${r.fix ? `\n      ${' '.repeat(width)}  -> ${r.fix}` : ''}`)
+    .join('\n');
+}

@@ -1,0 +1,143 @@
+/**
+ * Stove's configuration: the typed shape and every default, in one place.
+ *
+ * The TOML file mirrors this shape with snake_case keys:
+ *
+ *   socket = "/run/stove/stove.sock"
+ *   [runtime]      runc, conmon, cgroup driver, capabilities, handlers
+ *   [network]      CNI conf and bin dirs
+ *   [streaming]    address and port of the exec/attach/port-forward server
+ *   [images]       download concurrency, stall timeout
+ *   [registries."host"]  mirrors, insecure, credentials per registry host
+ */
+import type { LogLevel } from '../common/logger.js';
+
+export type CgroupDriver = 'cgroupfs' | 'systemd';
+
+/** An extra OCI runtime, selected by a pod's runtime_handler. */
+export interface RuntimeHandlerConfig {
+  /** Path of the OCI runtime binary (runc-compatible CLI). */
+  path: string;
+  /** Directory for the runtime's own state (`--root`). */
+  root: string;
+}
+
+export interface RuntimeConfig {
+  runc: string;
+  conmon: string;
+  cgroupDriver: CgroupDriver;
+  /** cgroup parent for pods that name none. */
+  cgroupParent: string;
+  /** Capabilities every container gets unless it drops them (containerd's list by default). */
+  defaultCapabilities: string[];
+  /** Seccomp profile for `RuntimeDefault`; empty means Stove's built-in profile. */
+  seccompProfile: string;
+  /** Extra runtime handlers by name; `runc` always exists and uses `runc` above. */
+  handlers: Record<string, RuntimeHandlerConfig>;
+}
+
+export interface NetworkConfig {
+  cniConfDir: string;
+  cniBinDirs: string[];
+  /** Seconds one CNI plugin call may take. */
+  cniTimeoutSeconds: number;
+}
+
+export interface StreamingConfig {
+  /** Address the streaming HTTP server binds; loopback by default. */
+  address: string;
+  /** Port; 0 picks a free one. */
+  port: number;
+  /** Seconds a streaming URL stays valid. */
+  tokenTtlSeconds: number;
+}
+
+export interface ImagesConfig {
+  maxConcurrentDownloads: number;
+  /** A transfer with no bytes for this long fails. */
+  stallTimeoutSeconds: number;
+}
+
+/** Per-registry settings, keyed by host (`docker.io`, `localhost:5000`). */
+export interface RegistryConfig {
+  /** Endpoints tried in order before the registry itself, e.g. `http://localhost:5000`. */
+  mirrors: string[];
+  /** Use plain http (and accept any TLS certificate) for this host. */
+  insecure: boolean;
+  username: string;
+  password: string;
+  /** base64 of `user:password`, as in a docker config.json. */
+  auth: string;
+  identityToken: string;
+}
+
+export interface Config {
+  socket: string;
+  root: string;
+  state: string;
+  logLevel: LogLevel;
+  runtime: RuntimeConfig;
+  network: NetworkConfig;
+  streaming: StreamingConfig;
+  images: ImagesConfig;
+  registries: Record<string, RegistryConfig>;
+}
+
+/** containerd's default capability set: what images built for Docker expect (ping, chroot, mknod). */
+export const CONTAINERD_DEFAULT_CAPABILITIES = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FSETID',
+  'CAP_FOWNER',
+  'CAP_MKNOD',
+  'CAP_NET_RAW',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETFCAP',
+  'CAP_SETPCAP',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
+  'CAP_KILL',
+  'CAP_AUDIT_WRITE',
+];
+
+export const DEFAULT_CONFIG_PATH = '/etc/stove/stove.toml';
+
+/** Every default, in one place. */
+export function defaultConfig(): Config {
+  return {
+    socket: '/run/stove/stove.sock',
+    root: '/var/lib/stove',
+    state: '/run/stove',
+    logLevel: 'info',
+    runtime: {
+      runc: '/usr/bin/runc',
+      conmon: '/usr/bin/conmon',
+      cgroupDriver: 'cgroupfs',
+      cgroupParent: '/kubepods',
+      defaultCapabilities: [...CONTAINERD_DEFAULT_CAPABILITIES],
+      seccompProfile: '',
+      handlers: {},
+    },
+    network: {
+      cniConfDir: '/etc/cni/net.d',
+      cniBinDirs: ['/opt/cni/bin', '/usr/lib/cni'],
+      cniTimeoutSeconds: 60,
+    },
+    streaming: {
+      address: '127.0.0.1',
+      port: 0,
+      tokenTtlSeconds: 60,
+    },
+    images: {
+      maxConcurrentDownloads: 3,
+      stallTimeoutSeconds: 60,
+    },
+    registries: {},
+  };
+}
+
+/** Defaults for one `[registries."host"]` table. */
+export function defaultRegistryConfig(): RegistryConfig {
+  return { mirrors: [], insecure: false, username: '', password: '', auth: '', identityToken: '' };
+}

@@ -1,0 +1,90 @@
+/** Version, Status, RuntimeConfig and UpdateRuntimeConfig: what the runtime is and whether it is ready. */
+import {
+  CgroupDriver,
+  RuntimeConfigResponse,
+  StatusResponse,
+  UpdateRuntimeConfigResponse,
+  VersionResponse,
+  type RuntimeHandler,
+  type StatusRequest,
+  type UpdateRuntimeConfigRequest,
+  type VersionRequest,
+} from '../gen/runtime/v1/api.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../common/logger.js';
+import { stringifyJson } from '../common/json.js';
+
+export const RUNTIME_NAME = 'stove';
+export const RUNTIME_API_VERSION = 'v1';
+
+/** Whether pod networking can work right now, and why not. */
+export interface NetworkReadiness {
+  ready: boolean;
+  reason: string;
+  message: string;
+}
+
+export interface RuntimeInfoDeps {
+  config: Config;
+  version: string;
+  log: Logger;
+  /** Checks the CNI configuration (cheap: called on every Status). */
+  networkReadiness(): Promise<NetworkReadiness>;
+  /** The runtime handlers and their features, for Status. */
+  runtimeHandlers(): RuntimeHandler[];
+  /** Tells the network module the pod CIDR the kubelet pushed. */
+  setPodCidr?(cidr: string): void;
+}
+
+export class RuntimeInfo {
+  private podCidr = '';
+
+  constructor(private readonly deps: RuntimeInfoDeps) {}
+
+  /** The pod CIDR last pushed by UpdateRuntimeConfig ('' before any). */
+  get currentPodCidr(): string {
+    return this.podCidr;
+  }
+
+  async version(_req: VersionRequest): Promise<VersionResponse> {
+    return VersionResponse.fromPartial({
+      version: '0.1.0',
+      runtimeName: RUNTIME_NAME,
+      runtimeVersion: this.deps.version,
+      runtimeApiVersion: RUNTIME_API_VERSION,
+    });
+  }
+
+  async status(req: StatusRequest): Promise<StatusResponse> {
+    const network = await this.deps.networkReadiness();
+    const info: Record<string, string> = {};
+    if (req.verbose) {
+      info.config = stringifyJson({ ...this.deps.config, podCidr: this.podCidr });
+    }
+    return StatusResponse.fromPartial({
+      status: {
+        conditions: [
+          { type: 'RuntimeReady', status: true, reason: '', message: '' },
+          { type: 'NetworkReady', status: network.ready, reason: network.reason, message: network.message },
+        ],
+      },
+      info,
+      runtimeHandlers: this.deps.runtimeHandlers(),
+    });
+  }
+
+  async runtimeConfig(): Promise<RuntimeConfigResponse> {
+    const driver = this.deps.config.runtime.cgroupDriver === 'systemd' ? CgroupDriver.SYSTEMD : CgroupDriver.CGROUPFS;
+    return RuntimeConfigResponse.fromPartial({ linux: { cgroupDriver: driver } });
+  }
+
+  async updateRuntimeConfig(req: UpdateRuntimeConfigRequest): Promise<UpdateRuntimeConfigResponse> {
+    const cidr = req.runtimeConfig?.networkConfig?.podCidr ?? '';
+    if (cidr && cidr !== this.podCidr) {
+      this.deps.log.info('pod CIDR updated', { podCidr: cidr });
+      this.podCidr = cidr;
+      this.deps.setPodCidr?.(cidr);
+    }
+    return UpdateRuntimeConfigResponse.fromPartial({});
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The composition root: the only place that creates Stove's services and wires them together. Every
+ * other module receives what it needs through its constructor.
+ */
+import { readFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
+import type { Config } from './config/schema.js';
+import type { Logger } from './common/logger.js';
+import { implement } from './api/services.js';
+import { serveGrpc, type GrpcEndpoint } from './api/server.js';
+import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
+import { RuntimeInfo } from './cri/runtime-info.js';
+import { findCniNetwork } from './network/cni-config.js';
+
+/** Stove's version, from package.json. */
+export function stoveVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** A running daemon. */
+export interface Daemon {
+  readonly endpoint: GrpcEndpoint;
+  /** Drains the API, then stops background work. */
+  stop(): Promise<void>;
+}
+
+/** Builds every service, recovers state from disk, and serves the CRI on the configured socket. */
+export async function startDaemon(config: Config, log: Logger): Promise<Daemon> {
+  await mkdir(config.root, { recursive: true, mode: 0o711 });
+  await mkdir(config.state, { recursive: true, mode: 0o711 });
+
+  const info = new RuntimeInfo({
+    config,
+    version: stoveVersion(),
+    log: log.child({ module: 'runtime-info' }),
+    async networkReadiness() {
+      const lookup = await findCniNetwork(config.network.cniConfDir);
+      if (lookup.network) return { ready: true, reason: '', message: '' };
+      return { ready: false, reason: 'NetworkPluginNotReady', message: lookup.reason };
+    },
+    runtimeHandlers: () => [],
+  });
+
+  const runtimeHandlers: Partial<RuntimeHandlers> = {
+    version: (r) => info.version(r),
+    status: (r) => info.status(r),
+    runtimeConfig: () => info.runtimeConfig(),
+    updateRuntimeConfig: (r) => info.updateRuntimeConfig(r),
+  };
+  const imageHandlers: Partial<ImageHandlers> = {};
+
+  const apiLog = log.child({ module: 'api' });
+  const endpoint = await serveGrpc(
+    config.socket,
+    [
+      { definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, runtimeHandlers, apiLog) },
+      { definition: ImageServiceService, implementation: implement(ImageServiceService, imageHandlers, apiLog) },
+    ],
+    log,
+  );
+
+  return {
+    endpoint,
+    async stop() {
+      await endpoint.shutdown();
+    },
+  };
+}

@@ -1,0 +1,49 @@
+/**
+ * Crash-safe file writes: write a temp file in the same directory, fsync it, rename it over the target,
+ * fsync the directory. A reader sees the old content or the new, never half of either.
+ */
+import { open, rename, mkdir, unlink, readFile } from 'node:fs/promises';
+import { dirname, basename, join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { parseJson, stringifyJson } from '../common/json.js';
+
+/** Atomically replaces `path` with `data`. */
+export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true });
+  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+  const fh = await open(tmp, 'w', mode);
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  try {
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+  const dh = await open(dir, 'r');
+  try {
+    await dh.sync();
+  } finally {
+    await dh.close();
+  }
+}
+
+/** Atomically writes a value as JSON (bigint-safe). */
+export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
+  await writeFileAtomic(path, stringifyJson(value, 2) + '\n');
+}
+
+/** Reads JSON written by writeJsonAtomic; undefined when the file does not exist. */
+export async function readJsonFile<T>(path: string): Promise<T | undefined> {
+  try {
+    return parseJson<T>(await readFile(path, 'utf8'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}

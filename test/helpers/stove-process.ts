@@ -1,0 +1,102 @@
+/**
+ * Starts `stove serve` as a child process on its own temporary socket, root and state dirs, for
+ * integration tests and benchmarks. `stop()` sends SIGTERM and reports the exit code.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile, access } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { criClients, type CriClients } from './cri-client.js';
+
+export const REPO_ROOT = resolve(import.meta.dirname, '../../..');
+export const STOVE_BIN = join(REPO_ROOT, 'bin/stove');
+
+export interface StoveProcess {
+  dir: string;
+  socket: string;
+  root: string;
+  state: string;
+  configPath: string;
+  child: ChildProcess;
+  /** Everything the daemon wrote to stdout and stderr so far. */
+  output(): string;
+  clients: CriClients;
+  /** SIGTERM, wait for exit; resolves with the exit code (null if killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Removes the temp dir (after stop). */
+  cleanup(): Promise<void>;
+}
+
+export interface StoveOptions {
+  /** TOML written to the config file (defaults apply to everything it leaves out). */
+  configToml?: string;
+  /** Reuse an existing dir (same socket/root/state), e.g. to restart a daemon. */
+  dir?: string;
+  extraArgs?: string[];
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string, child: ChildProcess, out: () => string) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`stove exited before ${what}:\n${out()}`);
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}:\n${out()}`);
+}
+
+/** Runs the stove CLI once and returns its exit code and output. */
+export function runStoveCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(STOVE_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+/** Starts a daemon and waits until its socket accepts calls. */
+export async function startStove(options: StoveOptions = {}): Promise<StoveProcess> {
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'stove-test-')));
+  const socket = join(dir, 'stove.sock');
+  const root = join(dir, 'root');
+  const state = join(dir, 'state');
+  const configPath = join(dir, 'stove.toml');
+  await writeFile(configPath, options.configToml ?? '');
+  const child = spawn(
+    STOVE_BIN,
+    ['serve', '--config', configPath, '--socket', socket, '--root', root, '--state', state, '--log-level', 'debug', ...(options.extraArgs ?? [])],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  await waitFor(async () => access(socket).then(() => true, () => false), 20_000, 'the socket', child, () => out);
+  const clients = criClients(socket);
+  await waitFor(async () => clients.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000, 'Version', child, () => out);
+  return {
+    dir,
+    socket,
+    root,
+    state,
+    configPath,
+    child,
+    clients,
+    output: () => out,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      clients.close();
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+    async cleanup() {
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

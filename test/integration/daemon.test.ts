@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { access } from 'node:fs/promises';
+import { status } from '@grpc/grpc-js';
+import { startStove, runStoveCli, type StoveProcess } from '../helpers/stove-process.js';
+import { CgroupDriver } from '../../src/gen/runtime/v1/api.js';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+describe('stove serve', function () {
+  let stove: StoveProcess;
+  let cniDir: string;
+
+  before(async () => {
+    cniDir = await mkdtemp(join(tmpdir(), 'stove-cni-'));
+    stove = await startStove({ configToml: `[network]\ncni_conf_dir = "${cniDir}"\n` });
+  });
+
+  after(async () => {
+    await stove?.stop();
+    await stove?.cleanup();
+    await rm(cniDir, { recursive: true, force: true });
+  });
+
+  it('answers Version', async () => {
+    const v = await stove.clients.runtime.version({ version: 'v1' });
+    assert.equal(v.runtimeName, 'stove');
+    assert.equal(v.runtimeApiVersion, 'v1');
+    assert.match(v.runtimeVersion, /^\d+\.\d+\.\d+/);
+  });
+
+  it('reports NetworkReady=false until a CNI config appears, then true without a restart', async () => {
+    let s = await stove.clients.runtime.status({ verbose: false });
+    const cond = (type: string) => s.status!.conditions.find((c) => c.type === type)!;
+    assert.equal(cond('RuntimeReady').status, true);
+    assert.equal(cond('NetworkReady').status, false);
+    assert.equal(cond('NetworkReady').reason, 'NetworkPluginNotReady');
+    assert.match(cond('NetworkReady').message, /cni config uninitialized/);
+
+    await writeFile(join(cniDir, '10-test.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 't', plugins: [{ type: 'loopback' }] }));
+    s = await stove.clients.runtime.status({ verbose: false });
+    assert.equal(cond('NetworkReady').status, true);
+  });
+
+  it('returns the effective config as JSON in verbose Status', async () => {
+    const s = await stove.clients.runtime.status({ verbose: true });
+    const config = JSON.parse(s.info.config!) as { socket: string };
+    assert.equal(config.socket, stove.socket);
+  });
+
+  it('answers RuntimeConfig with the cgroupfs driver by default', async () => {
+    const r = await stove.clients.runtime.runtimeConfig({});
+    assert.equal(r.linux!.cgroupDriver, CgroupDriver.CGROUPFS);
+  });
+
+  it('remembers the pod CIDR from UpdateRuntimeConfig', async () => {
+    await stove.clients.runtime.updateRuntimeConfig({ runtimeConfig: { networkConfig: { podCidr: '10.99.0.0/16' } } });
+    const s = await stove.clients.runtime.status({ verbose: true });
+    assert.equal((JSON.parse(s.info.config!) as { podCidr: string }).podCidr, '10.99.0.0/16');
+  });
+
+  it('answers UNIMPLEMENTED naming an RPC that has no handler', async () => {
+    await assert.rejects(stove.clients.runtime.checkpointContainer({ containerId: 'x', location: '/tmp/x', timeout: 0n }), (err: { code: number; details: string }) => {
+      assert.equal(err.code, status.UNIMPLEMENTED);
+      assert.match(err.details, /CheckpointContainer/);
+      return true;
+    });
+  });
+
+  it('refuses to start a second daemon on a live socket', async () => {
+    const r = await runStoveCli(['serve', '--socket', stove.socket, '--root', join(stove.dir, 'r2'), '--state', join(stove.dir, 's2'), '--config', stove.configPath]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /another server is already listening/);
+    const v = await stove.clients.runtime.version({ version: 'v1' });
+    assert.equal(v.runtimeName, 'stove');
+  });
+
+  it('exits 0 on SIGTERM and removes its socket', async () => {
+    const code = await stove.stop('SIGTERM');
+    assert.equal(code, 0);
+    await assert.rejects(access(stove.socket));
+  });
+});
+
+describe('stove CLI', () => {
+  it('rejects an unknown config key with the key and file named', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stove-cli-'));
+    try {
+      await writeFile(join(dir, 'bad.toml'), '[network]\ncni_dir = "/x"\n');
+      const r = await runStoveCli(['config', '--config', join(dir, 'bad.toml')]);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /bad\.toml: unknown key "network\.cni_dir"/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stove check reports each requirement on its own line', async () => {
+    const r = await runStoveCli(['check']);
+    for (const name of ['root', 'runc', 'conmon', 'cni plugins', 'overlayfs', 'cgroups', 'iptables', 'disk'])
+      assert.match(r.stdout, new RegExp(`^(ok|warn|fail) +${name} `, 'm'));
+  });
+});

@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, writeFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig, loadConfig, applyOverrides, configToToml, ConfigError } from '../../src/config/load.js';
+import { defaultConfig } from '../../src/config/schema.js';
+
+describe('config', () => {
+  it('has a default for every key', () => {
+    const c = defaultConfig();
+    assert.equal(c.socket, '/run/stove/stove.sock');
+    assert.equal(c.root, '/var/lib/stove');
+    assert.equal(c.state, '/run/stove');
+    assert.equal(c.runtime.cgroupDriver, 'cgroupfs');
+    assert.equal(c.runtime.defaultCapabilities.length, 14);
+    assert.deepEqual(c.network.cniBinDirs, ['/opt/cni/bin', '/usr/lib/cni']);
+    assert.equal(c.streaming.address, '127.0.0.1');
+  });
+
+  it('reads snake_case keys from TOML over the defaults', () => {
+    const c = parseConfig(
+      `log_level = "debug"
+[runtime]
+cgroup_driver = "systemd"
+default_capabilities = ["CAP_CHOWN"]
+[network]
+cni_conf_dir = "/tmp/cni"
+[images]
+stall_timeout_seconds = 5
+[registries."registry.k8s.io"]
+mirrors = ["http://localhost:5000"]
+[registries."localhost:5000"]
+insecure = true
+username = "u"
+password = "p"
+[runtime.handlers.crun]
+path = "/usr/bin/crun"
+`,
+      'test.toml',
+    );
+    assert.equal(c.logLevel, 'debug');
+    assert.equal(c.runtime.cgroupDriver, 'systemd');
+    assert.deepEqual(c.runtime.defaultCapabilities, ['CAP_CHOWN']);
+    assert.equal(c.network.cniConfDir, '/tmp/cni');
+    assert.deepEqual(c.network.cniBinDirs, ['/opt/cni/bin', '/usr/lib/cni']);
+    assert.equal(c.images.stallTimeoutSeconds, 5);
+    assert.deepEqual(c.registries['registry.k8s.io']!.mirrors, ['http://localhost:5000']);
+    assert.equal(c.registries['localhost:5000']!.insecure, true);
+    assert.equal(c.registries['localhost:5000']!.username, 'u');
+    assert.equal(c.runtime.handlers.crun!.path, '/usr/bin/crun');
+  });
+
+  it('rejects an unknown key, naming it and the file', () => {
+    assert.throws(() => parseConfig('[runtime]\nrunc_path = "/x"\n', '/etc/stove/stove.toml'), (err: Error) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /\/etc\/stove\/stove\.toml: unknown key "runtime\.runc_path"/);
+      return true;
+    });
+  });
+
+  it('rejects values of the wrong type or outside their choices', () => {
+    assert.throws(() => parseConfig('socket = 3\n', 'f.toml'), /f\.toml: "socket" must be a string/);
+    assert.throws(() => parseConfig('[runtime]\ncgroup_driver = "cgroupv3"\n', 'f.toml'), /"runtime\.cgroup_driver" must be "cgroupfs" or "systemd"/);
+    assert.throws(() => parseConfig('log_level = "loud"\n', 'f.toml'), /"log_level" must be one of/);
+    assert.throws(() => parseConfig('[images]\nmax_concurrent_downloads = -1\n', 'f.toml'), /non-negative integer/);
+    assert.throws(() => parseConfig('[registries."x"]\nmirrors = ["localhost:5000"]\n', 'f.toml'), /must be an http:\/\/ or https:\/\/ URL/);
+    assert.throws(() => parseConfig('socket = "relative.sock"\n', 'f.toml'), /must be an absolute path/);
+    assert.throws(() => parseConfig('this is not toml', 'f.toml'), /f\.toml: invalid TOML/);
+  });
+
+  it('lets flags override the file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stove-config-'));
+    try {
+      const file = join(dir, 'stove.toml');
+      await writeFile(file, 'socket = "/run/a.sock"\nroot = "/var/lib/a"\n');
+      const c = await loadConfig(file, { socket: '/run/b.sock', logLevel: 'warn' });
+      assert.equal(c.socket, '/run/b.sock');
+      assert.equal(c.root, '/var/lib/a');
+      assert.equal(c.logLevel, 'warn');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('treats a missing default file as defaults but a missing named file as an error', async () => {
+    await assert.rejects(loadConfig('/nonexistent/stove.toml'), /\/nonexistent\/stove\.toml: config file not found/);
+    const c = defaultConfig();
+    assert.throws(() => applyOverrides(c, { logLevel: 'chatty' }), /command line: "log_level"/);
+  });
+
+  it('prints TOML that parses back to the same config', () => {
+    const c = parseConfig('[registries."docker.io"]\nmirrors = ["http://localhost:5000"]\n', 'a.toml');
+    assert.deepEqual(parseConfig(configToToml(c), 'printed'), c);
+  });
+});
