@@ -31,8 +31,9 @@ run: setup
 stop:
 	@scripts/run.sh stop
 
+# Every test: unit tests (no root) then integration tests (real runc, conmon, CNI, registry).
 test: setup
-	@$(MOCHA)
+	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js'
 
 test-unit: build
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'
