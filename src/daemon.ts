@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
 import type { Config } from './config/schema.js';
 import type { Logger } from './common/logger.js';
@@ -11,7 +12,8 @@ import { implement } from './api/services.js';
 import { serveGrpc, type GrpcEndpoint } from './api/server.js';
 import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
 import { RuntimeInfo } from './cri/runtime-info.js';
-import { findCniNetwork } from './network/cni-config.js';
+import { PodNetworkManager } from './network/pod-network.js';
+import { pathsFor } from './config/paths.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -31,15 +33,19 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
   await mkdir(config.root, { recursive: true, mode: 0o711 });
   await mkdir(config.state, { recursive: true, mode: 0o711 });
 
+  const podNetwork = new PodNetworkManager({
+    ...config.network,
+    netnsDir: pathsFor(config).netnsDir,
+    // Persistent, like libcni's /var/lib/cni: host-local IP reservations outlive reboots too.
+    cacheDir: join(config.root, 'cni', 'results'),
+    log: log.child({ module: 'network' }),
+  });
+
   const info = new RuntimeInfo({
     config,
     version: stoveVersion(),
     log: log.child({ module: 'runtime-info' }),
-    async networkReadiness() {
-      const lookup = await findCniNetwork(config.network.cniConfDir);
-      if (lookup.network) return { ready: true, reason: '', message: '' };
-      return { ready: false, reason: 'NetworkPluginNotReady', message: lookup.reason };
-    },
+    networkReadiness: () => podNetwork.readiness(),
     runtimeHandlers: () => [],
   });
 

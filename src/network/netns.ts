@@ -1,0 +1,87 @@
+/**
+ * Pod network namespaces, pinned by bind-mounting the namespace onto a file under `netnsDir` (as
+ * containerd's netns.NewNetNS and `ip netns add` do). The pin is a mount, not a process, so it
+ * survives the daemon restarting; CNI configures the namespace before the pause container exists,
+ * and the pause container then joins it by path.
+ *
+ * `unshare --net=<file>` makes the namespace and the bind mount in one step. It works with the
+ * private mount propagation of this host's `/` (a pin in a shared mount would also be fine).
+ */
+import { mkdir, open, readdir, realpath, statfs, unlink } from 'node:fs/promises';
+import { join, resolve, sep } from 'node:path';
+import { execa } from 'execa';
+import { alreadyExists, internal, invalidArgument } from '../common/errors.js';
+import { isMountPoint, unmount } from '../platform/mount.js';
+
+/** statfs(2) f_type of nsfs, the filesystem behind /proc/<pid>/ns/* and their bind mounts. */
+const NSFS_MAGIC = 0x6e736673;
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/** True when `path` is a pinned namespace (an nsfs mount), false when missing or a plain file. */
+export async function isNetns(path: string): Promise<boolean> {
+  try {
+    return (await statfs(path)).type === NSFS_MAGIC;
+  } catch {
+    return false;
+  }
+}
+
+/** Creates, lists and removes pinned network namespaces in one directory. */
+export class NetnsStore {
+  readonly dir: string;
+
+  constructor(dir: string) {
+    this.dir = resolve(dir);
+  }
+
+  /** The pin path for a sandbox. */
+  pathFor(sandboxId: string): string {
+    if (!NAME.test(sandboxId)) throw invalidArgument(`invalid network namespace name ${JSON.stringify(sandboxId)}`);
+    return join(this.dir, sandboxId);
+  }
+
+  /** Makes a new network namespace with `lo` up, pinned at `pathFor(sandboxId)`. */
+  async create(sandboxId: string): Promise<string> {
+    const path = this.pathFor(sandboxId);
+    await mkdir(this.dir, { recursive: true, mode: 0o755 });
+    try {
+      await (await open(path, 'wx', 0o444)).close();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw alreadyExists(`network namespace ${path} already exists`);
+      throw err;
+    }
+    // The command runs inside the new namespace: bring loopback up, as every runtime does for pods.
+    const r = await execa('unshare', [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up'], { reject: false });
+    if (r.exitCode !== 0 || !(await isNetns(path))) {
+      await this.removePin(path).catch(() => {});
+      throw internal(`failed to create network namespace ${path}: ${String(r.stderr || r.stdout || r.shortMessage || '').trim()}`);
+    }
+    return path;
+  }
+
+  /** Unpins and deletes a namespace file; missing is fine. The namespace lives on while a process uses it. */
+  async remove(path: string): Promise<void> {
+    const abs = resolve(path);
+    if (!abs.startsWith(this.dir + sep)) throw invalidArgument(`network namespace ${path} is not under ${this.dir}`);
+    await this.removePin(abs);
+  }
+
+  /** Paths of every pin file in the directory (for garbage collection after a restart). */
+  async list(): Promise<string[]> {
+    const names = await readdir(this.dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [] as string[];
+      throw err;
+    });
+    return names.filter((n) => NAME.test(n)).map((n) => join(this.dir, n));
+  }
+
+  private async removePin(path: string): Promise<void> {
+    // mountinfo lists resolved paths (/run, not /var/run).
+    const real = await realpath(path).catch(() => path);
+    // A pin may be stacked if something mounted twice; unmount until none is left.
+    for (let i = 0; i < 4 && (await isMountPoint(real)); i++) await unmount(real);
+    await unlink(real).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+  }
+}
