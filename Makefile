@@ -5,12 +5,12 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build rootfs proto run stop test test-unit clean
+.PHONY: setup build rootfs relay proto run stop test test-unit clean
 
 setup:
 	@scripts/setup.sh
 
-build: rootfs
+build: rootfs relay
 	@$(TSC) -p tsconfig.json
 
 # The pause program for pod sandboxes, linked statically so its root filesystem needs nothing else.
@@ -20,6 +20,13 @@ rootfs/pause/bin/pause: rootfs/pause.c
 	@mkdir -p rootfs/pause/bin rootfs/pause/proc rootfs/pause/dev rootfs/pause/sys rootfs/pause/etc
 	gcc -Os -static -Wall -Werror -o $@ $<
 	strip $@
+
+# Relays conmon's SOCK_SEQPACKET attach socket over pipes for Node, keeping packet boundaries.
+relay: dist/libexec/stove-attach-relay
+
+dist/libexec/stove-attach-relay: src/monitor/attach-relay.c
+	@mkdir -p dist/libexec
+	gcc -O2 -Wall -Wextra -Werror -o $@ $<
 
 # Regenerates src/gen from proto/ (needs only the npm dev dependencies).
 proto:

@@ -1,0 +1,177 @@
+/**
+ * Container exits as conmon records them: `<exit dir>/<id>` holds the exit code as text and its mtime
+ * is the finish time; `<persist dir>/oom` (and `<bundle>/oom`) exists when the kernel OOM-killed it.
+ * conmon writes the exit file atomically (a temp file `<id>.XXXXXX` renamed over `<id>`), and keeps
+ * doing so while Stove is down, so exits are both watched live and read back at start.
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { messageOf } from '../common/errors.js';
+import type { Logger } from '../common/logger.js';
+import { setTimeout as delay } from 'node:timers/promises';
+
+/** One recorded exit. */
+export interface ExitRecord {
+  id: string;
+  /** The process's exit status; 128 + signal when a signal killed it (137 = SIGKILL). */
+  exitCode: number;
+  /** When conmon wrote the exit file, in ns since the epoch. */
+  finishedAtNs: bigint;
+}
+
+/** CRI `reason` for a finished container. */
+export type ExitReason = 'Completed' | 'Error' | 'OOMKilled';
+
+/** conmon's temp names while it writes an exit file atomically (g_file_set_contents). */
+const TEMP_NAME = /\.[A-Za-z0-9]{6}$/;
+
+/** True for names in the exit dir that are conmon's temp files or otherwise not container IDs. */
+function isTempName(name: string): boolean {
+  return name.startsWith('.') || TEMP_NAME.test(name);
+}
+
+/** Reads `<exitsDir>/<id>`; undefined when there is no (complete) exit file. */
+export async function readExit(exitsDir: string, id: string): Promise<ExitRecord | undefined> {
+  const path = join(exitsDir, id);
+  try {
+    const [text, info] = await Promise.all([readFile(path, 'utf8'), stat(path, { bigint: true })]);
+    const exitCode = Number.parseInt(text.trim(), 10);
+    if (!info.isFile() || !Number.isInteger(exitCode)) return undefined;
+    return { id, exitCode, finishedAtNs: info.mtimeNs };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Waits up to `timeoutMs` for the exit file (runc can report `stopped` a moment before conmon has
+ * written it; CRI-O waits the same way). Undefined when it never appears.
+ */
+export async function waitForExit(exitsDir: string, id: string, timeoutMs = 5000): Promise<ExitRecord | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const record = await readExit(exitsDir, id);
+    if (record || Date.now() >= deadline) return record;
+    await delay(25);
+  }
+}
+
+/** Every exit file in the dir, for recovery at start. */
+export async function listExits(exitsDir: string): Promise<ExitRecord[]> {
+  let names: string[];
+  try {
+    names = await readdir(exitsDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  const records = await Promise.all(names.filter((n) => !isTempName(n)).map((n) => readExit(exitsDir, n)));
+  return records.filter((r): r is ExitRecord => r !== undefined);
+}
+
+/** True when conmon recorded an OOM kill in the container's persist dir (or bundle). */
+export async function wasOomKilled(...dirs: string[]): Promise<boolean> {
+  for (const dir of dirs) {
+    try {
+      await stat(join(dir, 'oom'));
+      return true;
+    } catch {
+      // not in this one
+    }
+  }
+  return false;
+}
+
+/** The CRI reason for an exit: OOMKilled wins, then 0 is Completed and anything else Error. */
+export function exitReason(exitCode: number, oomKilled: boolean): ExitReason {
+  if (oomKilled) return 'OOMKilled';
+  return exitCode === 0 ? 'Completed' : 'Error';
+}
+
+export interface ExitWatcherOptions {
+  exitsDir: string;
+  /** Called once per exit file that appears (errors thrown here are logged). */
+  onExit: (record: ExitRecord) => void | Promise<void>;
+  log: Logger;
+  /** Rescan the dir this often as a safety net for missed inotify events (ms; default 10 s; 0 = never). */
+  rescanMs?: number;
+}
+
+/**
+ * Watches the exit dir and reports each new exit file within milliseconds (inotify). Exit files that
+ * already exist when it starts are reported only with `emitExisting`; otherwise read them with
+ * `readExit`/`listExits`. Start the watcher before reading them back so nothing falls in between
+ * (a consumer may then see the same exit twice and must ignore the repeat).
+ */
+export class ExitWatcher {
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** id → mtime of the exit file already reported, so repeated events report once. */
+  private readonly seen = new Map<string, bigint>();
+
+  constructor(private readonly options: ExitWatcherOptions) {}
+
+  /** Starts watching (creating the dir if needed). */
+  async start(opts: { emitExisting?: boolean } = {}): Promise<void> {
+    if (this.watcher) return;
+    await mkdir(this.options.exitsDir, { recursive: true });
+    this.watcher = watch(this.options.exitsDir, { persistent: false }, (_event, name) => {
+      if (name) void this.check(String(name));
+    });
+    this.watcher.on('error', (err) => this.options.log.error('exit dir watch failed', { dir: this.options.exitsDir, error: messageOf(err) }));
+    const existing = await listExits(this.options.exitsDir);
+    for (const record of existing) {
+      if (opts.emitExisting) await this.report(record);
+      else this.seen.set(record.id, record.finishedAtNs);
+    }
+    const rescanMs = this.options.rescanMs ?? 10_000;
+    if (rescanMs > 0) {
+      this.timer = setInterval(() => void this.rescan(), rescanMs);
+      this.timer.unref();
+    }
+  }
+
+  /** Stops watching. */
+  stop(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Forgets a reported exit (call when the container is removed, so a new file is reported again). */
+  forget(id: string): void {
+    this.seen.delete(id);
+  }
+
+  private async check(name: string): Promise<void> {
+    if (isTempName(name)) return;
+    try {
+      const record = await readExit(this.options.exitsDir, name);
+      if (record) await this.report(record);
+      else this.seen.delete(name);
+    } catch (err) {
+      this.options.log.warn('cannot read exit file', { id: name, error: messageOf(err) });
+    }
+  }
+
+  private async rescan(): Promise<void> {
+    try {
+      for (const record of await listExits(this.options.exitsDir)) await this.report(record);
+    } catch (err) {
+      this.options.log.warn('exit dir rescan failed', { dir: this.options.exitsDir, error: messageOf(err) });
+    }
+  }
+
+  private async report(record: ExitRecord): Promise<void> {
+    if (this.seen.get(record.id) === record.finishedAtNs) return;
+    this.seen.set(record.id, record.finishedAtNs);
+    try {
+      await this.options.onExit(record);
+    } catch (err) {
+      this.options.log.error('exit handler failed', { id: record.id, error: messageOf(err) });
+    }
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Process identity checks for processes Stove does not parent (conmon is re-parented to init): a pid
+ * plus its /proc start time identifies one process even after the pid has been reused.
+ */
+import { readFile } from 'node:fs/promises';
+
+/**
+ * The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22), or undefined when
+ * no such process exists.
+ */
+export async function processStartTime(pid: number): Promise<bigint | undefined> {
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  let stat: string;
+  try {
+    stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) may contain spaces and parentheses: count fields after the last ')'.
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const startTime = rest[22 - 3];
+  return startTime === undefined ? undefined : BigInt(startTime);
+}
+
+/** True while the process with this pid is the one that had `startTime` (and is not a zombie). */
+export async function isSameProcessAlive(pid: number, startTime: bigint): Promise<boolean> {
+  const now = await processStartTime(pid);
+  if (now !== startTime) return false;
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** Reads a pid file as written by runc (`--pid-file`) or conmon (`-P`); undefined if absent or empty. */
+export async function readPidFile(path: string): Promise<number | undefined> {
+  try {
+    const pid = Number.parseInt((await readFile(path, 'utf8')).trim(), 10);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sends a signal, ignoring a process that is already gone. */
+export function signalProcess(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
