@@ -61,7 +61,8 @@ export function pluginFailureMessage(exitCode: number | undefined, stdout: strin
     return { message: `netplugin failed but error parsing its diagnostic message ${JSON.stringify(stdout)}: ${(err as Error).message}` };
   }
   const details = parsed.details ? `; ${parsed.details}` : '';
-  return { message: `${parsed.msg ?? ''}${details}`, code: parsed.code };
+  const msg = parsed.msg || details ? `${parsed.msg ?? ''}${details}` : `netplugin failed: ${JSON.stringify(stdout.trim())}`;
+  return { message: msg, code: parsed.code };
 }
 
 /** Error code 11 is the spec's "try again later". */
@@ -116,15 +117,28 @@ export class CniExec {
   private async run(pluginPath: string, cniEnv: Record<string, string>, config: Record<string, unknown>): Promise<string> {
     const timeoutMs = this.options.timeoutSeconds * 1000;
     const started = Date.now();
-    const r = await execa(pluginPath, [], {
+    // Its own process group, so a timeout also kills what the plugin started (IPAM plugins, sleeps)
+    // and the output pipes close.
+    const child = execa(pluginPath, [], {
       input: JSON.stringify(config),
       env: { ...process.env, ...cniEnv, CNI_PATH: this.options.binDirs.join(':') },
       extendEnv: false,
       reject: false,
-      timeout: timeoutMs,
-      killSignal: 'SIGKILL',
+      detached: true,
       stripFinalNewline: false,
     });
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      if (child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    }, timeoutMs);
+    const r = await child.finally(() => clearTimeout(timer));
     const stdout = String(r.stdout ?? '');
     const stderr = String(r.stderr ?? '');
     this.options.log.debug('cni plugin call', {
@@ -135,7 +149,7 @@ export class CniExec {
       ms: Date.now() - started,
       ...(stderr ? { stderr: stderr.slice(0, 2000) } : {}),
     });
-    if (r.timedOut) throw new CniError('DeadlineExceeded', `timed out after ${this.options.timeoutSeconds}s`, true);
+    if (timedOut) throw new CniError('DeadlineExceeded', `timed out after ${this.options.timeoutSeconds}s`, true);
     if (r.isTerminated) throw new CniError('Internal', `netplugin was killed by ${r.signal}`, true);
     if (r.exitCode === undefined) {
       // Never ran (ENOENT, EACCES): execa has no exit code.
