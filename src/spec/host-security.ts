@@ -1,0 +1,52 @@
+/**
+ * Host-side security preparation: reading seccomp profile files (Stove's RuntimeDefault profile and
+ * Localhost ones) and checking that a Localhost AppArmor profile is loaded.
+ */
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { failedPrecondition, invalidArgument, wrap } from '../common/errors.js';
+import { appArmorProfileLoaded } from '../platform/proc.js';
+import { parseSeccompProfile, type SeccompChoice, type SeccompProfileFile } from './seccomp.js';
+import type { AppArmorChoice } from './security.js';
+
+/**
+ * Where Stove's RuntimeDefault profile lives: `src/spec/seccomp-default.json` in the repository. The
+ * compiled module sits in `dist/src/spec/`, so the source copy is three levels up from it.
+ */
+export const BUILTIN_SECCOMP_PROFILE = fileURLToPath(new URL('../../../src/spec/seccomp-default.json', import.meta.url));
+
+/** Loads the RuntimeDefault profile: the configured file, or Stove's own when `path` is empty. */
+export async function loadDefaultSeccompProfile(path = ''): Promise<SeccompProfileFile> {
+  const file = path || BUILTIN_SECCOMP_PROFILE;
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw wrap(err, `failed to read the default seccomp profile ${file}`, 'FailedPrecondition');
+  }
+  return parseSeccompProfile(text, file);
+}
+
+/** Reads the Localhost profiles among `choices`; a missing or unreadable file is an InvalidArgument error. */
+export async function loadSeccompProfiles(choices: readonly SeccompChoice[]): Promise<Record<string, SeccompProfileFile>> {
+  const out: Record<string, SeccompProfileFile> = {};
+  for (const c of choices) {
+    if (c.kind !== 'localhost' || out[c.path]) continue;
+    let text: string;
+    try {
+      text = await readFile(c.path, 'utf8');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') throw invalidArgument(`seccomp Localhost profile "${c.path}" does not exist`);
+      throw wrap(err, `failed to read seccomp profile "${c.path}"`, 'InvalidArgument');
+    }
+    out[c.path] = parseSeccompProfile(text, c.path);
+  }
+  return out;
+}
+
+/** Throws FailedPrecondition when a chosen AppArmor profile is not loaded in the kernel. */
+export async function checkAppArmorProfile(choice: AppArmorChoice): Promise<void> {
+  if (choice.kind !== 'profile') return;
+  if (!(await appArmorProfileLoaded(choice.name))) throw failedPrecondition(`apparmor profile not found: ${choice.name}`);
+}

@@ -1,0 +1,69 @@
+/**
+ * Builds the SpecSettings once at daemon start from the configuration and what the host offers:
+ * capabilities the daemon holds, its OOM score floor, cgroup version and controllers, AppArmor, the
+ * seccomp architecture and profile, and whether `rro` mounts work.
+ */
+import { release } from 'node:os';
+import type { Logger } from '../common/logger.js';
+import { cgroupCapabilities, detectCgroups } from '../platform/cgroups.js';
+import { appArmorEnabled, ownBoundingCapabilities, ownOomScoreAdj } from '../platform/proc.js';
+import { loadDefaultSeccompProfile } from './host-security.js';
+import { oomScoreClamper, type CgroupDriverName } from './resources.js';
+import { seccompArchFor } from './seccomp.js';
+import { normalizeCapability } from './caps.js';
+import type { SpecSettings } from './settings.js';
+
+export interface SpecSettingsConfig {
+  defaultCapabilities: readonly string[];
+  cgroupDriver: CgroupDriverName;
+  /** Config `runtime.seccomp_profile`: empty = Stove's built-in RuntimeDefault profile. */
+  seccompProfile: string;
+  /** The runtime's `runc features` lists `rro` among its mount options. */
+  runtimeSupportsRro: boolean;
+  apparmorDefaultProfile?: string;
+  pidsLimit?: number;
+}
+
+/** Linux ≥ 5.12 has mount_setattr(2), which `rro` needs. */
+export function kernelSupportsRro(kernelRelease: string): boolean {
+  const m = /^(\d+)\.(\d+)/.exec(kernelRelease);
+  if (!m) return false;
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  return major > 5 || (major === 5 && minor >= 12);
+}
+
+/** Reads the host facts and returns the settings for every spec this daemon builds. */
+export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger): Promise<SpecSettings> {
+  // Bad names in the configuration fail the start, not every container.
+  const defaultCapabilities = config.defaultCapabilities.map(normalizeCapability);
+  const layout = await detectCgroups();
+  const [allCapabilities, ownOom, cgroups, apparmor, seccompDefaultProfile] = await Promise.all([
+    ownBoundingCapabilities(),
+    ownOomScoreAdj(),
+    cgroupCapabilities(layout),
+    appArmorEnabled(),
+    loadDefaultSeccompProfile(config.seccompProfile),
+  ]);
+  const settings: SpecSettings = {
+    defaultCapabilities,
+    allCapabilities,
+    cgroupDriver: config.cgroupDriver,
+    cgroups,
+    seccompDefaultProfile,
+    seccompArch: seccompArchFor(process.arch),
+    recursiveReadOnlyMounts: config.runtimeSupportsRro && kernelSupportsRro(release()),
+    apparmor: { enabled: apparmor, ...(config.apparmorDefaultProfile ? { defaultProfile: config.apparmorDefaultProfile } : {}) },
+    clampOomScoreAdj: oomScoreClamper(ownOom, log),
+    ...(config.pidsLimit ? { pidsLimit: config.pidsLimit } : {}),
+  };
+  log.info('spec settings', {
+    cgroupV2: cgroups.cgroupV2,
+    swap: cgroups.swapControllerAvailable,
+    hugetlb: cgroups.hugetlbControllerAvailable,
+    apparmor,
+    rro: settings.recursiveReadOnlyMounts,
+    ownOomScoreAdj: ownOom,
+    missingCapabilities: defaultCapabilities.filter((c) => !allCapabilities.includes(c)),
+  });
+  return settings;
+}

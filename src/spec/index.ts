@@ -1,0 +1,47 @@
+/**
+ * The spec module's public API: what the sandbox and container services call.
+ *
+ *   settings   = await detectSpecSettings(config slice, log)                (once, at start)
+ *   pause:       { seccompProfiles } = await preparePauseHost(podConfig)
+ *                spec = buildPauseSpec({ sandboxId, config, rootPath, hostname, netnsPath, shmPath,
+ *                                         cgroupParent, seccompProfiles, settings })
+ *   container:   host = await prepareContainerHost({ config, image, rootfsPath, settings })
+ *                spec = buildContainerSpec({ id, config, image, imageName, sandbox, host, targetPid, settings })
+ *                host.user is what ContainerStatus reports as user.linux.
+ *   update:      linuxResources(criResources, settings.cgroups) → the body of `runc update --resources`.
+ *   write:       specToJson(spec) → config.json text.
+ */
+export type { Spec, ImageConfig, ImageConfigFile, LinuxResources, Mount as OciMount } from './types.js';
+export type { SpecSettings } from './settings.js';
+export type { ContainerSpecInput, ContainerHostInputs, SandboxFacts } from './container-spec.js';
+export type { PauseSpecInput } from './pause-spec.js';
+export type { PodFiles } from './mounts.js';
+export type { ResolvedUser, UserRequest } from './user.js';
+export type { ResolvedDevice } from './devices.js';
+export type { SeccompProfileFile, SeccompChoice } from './seccomp.js';
+export type { CgroupDriverName, ResourceHost } from './resources.js';
+export type { PrepareContainerInput } from './host-prepare.js';
+export type { SpecSettingsConfig } from './host-settings.js';
+
+export { buildContainerSpec } from './container-spec.js';
+export { buildPauseSpec, pauseSysctls } from './pause-spec.js';
+export { resolveUser, userRequestFrom, parsePasswd, parseGroup } from './user.js';
+export { processArgs, containerEnv } from './process.js';
+export { validateSysctls } from './sysctls.js';
+export { cgroupsPathFor, clampOomScoreAdj, oomScoreClamper, linuxResources } from './resources.js';
+export { selectSeccomp } from './seccomp.js';
+export { ANNOTATIONS } from './annotations.js';
+export { PAUSE_COMMAND } from './defaults.js';
+export { prepareContainerHost, preparePauseHost } from './host-prepare.js';
+export { prepareMounts } from './host-mounts.js';
+export { resolveDevices, listHostDevices } from './host-devices.js';
+export { readUserDatabase } from './host-user.js';
+export { loadDefaultSeccompProfile, loadSeccompProfiles } from './host-security.js';
+export { detectSpecSettings } from './host-settings.js';
+
+import type { Spec } from './types.js';
+
+/** config.json text for a spec. */
+export function specToJson(spec: Spec): string {
+  return JSON.stringify(spec, null, 2) + '\n';
+}

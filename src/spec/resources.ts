@@ -1,0 +1,126 @@
+/**
+ * Resource limits and the cgroup path (containerd `WithResources`, `getCgroupsPath`, `WithOOMScoreAdj`).
+ * Zero in a CRI field means "not set".
+ */
+import type { LinuxContainerResources } from '../gen/runtime/v1/api.js';
+import { invalidArgument } from '../common/errors.js';
+import type { Logger } from '../common/logger.js';
+import type { LinuxResources } from './types.js';
+import { resourcesOf, type SpecOpt } from './opts.js';
+
+export type CgroupDriverName = 'cgroupfs' | 'systemd';
+
+/** What the host's cgroups can enforce. */
+export interface ResourceHost {
+  cgroupV2: boolean;
+  /** v1 `memory.memsw.*` exists (or v2 `memory.swap.max`): swap limits can be set. */
+  swapControllerAvailable: boolean;
+  /** The hugetlb controller is mounted. */
+  hugetlbControllerAvailable: boolean;
+}
+
+/** A CRI int64 as a spec number; values beyond 2^53 (no real limit is that large) are refused. */
+export function toSpecNumber(value: bigint, field: string): number {
+  if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
+    throw invalidArgument(`${field} ${value} is out of range`);
+  }
+  return Number(value);
+}
+
+/**
+ * `linux.resources` for CRI resources (also what UpdateContainerResources hands to `runc update`).
+ * Memory limit without a swap limit sets swap = limit (no swapping), as containerd does; hugepage
+ * limits need the hugetlb controller; `unified` needs cgroup v2.
+ */
+export function linuxResources(r: LinuxContainerResources | undefined, host: ResourceHost): LinuxResources {
+  const out: LinuxResources = {};
+  if (!r) return out;
+  const cpu: NonNullable<LinuxResources['cpu']> = {};
+  if (r.cpuPeriod > 0n) cpu.period = toSpecNumber(r.cpuPeriod, 'cpu_period');
+  if (r.cpuQuota !== 0n) cpu.quota = toSpecNumber(r.cpuQuota, 'cpu_quota');
+  if (r.cpuShares > 0n) cpu.shares = toSpecNumber(r.cpuShares, 'cpu_shares');
+  if (r.cpusetCpus) cpu.cpus = r.cpusetCpus;
+  if (r.cpusetMems) cpu.mems = r.cpusetMems;
+  if (Object.keys(cpu).length) out.cpu = cpu;
+
+  const memory: NonNullable<LinuxResources['memory']> = {};
+  if (r.memoryLimitInBytes > 0n) {
+    memory.limit = toSpecNumber(r.memoryLimitInBytes, 'memory_limit_in_bytes');
+    if (r.memorySwapLimitInBytes === 0n && host.swapControllerAvailable) memory.swap = memory.limit;
+  }
+  if (r.memorySwapLimitInBytes !== 0n && host.swapControllerAvailable) {
+    memory.swap = toSpecNumber(r.memorySwapLimitInBytes, 'memory_swap_limit_in_bytes');
+  }
+  if (Object.keys(memory).length) out.memory = memory;
+
+  if (r.hugepageLimits.length) {
+    if (!host.hugetlbControllerAvailable) {
+      throw invalidArgument('huge pages limits are specified but the hugetlb cgroup controller is missing on this host');
+    }
+    out.hugepageLimits = r.hugepageLimits.map((h) => ({ pageSize: h.pageSize, limit: toSpecNumber(h.limit, 'hugepage_limits.limit') }));
+  }
+  const unified = Object.entries(r.unified ?? {});
+  if (unified.length) {
+    if (!host.cgroupV2) throw invalidArgument('resources.unified needs cgroup v2; this host uses cgroup v1');
+    out.unified = Object.fromEntries(unified);
+  }
+  return out;
+}
+
+/** Merges CRI resources (and an optional pids limit) into spec.linux.resources, keeping device rules. */
+export const withResources = (r: LinuxContainerResources | undefined, host: ResourceHost, pidsLimit?: number): SpecOpt => (spec) => {
+  const target = resourcesOf(spec);
+  Object.assign(target, linuxResources(r, host));
+  if (pidsLimit && pidsLimit > 0) target.pids = { limit: pidsLimit };
+};
+
+/** Sets CPU shares (the pause container gets 2). */
+export const withCpuShares = (shares: number): SpecOpt => (spec) => {
+  const r = resourcesOf(spec);
+  r.cpu = { ...(r.cpu ?? {}), shares };
+};
+
+/**
+ * `linux.cgroupsPath` for a container under `parent`:
+ * - cgroupfs: `<parent>/<id>` (absolute, so runc does not nest it under its own cgroup);
+ * - systemd: `<parent slice>:stove:<id>`; the parent must be a slice name (`kubepods-besteffort.slice`
+ *   or a path ending in one).
+ */
+export function cgroupsPathFor(parent: string, id: string, driver: CgroupDriverName): string {
+  if (driver === 'systemd') {
+    const slice = parent.split('/').filter(Boolean).pop() ?? '';
+    if (!slice.endsWith('.slice')) throw invalidArgument(`cgroup_parent "${parent}" is not a systemd slice (the cgroup driver is systemd)`);
+    return `${slice}:stove:${id}`;
+  }
+  if (parent.endsWith('.slice')) throw invalidArgument(`cgroup_parent "${parent}" is a systemd slice but the cgroup driver is cgroupfs`);
+  const base = `/${parent.split('/').filter(Boolean).join('/')}`;
+  return base === '/' ? `/${id}` : `${base}/${id}`;
+}
+
+/** Sets the cgroup path. */
+export const withCgroupsPath = (path: string): SpecOpt => (spec) => {
+  spec.linux ??= {};
+  spec.linux.cgroupsPath = path;
+};
+
+/**
+ * An OOM score the daemon can actually give: never below its own current value. Lowering
+ * oom_score_adj needs CAP_SYS_RESOURCE, and runc fails the whole create if the write fails
+ * (containerd `restrict_oom_score_adj`).
+ */
+export function clampOomScoreAdj(requested: number, own: number): number {
+  return Math.max(requested, own);
+}
+
+/** clampOomScoreAdj bound to the daemon's own value that logs the first time it changes a request. */
+export function oomScoreClamper(own: number, log: Logger): (requested: number) => number {
+  let warned = false;
+  return (requested) => {
+    const value = clampOomScoreAdj(requested, own);
+    if (value !== requested && !warned) {
+      warned = true;
+      log.warn('oom_score_adj below the daemon\'s own value is raised to it (no CAP_SYS_RESOURCE to lower it)', { requested, own });
+    }
+    return value;
+  };
+}
