@@ -60,6 +60,12 @@ export interface PodNetworkReadiness {
 }
 
 const IF_NAME = 'eth0';
+
+/** How far an ADD got: plugins started (binary found) and plugins that returned a result. */
+interface AddProgress {
+  tried: number;
+  succeeded: number;
+}
 /** Sandbox IDs name cache files. */
 const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
@@ -202,18 +208,18 @@ export class PodNetworkManager {
     const call = invocation(entry, req.netnsPath);
     // Recorded before any plugin runs: a crash mid-ADD still leaves the way to DEL.
     await this.cache.put(entry);
-    const progress = { tried: 0 };
+    const progress = { tried: 0, succeeded: 0 };
     try {
       const result = await this.addList(network, call, entry.capabilityArgs, progress);
       await this.cache.put({ ...entry, result });
       return toPodNetworkResult(network.name, result);
     } catch (err) {
-      await this.undoFailedAdd(entry, call, progress.tried);
+      await this.undoFailedAdd(entry, call, progress);
       throw err;
     }
   }
 
-  private async addList(network: CniCacheEntry['network'], call: Omit<CniInvocation, 'command'>, caps: Record<string, unknown>, progress: { tried: number }): Promise<CniResult> {
+  private async addList(network: CniCacheEntry['network'], call: Omit<CniInvocation, 'command'>, caps: Record<string, unknown>, progress: AddProgress): Promise<CniResult> {
     let prev: CniResult | undefined;
     for (const [i, plugin] of network.plugins.entries()) {
       try {
@@ -221,6 +227,7 @@ export class PodNetworkManager {
         progress.tried = i + 1;
         const raw = await this.exec.invoke(path, { ...call, command: 'ADD' }, pluginRequestConfig(network, plugin, caps, prev));
         prev = convertResult(raw, network.cniVersion);
+        progress.succeeded = i + 1;
       } catch (err) {
         // A plugin that never ran holds nothing, so its DEL is not owed.
         if (err instanceof CniError && !err.executed) progress.tried = i;
@@ -230,15 +237,20 @@ export class PodNetworkManager {
     return prev!;
   }
 
-  /** DEL for every plugin whose ADD was tried, last first, past errors; keeps the record if any DEL failed. */
-  private async undoFailedAdd(entry: CniCacheEntry, call: Omit<CniInvocation, 'command'>, tried: number): Promise<void> {
+  /**
+   * DEL for every plugin whose ADD was tried, last first, past errors. The record stays (for a later
+   * teardown) if the DEL of a plugin whose ADD had succeeded failed. The plugin whose ADD failed gets
+   * its DEL too, but a failure there is only logged: a config that breaks ADD usually breaks DEL the
+   * same way (portmap parses both alike), and such a record could never be cleared.
+   */
+  private async undoFailedAdd(entry: CniCacheEntry, call: Omit<CniInvocation, 'command'>, progress: AddProgress): Promise<void> {
     let owed = 0;
-    for (let i = tried - 1; i >= 0; i--) {
+    for (let i = progress.tried - 1; i >= 0; i--) {
       const plugin = entry.network.plugins[i]!;
       try {
         await this.exec.invoke(await this.exec.findPlugin(plugin.type), { ...call, command: 'DEL' }, pluginRequestConfig(entry.network, plugin, entry.capabilityArgs));
       } catch (err) {
-        owed = Math.max(owed, i + 1);
+        if (i < progress.succeeded) owed = Math.max(owed, i + 1);
         this.log.error('cleanup after failed CNI ADD', { sandboxId: entry.containerId, error: pluginFailure(err, plugin, 'delete').message });
       }
     }

@@ -160,6 +160,16 @@ describe('network/pod-network (fake plugins)', () => {
     assert.deepEqual(await manager.attachedSandboxes(), []);
   });
 
+  it('does not keep a record only because the failing plugin also fails its DEL', async () => {
+    await writeConf('1.0.0', twoPlugins);
+    await fake.answer('fake-a', 'ADD', { out: bridgeResult });
+    await fake.answer('fake-b', 'ADD', { out: { code: 7, msg: 'bad config' }, exit: 1 });
+    await fake.answer('fake-b', 'DEL', { out: { code: 7, msg: 'bad config' }, exit: 1 });
+    await assert.rejects(manager.setup(request()), /plugin type="fake-b" failed \(add\): bad config/);
+    assert.deepEqual(await fake.calls(), ['fake-a ADD', 'fake-b ADD', 'fake-b DEL', 'fake-a DEL']);
+    assert.deepEqual(await manager.attachedSandboxes(), []);
+  });
+
   it('tears down in reverse with the cached result and config, after a restart and a config change', async () => {
     await writeConf('1.0.0', twoPlugins);
     await fake.answer('fake-a', 'ADD', { out: bridgeResult });
