@@ -10,7 +10,7 @@
 import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
-import type { CniNetworkList } from './cni-config.js';
+import type { CniNetwork } from './cni-list.js';
 import type { CniResult } from './cni-result.js';
 
 export const CACHE_KIND = 'stoveCniCacheV1';
@@ -21,7 +21,7 @@ export interface CniCacheEntry {
   containerId: string;
   ifName: string;
   /** The network list as ADD used it (its plugins, name, version, source). */
-  network: Omit<CniNetworkList, 'raw'>;
+  network: CniNetwork;
   cniArgs: [string, string][];
   capabilityArgs: Record<string, unknown>;
   /**

@@ -8,13 +8,14 @@
  * StopPodSandbox: `teardown` (before removing the netns: some plugins, e.g. bridge 1.1's ipMasq,
  * clean up only while the pod interface still exists), then `removeNetns`.
  */
-import { alreadyExists, failedPrecondition, invalidArgument, messageOf, notFound, StoveError, wrap } from '../common/errors.js';
+import { alreadyExists, failedPrecondition, invalidArgument, messageOf, notFound, wrap } from '../common/errors.js';
 import { KeyedMutex } from '../common/locks.js';
 import type { Logger } from '../common/logger.js';
-import { buildCapabilityArgs, buildCniArgs, formatCniArgs, pluginRequestConfig, type PodNetworkArgs } from './cni-args.js';
+import { buildCapabilityArgs, buildCniArgs, formatCniArgs, type PodNetworkArgs } from './cni-args.js';
 import { CACHE_KIND, CniCache, type CniCacheEntry } from './cni-cache.js';
-import { CniConfigSource, type CniPluginConf } from './cni-config.js';
-import { CniError, CniExec, type CniInvocation } from './cni-exec.js';
+import { CniConfigSource } from './cni-config.js';
+import { CniExec } from './cni-exec.js';
+import { CniListRunner, pluginDescription, type AddProgress, type ListCall } from './cni-list.js';
 import { convertResult, podIps, versionAtLeast, type CniResult } from './cni-result.js';
 import { isNetns, NetnsStore } from './netns.js';
 
@@ -60,31 +61,14 @@ export interface PodNetworkReadiness {
 }
 
 const IF_NAME = 'eth0';
-
-/** How far an ADD got: plugins started (binary found) and plugins that returned a result. */
-interface AddProgress {
-  tried: number;
-  succeeded: number;
-}
 /** Sandbox IDs name cache files. */
 const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 function checkSandboxId(id: string): void {
   if (!SANDBOX_ID.test(id)) throw invalidArgument(`invalid sandbox ID ${JSON.stringify(id)}`);
 }
-type Action = 'add' | 'delete' | 'check';
 
-/** libcni's plugin description in errors: `type="bridge"`, plus `name="…"` if the plugin has one. */
-function pluginDescription(plugin: CniPluginConf): string {
-  const name = typeof plugin.name === 'string' && plugin.name ? ` name=${JSON.stringify(plugin.name)}` : '';
-  return `type=${JSON.stringify(plugin.type)}${name}`;
-}
-
-/** `plugin type="bridge" failed (add): <plugin message>`, keeping the error's kind. */
-export function pluginFailure(err: unknown, plugin: CniPluginConf, action: Action): StoveError {
-  return wrap(err, `plugin ${pluginDescription(plugin)} failed (${action})`);
-}
-
+/** What PodSandboxStatus needs from a CNI result. */
 export function toPodNetworkResult(networkName: string, result: CniResult): PodNetworkResult {
   const ips = podIps(result, IF_NAME);
   return { networkName, interface: IF_NAME, ips, primaryIp: ips[0] ?? '', additionalIps: ips.slice(1), result };
@@ -93,6 +77,7 @@ export function toPodNetworkResult(networkName: string, result: CniResult): PodN
 export class PodNetworkManager {
   private readonly config: CniConfigSource;
   private readonly exec: CniExec;
+  private readonly lists: CniListRunner;
   private readonly cache: CniCache;
   private readonly netns: NetnsStore;
   private readonly locks = new KeyedMutex();
@@ -102,6 +87,7 @@ export class PodNetworkManager {
     this.log = options.log;
     this.config = new CniConfigSource(options.cniConfDir);
     this.exec = new CniExec({ binDirs: options.cniBinDirs, timeoutSeconds: options.cniTimeoutSeconds, log: options.log });
+    this.lists = new CniListRunner(this.exec, options.log);
     this.cache = new CniCache(options.cacheDir);
     this.netns = new NetnsStore(options.netnsDir);
   }
@@ -205,60 +191,28 @@ export class PodNetworkManager {
       capabilityArgs: buildCapabilityArgs(req),
       pluginsToDelete: network.plugins.length,
     };
-    const call = invocation(entry, req.netnsPath);
+    const list = listCall(entry, req.netnsPath);
     // Recorded before any plugin runs: a crash mid-ADD still leaves the way to DEL.
     await this.cache.put(entry);
-    const progress = { tried: 0, succeeded: 0 };
+    const progress: AddProgress = { tried: 0, succeeded: 0 };
     try {
-      const result = await this.addList(network, call, entry.capabilityArgs, progress);
+      const result = await this.lists.add(list, progress);
       await this.cache.put({ ...entry, result });
       return toPodNetworkResult(network.name, result);
     } catch (err) {
-      await this.undoFailedAdd(entry, call, progress);
+      await this.undoFailedAdd(entry, list, progress);
       throw err;
     }
   }
 
-  private async addList(network: CniCacheEntry['network'], call: Omit<CniInvocation, 'command'>, caps: Record<string, unknown>, progress: AddProgress): Promise<CniResult> {
-    let prev: CniResult | undefined;
-    for (const [i, plugin] of network.plugins.entries()) {
-      try {
-        const path = await this.exec.findPlugin(plugin.type);
-        progress.tried = i + 1;
-        const raw = await this.exec.invoke(path, { ...call, command: 'ADD' }, pluginRequestConfig(network, plugin, caps, prev));
-        prev = convertResult(raw, network.cniVersion);
-        progress.succeeded = i + 1;
-      } catch (err) {
-        // A plugin that never ran holds nothing, so its DEL is not owed.
-        if (err instanceof CniError && !err.executed) progress.tried = i;
-        throw pluginFailure(err, plugin, 'add');
-      }
-    }
-    return prev!;
-  }
-
-  /**
-   * DEL for every plugin whose ADD was tried, last first, past errors. The record stays (for a later
-   * teardown) if the DEL of a plugin whose ADD had succeeded failed. The plugin whose ADD failed gets
-   * its DEL too, but a failure there is only logged: a config that breaks ADD usually breaks DEL the
-   * same way (portmap parses both alike), and such a record could never be cleared.
-   */
-  private async undoFailedAdd(entry: CniCacheEntry, call: Omit<CniInvocation, 'command'>, progress: AddProgress): Promise<void> {
-    let owed = 0;
-    for (let i = progress.tried - 1; i >= 0; i--) {
-      const plugin = entry.network.plugins[i]!;
-      try {
-        await this.exec.invoke(await this.exec.findPlugin(plugin.type), { ...call, command: 'DEL' }, pluginRequestConfig(entry.network, plugin, entry.capabilityArgs));
-      } catch (err) {
-        if (i < progress.succeeded) owed = Math.max(owed, i + 1);
-        this.log.error('cleanup after failed CNI ADD', { sandboxId: entry.containerId, error: pluginFailure(err, plugin, 'delete').message });
-      }
-    }
+  /** DELs what a failed ADD tried; keeps the record only while some DEL is still owed. Never throws. */
+  private async undoFailedAdd(entry: CniCacheEntry, list: ListCall, progress: AddProgress): Promise<void> {
     try {
+      const owed = await this.lists.undoAdd(list, progress);
       if (owed === 0) await this.cache.remove(entry.containerId, entry.ifName);
       else await this.cache.put({ ...entry, pluginsToDelete: owed });
     } catch (err) {
-      this.log.error('cannot update the CNI cache after a failed ADD', { sandboxId: entry.containerId, error: messageOf(err) });
+      this.log.error('cleanup after failed CNI ADD', { sandboxId: entry.containerId, error: messageOf(err) });
     }
   }
 
@@ -271,18 +225,10 @@ export class PodNetworkManager {
     }
     // An empty CNI_NETNS tells plugins the namespace is gone (containerd does the same).
     const netns = ref.netnsPath && (await isNetns(ref.netnsPath)) ? ref.netnsPath : '';
-    const call = { ...invocation(entry, netns), command: 'DEL' as const };
-    const { network } = entry;
+    const { cniVersion } = entry.network;
     // Spec 0.4.0 added prevResult on DEL.
-    const prev = entry.result && versionAtLeast(network.cniVersion, '0.4.0') ? convertResult(entry.result, network.cniVersion) : undefined;
-    for (let i = entry.pluginsToDelete - 1; i >= 0; i--) {
-      const plugin = network.plugins[i]!;
-      try {
-        await this.exec.invoke(await this.exec.findPlugin(plugin.type), call, pluginRequestConfig(network, plugin, entry.capabilityArgs, prev));
-      } catch (err) {
-        throw pluginFailure(err, plugin, 'delete');
-      }
-    }
+    const prev = entry.result && versionAtLeast(cniVersion, '0.4.0') ? convertResult(entry.result, cniVersion) : undefined;
+    await this.lists.del(listCall(entry, netns), entry.pluginsToDelete, prev);
     await this.cache.remove(entry.containerId, entry.ifName);
   }
 
@@ -295,18 +241,14 @@ export class PodNetworkManager {
       throw failedPrecondition(`configuration version ${JSON.stringify(network.cniVersion)} does not support the CHECK command`);
     if (network.disableCheck) return;
     if (!(await isNetns(ref.netnsPath))) throw failedPrecondition(`${ref.netnsPath} is not a network namespace`);
-    const call = { ...invocation(entry, ref.netnsPath), command: 'CHECK' as const };
-    const prev = convertResult(entry.result, network.cniVersion);
-    for (const plugin of network.plugins) {
-      try {
-        await this.exec.invoke(await this.exec.findPlugin(plugin.type), call, pluginRequestConfig(network, plugin, entry.capabilityArgs, prev));
-      } catch (err) {
-        throw pluginFailure(err, plugin, 'check');
-      }
-    }
+    await this.lists.check(listCall(entry, ref.netnsPath), convertResult(entry.result, network.cniVersion));
   }
 }
 
-function invocation(entry: CniCacheEntry, netns: string): Omit<CniInvocation, 'command'> {
-  return { containerId: entry.containerId, netns, ifName: entry.ifName, cniArgs: formatCniArgs(entry.cniArgs) };
+function listCall(entry: CniCacheEntry, netns: string): ListCall {
+  return {
+    network: entry.network,
+    params: { containerId: entry.containerId, netns, ifName: entry.ifName, cniArgs: formatCniArgs(entry.cniArgs) },
+    capabilityArgs: entry.capabilityArgs,
+  };
 }
