@@ -75,7 +75,7 @@ export function cgroupPathOf(cgroupsPath: string): string {
     return posix.join(expandSlice(slice || '-.slice'), `${prefix}-${name}.scope`);
   }
   if (!cgroupsPath.startsWith('/')) throw invalidArgument(`cgroup path "${cgroupsPath}" must be absolute`);
-  return posix.normalize(cgroupsPath);
+  return posix.normalize(cgroupsPath).replace(/(.)\/$/, '$1');
 }
 
 /** `a-b-c.slice` → `/a.slice/a-b.slice/a-b-c.slice`; `-.slice` → `/`. */
