@@ -14,6 +14,10 @@ import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
 import { RuntimeInfo } from './cri/runtime-info.js';
 import { PodNetworkManager } from './network/pod-network.js';
 import { pathsFor } from './config/paths.js';
+import { ImageService } from './images/image-service.js';
+import { pullImage } from './cri/image-pull.js';
+import { listImages, imageStatus, imageFsInfo } from './cri/image-query.js';
+import { removeImage } from './cri/image-remove.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -41,6 +45,16 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     log: log.child({ module: 'network' }),
   });
 
+  const images = await ImageService.open({
+    imagesDir: pathsFor(config).imagesDir,
+    stateDir: config.state,
+    containerDir: pathsFor(config).containerDir,
+    maxConcurrentDownloads: config.images.maxConcurrentDownloads,
+    stallTimeoutSeconds: config.images.stallTimeoutSeconds,
+    registries: config.registries,
+    log: log.child({ module: 'images' }),
+  });
+
   const info = new RuntimeInfo({
     config,
     version: stoveVersion(),
@@ -55,7 +69,13 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     runtimeConfig: () => info.runtimeConfig(),
     updateRuntimeConfig: (r) => info.updateRuntimeConfig(r),
   };
-  const imageHandlers: Partial<ImageHandlers> = {};
+  const imageHandlers: Partial<ImageHandlers> = {
+    pullImage: (r) => pullImage(images, r),
+    listImages: (r) => listImages(images, r),
+    imageStatus: (r) => imageStatus(images, r),
+    removeImage: (r) => removeImage(images, r),
+    imageFsInfo: () => imageFsInfo(images),
+  };
 
   const apiLog = log.child({ module: 'api' });
   const endpoint = await serveGrpc(
@@ -71,6 +91,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     endpoint,
     async stop() {
       await endpoint.shutdown();
+      await images.close();
     },
   };
 }

@@ -1,0 +1,25 @@
+/** ImageRecord → CRI `Image`, shared by the image RPCs. */
+import { Image } from '../gen/runtime/v1/api.js';
+import type { ImageRecord } from '../images/image-store.js';
+
+/** The config's User as the CRI wants it: a numeric uid, or else a user name (never both). */
+export function imageUser(user: string | undefined): { uid?: bigint; username: string } {
+  const name = (user ?? '').split(':')[0]!;
+  if (name === '') return { username: '' };
+  if (/^\d+$/.test(name)) return { uid: BigInt(name), username: '' };
+  return { username: name };
+}
+
+export function toCriImage(record: ImageRecord): Image {
+  const user = imageUser(record.config.config?.User);
+  return Image.fromPartial({
+    id: record.id,
+    repoTags: record.repoTags,
+    repoDigests: record.repoDigests,
+    size: BigInt(record.size),
+    uid: user.uid !== undefined ? { value: user.uid } : undefined,
+    username: user.username,
+    spec: { image: record.id, annotations: {} },
+    pinned: record.pinned,
+  });
+}

@@ -1,0 +1,48 @@
+/** ListImages, ImageStatus and ImageFsInfo. */
+import {
+  ImageFsInfoResponse,
+  ImageStatusResponse,
+  ListImagesResponse,
+  type ImageStatusRequest,
+  type ListImagesRequest,
+} from '../gen/runtime/v1/api.js';
+import { requiredString } from '../api/validate.js';
+import { nowNs } from '../common/clock.js';
+import type { ImageService } from '../images/image-service.js';
+import { toCriImage } from './image-convert.js';
+
+export async function listImages(images: ImageService, req: ListImagesRequest): Promise<ListImagesResponse> {
+  const filter = req.filter?.image?.image;
+  const records = filter ? [images.find(filter)].filter((r) => r !== undefined) : images.list();
+  return ListImagesResponse.fromPartial({ images: records.map(toCriImage) });
+}
+
+/** An unknown image is an empty response, not an error (the kubelet pulls when it sees one). */
+export async function imageStatus(images: ImageService, req: ImageStatusRequest): Promise<ImageStatusResponse> {
+  const spec = requiredString(req.image?.image, 'image.image');
+  const record = images.find(spec);
+  if (!record) return ImageStatusResponse.fromPartial({});
+  const info: Record<string, string> = {};
+  if (req.verbose) {
+    info.info = JSON.stringify({
+      imageSpec: record.config,
+      manifestDigest: record.manifestDigest,
+      chainID: record.layers[record.layers.length - 1]?.chainId ?? '',
+      layers: record.layers,
+      pulledAt: record.pulledAt,
+    });
+  }
+  return ImageStatusResponse.fromPartial({ image: toCriImage(record), info });
+}
+
+export async function imageFsInfo(images: ImageService): Promise<ImageFsInfoResponse> {
+  const usage = await images.fsInfo();
+  const timestamp = nowNs();
+  const fs = (u: { mountpoint: string; bytes: bigint; inodes: bigint }) => ({
+    timestamp,
+    fsId: { mountpoint: u.mountpoint },
+    usedBytes: { value: u.bytes },
+    inodesUsed: { value: u.inodes },
+  });
+  return ImageFsInfoResponse.fromPartial({ imageFilesystems: [fs(usage.images)], containerFilesystems: [fs(usage.containers)] });
+}

@@ -1,0 +1,360 @@
+/**
+ * Stove's images: pull, list, resolve and remove images, and the root filesystems containers run on.
+ *
+ * On disk (under the images dir):
+ *   blobs/sha256/<hex>      content store (layers, configs, manifests), shared by every image
+ *   layers/<chain hex>/     unpacked layers, one per chain ID, shared; l/<short> links to them
+ *   records/<id hex>.json   one per image, written last (a partly pulled image is never listed)
+ *   holds/<container>.json  which image each container's root filesystem is built on
+ * A container's overlay upper/work dirs live in its own dir: `<container dir>/fs/{upper,work}`.
+ */
+import { dirname, join } from 'node:path';
+import { mkdir, readdir, rm, unlink, stat } from 'node:fs/promises';
+import { KeyedMutex } from '../common/locks.js';
+import { failedPrecondition, invalidArgument, notFound, messageOf, wrap } from '../common/errors.js';
+import type { Logger } from '../common/logger.js';
+import { shortId } from '../common/ids.js';
+import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
+import { BlobStore } from '../storage/blobs.js';
+import { LayerStore } from '../storage/layers.js';
+import { UnpackPool } from '../storage/unpack-pool.js';
+import { diskUsage, mountOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
+import { ImageStore, type ImageRecord } from './image-store.js';
+import { RegistryClient, type RegistryHostSettings } from './registry-client.js';
+import { Leases, Puller } from './pull.js';
+import { credentialsFromAuthConfig, type AuthConfigLike } from './auth.js';
+import { digestReference, formatReference, parseReference, repositoryName, tagReference } from './reference.js';
+import { progressFile } from './progress.js';
+import type { ImageConfigSection, Platform } from './manifest.js';
+
+export interface ImageServiceOptions {
+  imagesDir: string;
+  /** Volatile state dir (pull progress snapshots go to `<state>/pulls/`). */
+  stateDir: string;
+  /** A container's own persistent dir (its overlay upper/work dirs go in `fs/` there). */
+  containerDir: (containerId: string) => string;
+  maxConcurrentDownloads: number;
+  stallTimeoutSeconds: number;
+  registries: Record<string, RegistryHostSettings>;
+  /** References reported as pinned (never garbage-collected by the kubelet). */
+  pinnedImages?: string[];
+  /** fdatasync each blob before committing it (default true). */
+  syncBlobs?: boolean;
+  log: Logger;
+}
+
+/** What the container module needs from an image. */
+export interface ImageInfo {
+  id: string;
+  repoTags: string[];
+  repoDigests: string[];
+  /** The OCI image config's `config` section (Entrypoint, Cmd, Env, WorkingDir, User, StopSignal, …). */
+  config: ImageConfigSection;
+  platform: Partial<Platform>;
+  /** Absolute paths of the unpacked layers, bottom first. */
+  layerDirs: string[];
+}
+
+interface Hold {
+  containerId: string;
+  imageId: string;
+  /** Where the overlay is mounted, while it is. */
+  target?: string;
+}
+
+export interface FsUsage {
+  mountpoint: string;
+  bytes: bigint;
+  inodes: bigint;
+}
+
+export class ImageService {
+  private readonly blobs: BlobStore;
+  private readonly layers: LayerStore;
+  private readonly store: ImageStore;
+  private readonly client: RegistryClient;
+  private readonly pool: UnpackPool;
+  private readonly puller: Puller;
+  private readonly leases = new Leases();
+  private readonly locks = new KeyedMutex();
+  private readonly holds = new Map<string, Hold>();
+  private readonly holdsDir: string;
+  private readonly log: Logger;
+  private readonly pinned: Set<string>;
+
+  private constructor(private readonly options: ImageServiceOptions) {
+    this.log = options.log;
+    this.blobs = new BlobStore(options.imagesDir);
+    this.layers = new LayerStore(options.imagesDir);
+    this.store = new ImageStore(options.imagesDir);
+    this.holdsDir = join(options.imagesDir, 'holds');
+    this.pinned = new Set(
+      (options.pinnedImages ?? []).flatMap((r) => {
+        try {
+          return [formatReference(parseReference(r))];
+        } catch {
+          return [];
+        }
+      }),
+    );
+    this.client = new RegistryClient({ registries: options.registries, stallTimeoutMs: options.stallTimeoutSeconds * 1000, log: options.log.child({ module: 'registry' }) });
+    this.pool = new UnpackPool({ size: Math.max(1, options.maxConcurrentDownloads) });
+    this.puller = new Puller({
+      blobs: this.blobs,
+      layers: this.layers,
+      store: this.store,
+      client: this.client,
+      pool: this.pool,
+      leases: this.leases,
+      locks: this.locks,
+      log: options.log,
+      maxConcurrentDownloads: options.maxConcurrentDownloads,
+      syncBlobs: options.syncBlobs ?? true,
+      progressFile: (ref) => progressFile(options.stateDir, ref),
+      isPinned: (r) => r.repoTags.some((t) => this.pinned.has(t)) || r.repoDigests.some((d) => this.pinned.has(d)),
+    });
+  }
+
+  /** Opens the store: loads images, layers and holds, and removes leftovers of interrupted work. */
+  static async open(options: ImageServiceOptions): Promise<ImageService> {
+    const service = new ImageService(options);
+    await mkdir(options.imagesDir, { recursive: true, mode: 0o711 });
+    await service.blobs.init();
+    await service.layers.init();
+    await service.store.init();
+    await mkdir(service.holdsDir, { recursive: true, mode: 0o700 });
+    for (const name of await readdir(service.holdsDir)) {
+      const hold = await readJsonFile<Hold>(join(service.holdsDir, name)).catch(() => undefined);
+      if (hold?.containerId) service.holds.set(hold.containerId, hold);
+    }
+    await service.collectGarbage(undefined);
+    return service;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+    await this.client.close();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Images
+
+  /** Pulls an image (or finds it present) and returns its record. */
+  async pull(image: string, auth?: AuthConfigLike): Promise<ImageRecord> {
+    const ref = parseReference(image);
+    try {
+      return await this.puller.pull(ref, credentialsFromAuthConfig(auth));
+    } catch (err) {
+      throw wrap(err, `failed to pull image "${formatReference(ref)}"`);
+    }
+  }
+
+  list(): ImageRecord[] {
+    return this.store.all();
+  }
+
+  /** Finds an image by ID (full, bare hex or unique prefix), repo tag or repo digest. */
+  find(spec: string): ImageRecord | undefined {
+    const s = spec.trim();
+    if (!s) return undefined;
+    const hex = s.startsWith('sha256:') ? s.slice(7) : s;
+    if (/^[a-f0-9]{64}$/.test(hex)) {
+      const byId = this.store.get(`sha256:${hex}`);
+      if (byId) return byId;
+    }
+    try {
+      const ref = parseReference(s);
+      if (ref.digest) {
+        const byDigest = this.store.byRepoDigest(digestReference(ref, ref.digest));
+        if (byDigest) return byDigest;
+        const repo = repositoryName(ref);
+        const byManifest = this.store.all().find((r) => r.manifestDigest === ref.digest && r.repoDigests.some((d) => d.startsWith(repo + '@')));
+        if (byManifest) return byManifest;
+      } else {
+        const byTag = this.store.byRepoTag(tagReference(ref)!);
+        if (byTag) return byTag;
+      }
+    } catch {
+      // not a reference: maybe an ID prefix
+    }
+    if (/^[a-f0-9]{4,63}$/.test(hex)) {
+      const ids = this.store.idsWithPrefix(hex);
+      if (ids.length === 1) return this.store.get(ids[0]!);
+    }
+    return undefined;
+  }
+
+  /** The image a container is created from, with its config and layer dirs; NOT_FOUND if absent. */
+  getImage(spec: string): ImageInfo {
+    const record = this.find(spec);
+    if (!record) throw notFound(`image "${spec}" not found`);
+    return {
+      id: record.id,
+      repoTags: record.repoTags,
+      repoDigests: record.repoDigests,
+      config: record.config.config ?? {},
+      platform: { os: record.config.os, architecture: record.config.architecture, variant: record.config.variant },
+      layerDirs: record.layers.map((l) => this.layers.diffDir(l.chainId)),
+    };
+  }
+
+  /**
+   * Removes an image with every tag and digest it has (as containerd does). An unknown image is not
+   * an error. An image a container still uses is refused. Blobs and layers no other image uses are
+   * deleted.
+   */
+  async remove(spec: string): Promise<void> {
+    const record = this.find(spec);
+    if (!record) return;
+    const users = [...this.holds.values()].filter((h) => h.imageId === record.id).map((h) => shortId(h.containerId));
+    if (users.length > 0)
+      throw failedPrecondition(`image "${spec}" (${shortId(record.id.slice(7))}) is in use by container${users.length > 1 ? 's' : ''} ${users.join(', ')}`);
+    await this.store.remove(record.id);
+    this.log.info('image removed', { image: spec, imageId: record.id, repoTags: record.repoTags });
+    await this.collectGarbage(record);
+  }
+
+  /**
+   * Deletes layers and blobs no image references and no pull in progress relies on: those of
+   * `removed`, or (at start-up) everything unreferenced.
+   */
+  private async collectGarbage(removed: ImageRecord | undefined): Promise<void> {
+    const referencedBlobs = new Set<string>();
+    const referencedLayers = new Set<string>();
+    for (const r of this.store.all()) {
+      for (const b of r.blobs) referencedBlobs.add(b);
+      for (const l of r.layers) referencedLayers.add(l.chainId);
+    }
+    const layerCandidates = removed ? removed.layers.map((l) => l.chainId) : this.layers.all().map((l) => l.chainId);
+    const blobCandidates = removed ? removed.blobs : await this.blobs.list();
+    const isReferenced = (key: string, set: Set<string>) => {
+      if (set.has(key) || this.leases.has(key)) return true;
+      // Re-check live: an image may have been recorded since the sets were built.
+      return this.store.all().some((r) => r.blobs.includes(key) || r.layers.some((l) => l.chainId === key));
+    };
+    let freedLayers = 0;
+    let freedBlobs = 0;
+    for (const chainId of layerCandidates) {
+      await this.locks.run(chainId, async () => {
+        if (isReferenced(chainId, referencedLayers) || !this.layers.has(chainId)) return;
+        await this.layers.remove(chainId);
+        freedLayers++;
+      });
+    }
+    for (const digest of blobCandidates) {
+      await this.locks.run(digest, async () => {
+        if (isReferenced(digest, referencedBlobs)) return;
+        await this.blobs.remove(digest);
+        freedBlobs++;
+      });
+    }
+    if (freedLayers || freedBlobs) this.log.info('freed unused image content', { layers: freedLayers, blobs: freedBlobs });
+  }
+
+  /** Space used by images (layers and blobs) and by containers' writable layers. */
+  async fsInfo(): Promise<{ images: FsUsage; containers: FsUsage }> {
+    let bytes = 0n;
+    let inodes = 0n;
+    for (const layer of this.layers.all()) {
+      bytes += BigInt(layer.usage.bytes);
+      inodes += BigInt(layer.usage.inodes);
+    }
+    for (const digest of await this.blobs.list()) {
+      const size = await this.blobs.size(digest).catch(() => 0);
+      bytes += BigInt(Math.ceil(size / 4096) * 4096);
+      inodes += 1n;
+    }
+    let cBytes = 0n;
+    let cInodes = 0n;
+    for (const hold of this.holds.values()) {
+      const usage = await this.rootfsUsage(hold.containerId);
+      cBytes += usage.bytes;
+      cInodes += usage.inodes;
+    }
+    return {
+      images: { mountpoint: this.options.imagesDir, bytes, inodes },
+      containers: { mountpoint: dirname(this.options.containerDir('x')), bytes: cBytes, inodes: cInodes },
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Container root filesystems
+
+  private fsDir(containerId: string): string {
+    return join(this.options.containerDir(containerId), 'fs');
+  }
+
+  private async saveHold(hold: Hold): Promise<void> {
+    await writeJsonAtomic(join(this.holdsDir, `${hold.containerId}.json`), hold);
+    this.holds.set(hold.containerId, hold);
+  }
+
+  /** Marks an image as used by a container: RemoveImage refuses it until `releaseImage`. */
+  async holdImage(imageSpec: string, containerId: string): Promise<ImageInfo> {
+    if (!/^[A-Za-z0-9_.-]+$/.test(containerId)) throw invalidArgument(`invalid container ID "${containerId}"`);
+    const image = this.getImage(imageSpec);
+    const existing = this.holds.get(containerId);
+    if (existing && existing.imageId !== image.id)
+      throw failedPrecondition(`container ${shortId(containerId)} already holds image ${existing.imageId}`);
+    if (!existing) await this.saveHold({ containerId, imageId: image.id });
+    return image;
+  }
+
+  /** Forgets a container's use of its image (its root filesystem must be removed already). */
+  async releaseImage(containerId: string): Promise<void> {
+    if (!this.holds.has(containerId)) return;
+    await unlink(join(this.holdsDir, `${containerId}.json`)).catch(() => {});
+    this.holds.delete(containerId);
+  }
+
+  /** The image a container holds, if any. */
+  heldImage(containerId: string): string | undefined {
+    return this.holds.get(containerId)?.imageId;
+  }
+
+  /**
+   * Mounts a container's root filesystem at `target`: overlay of the image's layers with the
+   * container's own upper/work dirs (created on first use, kept across mounts). Holds the image.
+   */
+  async mountRootfs(imageSpec: string, containerId: string, target: string): Promise<void> {
+    const image = await this.holdImage(imageSpec, containerId);
+    const record = this.store.get(image.id)!;
+    const lower = record.layers.length ? this.layers.lowerDirs(record.layers.map((l) => l.chainId)) : [this.layers.emptyDir];
+    const fs = this.fsDir(containerId);
+    try {
+      await mountOverlay({ baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target });
+    } catch (err) {
+      throw wrap(err, `failed to mount the root filesystem of container "${containerId}"`);
+    }
+    await this.saveHold({ containerId, imageId: image.id, target });
+  }
+
+  /** Unmounts a container's root filesystem (its writable layer and the hold stay). */
+  async unmountRootfs(containerId: string): Promise<void> {
+    const hold = this.holds.get(containerId);
+    if (!hold?.target) return;
+    await unmountOverlay(hold.target);
+    await this.saveHold({ containerId, imageId: hold.imageId });
+  }
+
+  /** Unmounts, deletes the writable layer, and releases the image. */
+  async removeRootfs(containerId: string): Promise<void> {
+    await this.unmountRootfs(containerId);
+    await rm(this.fsDir(containerId), { recursive: true, force: true });
+    await this.releaseImage(containerId);
+  }
+
+  /** Bytes and inodes of a container's writable layer. */
+  async rootfsUsage(containerId: string): Promise<DiskUsage> {
+    const upper = join(this.fsDir(containerId), 'upper');
+    try {
+      await stat(upper);
+    } catch {
+      return { bytes: 0n, inodes: 0n };
+    }
+    return diskUsage(upper).catch((err: unknown) => {
+      this.log.debug('measuring a writable layer failed', { containerId, error: messageOf(err) });
+      return { bytes: 0n, inodes: 0n };
+    });
+  }
+}

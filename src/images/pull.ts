@@ -1,0 +1,353 @@
+/**
+ * Pulling one image: resolve the reference (a HEAD for a tag, nothing at all for a digest already
+ * present), walk index → manifest → config, then fetch every missing layer in parallel (bounded by
+ * max_concurrent_downloads). Each layer streams from the socket into an unpack worker that hashes,
+ * stores and unpacks it in one pass. The image record is written last.
+ */
+import { rm } from 'node:fs/promises';
+import { SingleFlight, KeyedMutex } from '../common/locks.js';
+import { StoveError, failedPrecondition, internal, wrap, isKind } from '../common/errors.js';
+import type { Logger } from '../common/logger.js';
+import { BlobStore, digestAlgorithm, digestOf } from '../storage/blobs.js';
+import { LayerStore, chainIds } from '../storage/layers.js';
+import { LayerJobError, UnpackPool } from '../storage/unpack-pool.js';
+import { RegistryClient, type RegistrySession } from './registry-client.js';
+import { parseManifest, parseImageConfig, selectPlatform, hostPlatform, formatPlatform, type Descriptor, type ImageManifest, type Platform } from './manifest.js';
+import { digestReference, formatReference, tagReference, type ImageReference } from './reference.js';
+import type { ImageRecord, ImageStore, LayerRef } from './image-store.js';
+import { PullProgress } from './progress.js';
+import type { Credentials } from './auth.js';
+
+const MAX_CONFIG_BYTES = 16 << 20;
+const MAX_INDEX_DEPTH = 4;
+
+/** Counts holders per key: blobs and layers a pull in progress relies on (GC leaves them alone). */
+export class Leases {
+  private readonly counts = new Map<string, number>();
+
+  acquire(keys: string[]): () => void {
+    for (const k of keys) this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const k of keys) {
+        const n = (this.counts.get(k) ?? 1) - 1;
+        if (n <= 0) this.counts.delete(k);
+        else this.counts.set(k, n);
+      }
+    };
+  }
+
+  has(key: string): boolean {
+    return this.counts.has(key);
+  }
+}
+
+/** A counting semaphore (download slots). */
+export class Semaphore {
+  private waiting: (() => void)[] = [];
+  private free: number;
+
+  constructor(size: number) {
+    this.free = size;
+  }
+
+  async acquire(): Promise<() => void> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((r) => this.waiting.push(r));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    };
+  }
+}
+
+export interface PullerDeps {
+  blobs: BlobStore;
+  layers: LayerStore;
+  store: ImageStore;
+  client: RegistryClient;
+  pool: UnpackPool;
+  leases: Leases;
+  /** Per-key locks shared with garbage collection: chain IDs and blob digests. */
+  locks: KeyedMutex;
+  log: Logger;
+  maxConcurrentDownloads: number;
+  /** fdatasync blobs before committing them. */
+  syncBlobs: boolean;
+  /** Where the progress snapshot of a reference goes (undefined: none). */
+  progressFile?: (reference: string) => string;
+  platform?: Platform;
+  /** Normalised references that are reported as pinned. */
+  isPinned?: (record: Pick<ImageRecord, 'repoTags' | 'repoDigests'>) => boolean;
+}
+
+interface LayerJob {
+  desc: Descriptor;
+  diffId: string;
+  chainId: string;
+  parent?: string;
+}
+
+export class Puller {
+  private readonly pulls = new SingleFlight<ImageRecord>();
+  private readonly layerFlights = new SingleFlight<void>();
+  private readonly blobFlights = new Map<string, Promise<void>>();
+  private readonly slots: Semaphore;
+  private readonly platform: Platform;
+
+  constructor(private readonly deps: PullerDeps) {
+    this.slots = new Semaphore(Math.max(1, deps.maxConcurrentDownloads));
+    this.platform = deps.platform ?? hostPlatform();
+  }
+
+  /** Pulls (or finds) an image; concurrent pulls of one reference share the work. */
+  pull(ref: ImageReference, creds?: Credentials): Promise<ImageRecord> {
+    const name = formatReference(ref);
+    return this.pulls.run(name, async () => {
+      const progress = new PullProgress(name, this.deps.progressFile?.(name), this.deps.log);
+      try {
+        const record = await this.pullOnce(ref, creds, progress);
+        progress.finish(record.id);
+        return record;
+      } catch (err) {
+        progress.fail(err);
+        throw err;
+      }
+    });
+  }
+
+  /** A record whose layers and blobs are all still on disk. */
+  private async complete(record: ImageRecord | undefined): Promise<ImageRecord | undefined> {
+    if (!record) return undefined;
+    for (const layer of record.layers) if (!this.deps.layers.has(layer.chainId)) return undefined;
+    for (const digest of record.blobs) if (!(await this.deps.blobs.has(digest))) return undefined;
+    return record;
+  }
+
+  /** Adds the pulled reference's tag and digest to a present image. */
+  private async remember(record: ImageRecord, ref: ImageReference, topDigest: string): Promise<ImageRecord> {
+    const tag = tagReference(ref);
+    const digest = digestReference(ref, topDigest);
+    const tags = tag && !record.repoTags.includes(tag) ? [...record.repoTags, tag] : record.repoTags;
+    const digests = record.repoDigests.includes(digest) ? record.repoDigests : [...record.repoDigests, digest];
+    if (tags === record.repoTags && digests === record.repoDigests) return record;
+    const updated = { ...record, repoTags: tags, repoDigests: digests };
+    updated.pinned = this.deps.isPinned?.(updated) ?? false;
+    await this.deps.store.put(updated);
+    return updated;
+  }
+
+  private async pullOnce(ref: ImageReference, creds: Credentials | undefined, progress: PullProgress): Promise<ImageRecord> {
+    const { store } = this.deps;
+    const name = formatReference(ref);
+
+    // Present by digest: no network at all.
+    if (ref.digest) {
+      const present = await this.complete(store.byRepoDigest(digestReference(ref, ref.digest)));
+      if (present) return this.remember(present, ref, ref.digest);
+    }
+    const session = this.deps.client.session(ref, creds);
+
+    // A tag: one HEAD tells whether it still points where it did.
+    if (!ref.digest) {
+      const head = await session.headManifest(ref.tag!);
+      if (head.digest) {
+        const present = await this.complete(store.byRepoDigest(digestReference(ref, head.digest)));
+        if (present) return this.remember(present, ref, head.digest);
+      }
+    }
+
+    const top = await session.getManifest(ref.digest ?? ref.tag!);
+    const topDigest = digestOf(top.body, ref.digest ? digestAlgorithm(ref.digest) : 'sha256');
+    if (ref.digest && topDigest !== ref.digest)
+      throw internal(`manifest digest mismatch for "${name}": the registry sent content with digest ${topDigest}`);
+    const manifestBlobs: { digest: string; body: Buffer }[] = [{ digest: topDigest, body: top.body }];
+    let parsed = parseManifest(top.body, top.mediaType, `manifest of "${name}"`);
+    let manifestDigest = topDigest;
+    for (let depth = 0; parsed.kind === 'index'; depth++) {
+      if (depth >= MAX_INDEX_DEPTH) throw failedPrecondition(`"${name}": image indexes nested too deep`);
+      const choice = selectPlatform(parsed, this.platform, `image index of "${name}"`);
+      const child = await session.getManifest(choice.digest);
+      const actual = digestOf(child.body, digestAlgorithm(choice.digest));
+      if (actual !== choice.digest)
+        throw internal(`manifest digest mismatch for "${name}" (${formatPlatform(this.platform)}): expected ${choice.digest}, got ${actual}`);
+      manifestBlobs.push({ digest: choice.digest, body: child.body });
+      manifestDigest = choice.digest;
+      parsed = parseManifest(child.body, child.mediaType || choice.mediaType, `manifest ${choice.digest} of "${name}"`);
+    }
+    const manifest: ImageManifest = parsed;
+    const id = manifest.config.digest;
+    const config = await this.fetchConfig(session, manifest, name);
+    if (manifestBlobs.length === 1) this.checkPlatform(config, name);
+
+    const diffIds = config.rootfs.diff_ids;
+    const chains = chainIds(diffIds);
+    const jobs: LayerJob[] = manifest.layers.map((desc, i) => ({ desc, diffId: diffIds[i]!, chainId: chains[i]!, parent: chains[i - 1] }));
+    const blobs = [...new Set([...manifestBlobs.map((m) => m.digest), id, ...manifest.layers.map((l) => l.digest)])];
+    const release = this.deps.leases.acquire([...blobs, ...chains]);
+    try {
+      progress.setLayers(manifest.layers);
+      await this.fetchLayers(session, jobs, name, progress);
+      for (const m of manifestBlobs) await this.deps.blobs.put(m.digest, m.body);
+      const layers: LayerRef[] = jobs.map((j) => ({ digest: j.desc.digest, mediaType: j.desc.mediaType, size: j.desc.size, diffId: j.diffId, chainId: j.chainId }));
+      const existing = store.get(id);
+      const tag = tagReference(ref);
+      const record: ImageRecord = {
+        id,
+        repoTags: [...new Set([...(existing?.repoTags ?? []), ...(tag ? [tag] : [])])],
+        repoDigests: [...new Set([...(existing?.repoDigests ?? []), digestReference(ref, topDigest)])],
+        manifestDigest,
+        blobs: [...new Set([...(existing?.blobs ?? []), ...blobs])],
+        layers,
+        size: manifest.config.size + manifest.layers.reduce((a, l) => a + l.size, 0),
+        config,
+        pinned: false,
+        pulledAt: existing?.pulledAt ?? new Date().toISOString(),
+      };
+      record.pinned = this.deps.isPinned?.(record) ?? false;
+      await store.put(record);
+      return record;
+    } finally {
+      release();
+    }
+  }
+
+  private async fetchConfig(session: RegistrySession, manifest: ImageManifest, name: string) {
+    const digest = manifest.config.digest;
+    let body: Buffer;
+    const release = this.deps.leases.acquire([digest]);
+    try {
+      if (await this.deps.blobs.has(digest)) {
+        body = await this.deps.blobs.read(digest);
+      } else {
+        body = await session.getBlob(digest, MAX_CONFIG_BYTES);
+        const actual = digestOf(body, digestAlgorithm(digest));
+        if (actual !== digest) throw internal(`image config digest mismatch for "${name}": expected ${digest}, got ${actual}`);
+        await this.deps.blobs.put(digest, body);
+      }
+    } finally {
+      release();
+    }
+    return parseImageConfig(body, manifest, `image "${name}"`);
+  }
+
+  /** A single-platform image must still be for this platform (as containerd checks). */
+  private checkPlatform(config: { os?: string; architecture?: string; variant?: string }, name: string): void {
+    if (!config.os && !config.architecture) return;
+    const ok = (!config.os || config.os === this.platform.os) && (!config.architecture || config.architecture === this.platform.architecture);
+    if (!ok)
+      throw failedPrecondition(
+        `image "${name}" is for platform ${formatPlatform({ os: config.os, architecture: config.architecture, variant: config.variant })}, not ${formatPlatform(this.platform)}`,
+      );
+  }
+
+  private async fetchLayers(session: RegistrySession, jobs: LayerJob[], name: string, progress: PullProgress): Promise<void> {
+    const results = await Promise.allSettled(jobs.map((job) => this.ensureLayer(session, job, name, progress)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  /** Makes sure a layer is unpacked and its blob stored; one flight per chain ID. */
+  private ensureLayer(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress): Promise<void> {
+    return this.layerFlights
+      .run(job.chainId, () => this.deps.locks.run(job.chainId, () => this.ensureLayerLocked(session, job, name, progress)))
+      .then(
+        () => {
+          // Another pull may have done this layer: make sure our own progress shows it complete.
+          progress.state(job.desc.digest, 'present');
+        },
+        (err: unknown) => {
+          progress.state(job.desc.digest, 'failed');
+          throw err;
+        },
+      );
+  }
+
+  private async ensureLayerLocked(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress): Promise<void> {
+    const { layers, blobs } = this.deps;
+    const { desc } = job;
+    // Another chain with the same blob may be downloading it right now: wait, then use the stored copy.
+    const inFlight = this.blobFlights.get(desc.digest);
+    if (inFlight) await inFlight.catch(() => {});
+    const haveLayer = layers.has(job.chainId);
+    const haveBlob = await blobs.has(desc.digest);
+    if (haveLayer && haveBlob) return;
+
+    const releaseSlot = await this.slots.acquire();
+    try {
+      if (haveBlob) {
+        progress.state(desc.digest, 'unpacking');
+        await this.unpack(job, name, undefined);
+      } else {
+        progress.state(desc.digest, 'downloading');
+        const download = this.unpack(job, name, { session, progress, storeOnly: haveLayer });
+        this.blobFlights.set(desc.digest, download);
+        try {
+          await download;
+        } finally {
+          this.blobFlights.delete(desc.digest);
+        }
+      }
+      progress.state(desc.digest, 'done');
+    } finally {
+      releaseSlot();
+    }
+  }
+
+  /**
+   * Runs one worker job: from the network (hash + store + unpack in one pass) or from the stored
+   * blob (unpack only). Verifies the blob digest, its size and the diff ID, then commits; on any
+   * failure nothing of the layer stays on disk.
+   */
+  private async unpack(
+    job: LayerJob,
+    name: string,
+    network: { session: RegistrySession; progress: PullProgress; storeOnly: boolean } | undefined,
+  ): Promise<void> {
+    const { blobs, layers } = this.deps;
+    const { desc } = job;
+    const temp = network?.storeOnly ? undefined : await layers.createTemp();
+    const ingest = network ? blobs.ingestPath(desc.digest) : undefined;
+    try {
+      const source = network?.session.blobStream(desc.digest, desc.size, (n) => network.progress.bytes(desc.digest, n));
+      const result = await this.deps.pool.run(
+        {
+          digestAlgorithm: digestAlgorithm(desc.digest),
+          blobPath: ingest,
+          sync: this.deps.syncBlobs,
+          sourcePath: network ? undefined : blobs.path(desc.digest),
+          unpackDir: temp?.diffDir,
+          whiteoutTemplate: layers.whiteoutTemplate,
+        },
+        source,
+      );
+      if (result.digest !== desc.digest)
+        throw internal(`layer digest mismatch: expected ${desc.digest}, got ${result.digest} (${result.size} bytes)`);
+      if (result.size !== desc.size) throw internal(`layer ${desc.digest} is ${result.size} bytes, but its descriptor says ${desc.size}`);
+      if (temp && result.diffId !== job.diffId)
+        throw internal(`layer ${desc.digest}: uncompressed digest ${result.diffId} does not match the image config's diff_id ${job.diffId}`);
+      if (ingest) await blobs.commit(ingest, desc.digest);
+      if (temp) await layers.commit(temp.dir, { chainId: job.chainId, diffId: job.diffId, digest: desc.digest, parent: job.parent, usage: result.usage! });
+    } catch (err) {
+      if (temp) await rm(temp.dir, { recursive: true, force: true });
+      if (ingest) await rm(ingest, { force: true });
+      throw this.layerError(err, desc.digest, name);
+    }
+  }
+
+  private layerError(err: unknown, digest: string, name: string): StoveError {
+    if (err instanceof LayerJobError) {
+      if (err.reason === 'unsafe') return failedPrecondition(`layer ${digest} of "${name}" was rejected as unsafe: ${err.message}`);
+      if (err.reason === 'format') return failedPrecondition(`layer ${digest} of "${name}" is not a valid layer: ${err.message}`);
+      return internal(`unpacking layer ${digest} of "${name}": ${err.message}`);
+    }
+    if (isKind(err, 'Internal') && (err as Error).message.includes('mismatch')) return wrap(err, `"${name}"`);
+    return err instanceof StoveError ? err : wrap(err, `fetching layer ${digest} of "${name}"`);
+  }
+}

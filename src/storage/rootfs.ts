@@ -1,0 +1,85 @@
+/**
+ * Container root filesystems: an overlay mount whose lower dirs are the image's unpacked layers and
+ * whose upper/work dirs belong to the container. `mount` runs with the images dir as its working
+ * directory and the layers given as short relative links, so even images with hundreds of layers
+ * fit in the one page of mount data the kernel accepts.
+ */
+import { mkdir, rm, lstat, opendir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { mount, unmount } from '../platform/mount.js';
+import { internal } from '../common/errors.js';
+
+/** The kernel copies at most one page of mount options. */
+export const MOUNT_DATA_LIMIT = 4096;
+
+export interface OverlaySpec {
+  /** Directory the lower paths are relative to. */
+  baseDir: string;
+  /** Lower dirs relative to baseDir, top first. */
+  lowerDirs: string[];
+  upperDir: string;
+  workDir: string;
+  target: string;
+}
+
+/** The option list for an overlay mount; throws if it cannot fit in the mount data page. */
+export function overlayOptions(spec: OverlaySpec): string[] {
+  const options = [`lowerdir=${spec.lowerDirs.join(':')}`, `upperdir=${spec.upperDir}`, `workdir=${spec.workDir}`];
+  const length = options.join(',').length + 1;
+  if (length > MOUNT_DATA_LIMIT)
+    throw internal(`overlay mount options for ${spec.lowerDirs.length} layers take ${length} bytes, more than the ${MOUNT_DATA_LIMIT}-byte limit`);
+  return options;
+}
+
+/** Creates upper/work (if needed) and mounts the overlay on target. */
+export async function mountOverlay(spec: OverlaySpec): Promise<void> {
+  await mkdir(spec.upperDir, { recursive: true, mode: 0o755 });
+  await mkdir(spec.workDir, { recursive: true, mode: 0o700 });
+  await mkdir(spec.target, { recursive: true, mode: 0o755 });
+  await mount({ type: 'overlay', source: 'overlay', target: spec.target, options: overlayOptions(spec), cwd: spec.baseDir });
+}
+
+export async function unmountOverlay(target: string): Promise<void> {
+  await unmount(target);
+}
+
+/** Removes a container's upper and work dirs. */
+export async function removeOverlayDirs(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}
+
+export interface DiskUsage {
+  bytes: bigint;
+  inodes: bigint;
+}
+
+/** Space used under a directory: allocated blocks of each inode once, and the inode count. */
+export async function diskUsage(dir: string): Promise<DiskUsage> {
+  const seen = new Set<string>();
+  let bytes = 0n;
+  let inodes = 0n;
+  const visit = async (path: string): Promise<void> => {
+    let st;
+    try {
+      st = await lstat(path, { bigint: true });
+    } catch {
+      return;
+    }
+    const key = `${st.dev}:${st.ino}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      bytes += st.blocks * 512n;
+      inodes += 1n;
+    }
+    if (!st.isDirectory()) return;
+    let handle;
+    try {
+      handle = await opendir(path, { bufferSize: 256 });
+    } catch {
+      return;
+    }
+    for await (const entry of handle) await visit(join(path, entry.name));
+  };
+  await visit(dir);
+  return { bytes, inodes };
+}

@@ -1,0 +1,39 @@
+/** Messages between the main thread (UnpackPool) and an unpack worker. */
+import type { LayerUsage } from './extract.js';
+
+export interface UnpackJob {
+  /** Algorithm of the blob's digest. */
+  digestAlgorithm: 'sha256' | 'sha512';
+  /** Write the raw bytes here (a new file); omitted when the blob is already stored. */
+  blobPath?: string;
+  /** fdatasync the blob file before reporting. */
+  sync?: boolean;
+  /** Read the input from this file instead of from posted chunks. */
+  sourcePath?: string;
+  /** Extract the layer into this existing, empty directory. */
+  unpackDir?: string;
+  /** A char device 0:0 on the same filesystem, hardlinked for each whiteout. */
+  whiteoutTemplate?: string;
+}
+
+export interface UnpackResult {
+  /** Digest of the raw bytes (`sha256:…`). */
+  digest: string;
+  size: number;
+  /** sha256 of the uncompressed tar, when unpacked. */
+  diffId?: string;
+  usage?: LayerUsage;
+}
+
+export type WorkerRequest =
+  | { type: 'start'; job: UnpackJob }
+  | { type: 'chunk'; data: ArrayBuffer; length: number }
+  | { type: 'end' }
+  | { type: 'abort' };
+
+export type WorkerReply =
+  | { type: 'ack'; bytes: number }
+  | { type: 'done'; result: UnpackResult }
+  /** `unsafe`: an entry tried to leave the layer; `format`: not a valid layer; `io`: anything else. */
+  | { type: 'error'; message: string; reason: 'unsafe' | 'format' | 'io' }
+  | { type: 'aborted' };

@@ -1,0 +1,216 @@
+/**
+ * The unpack worker thread. For one layer at a time it takes the raw blob bytes (posted by the main
+ * thread as they arrive from the registry, or read from a stored blob), and in one pass:
+ * hashes them (the blob digest), writes them to the content store's temp file, decompresses them
+ * (gzip or zstd, by magic number), hashes the tar (the diff ID) and extracts it with LayerExtractor.
+ * All file-system calls here are synchronous: that is what makes extraction fast, and it is why this
+ * runs off the main thread.
+ */
+import { parentPort } from 'node:worker_threads';
+import { createHash, type Hash } from 'node:crypto';
+import { closeSync, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
+import { createGunzip, createZstdDecompress, type Gunzip, type ZstdDecompress } from 'node:zlib';
+import { LayerExtractor, UnsafeEntryError } from './extract.js';
+import { TarFormatError, TarReader } from './tar-reader.js';
+import type { WorkerRequest, WorkerReply, UnpackJob } from './unpack-protocol.js';
+
+const port = parentPort!;
+const ZLIB_CHUNK = 256 * 1024;
+const READ_CHUNK = 1024 * 1024;
+
+function post(reply: WorkerReply): void {
+  port.postMessage(reply);
+}
+
+class JobRun {
+  private readonly digest: Hash;
+  private readonly diff?: Hash;
+  private size = 0;
+  private blobFd = -1;
+  private reader?: TarReader;
+  private extractor?: LayerExtractor;
+  private decompressor?: Gunzip | ZstdDecompress;
+  private head: Buffer[] = [];
+  private headLength = 0;
+  private passthrough = false;
+  private failed = false;
+  private ended = false;
+
+  constructor(private readonly job: UnpackJob) {
+    this.digest = createHash(job.digestAlgorithm);
+    if (job.blobPath) this.blobFd = openSync(job.blobPath, 'wx', 0o644);
+    if (job.unpackDir) {
+      this.diff = createHash('sha256');
+      this.extractor = new LayerExtractor(job.unpackDir, { whiteoutTemplate: job.whiteoutTemplate });
+      this.reader = new TarReader(this.extractor);
+    }
+  }
+
+  /** Raw blob bytes; `done` runs once they are consumed (for flow control). */
+  write(chunk: Buffer, done: () => void): void {
+    if (this.failed) return done();
+    try {
+      this.digest.update(chunk);
+      this.size += chunk.length;
+      if (this.blobFd >= 0) {
+        let offset = 0;
+        while (offset < chunk.length) offset += writeSync(this.blobFd, chunk, offset, chunk.length - offset);
+      }
+      if (!this.reader) return done();
+      if (this.passthrough) {
+        this.onTar(chunk);
+        return done();
+      }
+      if (this.decompressor) {
+        this.decompressor.write(chunk, () => done());
+        return;
+      }
+      // Sniff the format from the first bytes: registries and tools do not always label it right.
+      this.head.push(chunk);
+      this.headLength += chunk.length;
+      if (this.headLength < 4) return done();
+      this.startDecoding(Buffer.concat(this.head), done);
+      this.head = [];
+    } catch (err) {
+      this.fail(err);
+      done();
+    }
+  }
+
+  private startDecoding(first: Buffer, done: () => void): void {
+    if (first[0] === 0x1f && first[1] === 0x8b) this.decompressor = createGunzip({ chunkSize: ZLIB_CHUNK });
+    else if (first.readUInt32LE(0) === 0xfd2fb528) this.decompressor = createZstdDecompress({ chunkSize: ZLIB_CHUNK });
+    if (!this.decompressor) {
+      this.passthrough = true;
+      this.onTar(first);
+      return done();
+    }
+    this.decompressor.on('data', (d: Buffer) => this.onTar(d));
+    this.decompressor.on('error', (err) => this.fail(new TarFormatError(`decompressing layer: ${err.message}`)));
+    this.decompressor.write(first, () => done());
+  }
+
+  private onTar(chunk: Buffer): void {
+    if (this.failed) return;
+    try {
+      this.diff!.update(chunk);
+      this.reader!.push(chunk);
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  /** All input given: finish decoding, check the archive ended cleanly, report. */
+  end(): void {
+    if (this.failed || this.ended) return;
+    this.ended = true;
+    const finish = () => {
+      if (this.failed) return;
+      try {
+        if (this.reader) {
+          if (!this.decompressor && !this.passthrough && this.headLength > 0) this.onTar(Buffer.concat(this.head));
+          if (this.failed) return;
+          this.reader.end();
+          this.extractor!.finish();
+        }
+        if (this.blobFd >= 0) {
+          if (this.job.sync) fdatasyncSync(this.blobFd);
+          closeSync(this.blobFd);
+          this.blobFd = -1;
+        }
+        post({
+          type: 'done',
+          result: {
+            digest: `${this.job.digestAlgorithm}:${this.digest.digest('hex')}`,
+            size: this.size,
+            diffId: this.diff ? `sha256:${this.diff.digest('hex')}` : undefined,
+            usage: this.extractor?.usage,
+          },
+        });
+      } catch (err) {
+        this.fail(err);
+      }
+    };
+    if (this.decompressor) {
+      this.decompressor.once('end', finish);
+      this.decompressor.end();
+    } else {
+      finish();
+    }
+  }
+
+  fail(err: unknown): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.release();
+    const unsafe = err instanceof UnsafeEntryError;
+    const format = err instanceof TarFormatError;
+    post({ type: 'error', message: (err as Error)?.message ?? String(err), reason: unsafe ? 'unsafe' : format ? 'format' : 'io' });
+  }
+
+  /** Closes everything; the caller removes the files. */
+  release(): void {
+    this.decompressor?.removeAllListeners('data');
+    this.decompressor?.on('error', () => {});
+    this.decompressor?.destroy();
+    this.extractor?.abort();
+    if (this.blobFd >= 0) {
+      try {
+        closeSync(this.blobFd);
+      } catch {
+        // already failing
+      }
+      this.blobFd = -1;
+    }
+  }
+
+  /** Feeds the whole input from a file (a blob already in the content store). */
+  async readFrom(path: string): Promise<void> {
+    const fd = openSync(path, 'r');
+    try {
+      const buf = Buffer.allocUnsafe(READ_CHUNK);
+      for (;;) {
+        const n = readSync(fd, buf, 0, READ_CHUNK, null);
+        if (n === 0 || this.failed) break;
+        // The decompressor keeps a reference to what it is given: hand it a copy.
+        await new Promise<void>((resolve) => this.write(Buffer.from(buf.subarray(0, n)), resolve));
+      }
+    } finally {
+      closeSync(fd);
+    }
+    this.end();
+  }
+}
+
+let run: JobRun | undefined;
+
+port.on('message', (msg: WorkerRequest) => {
+  switch (msg.type) {
+    case 'start':
+      try {
+        run = new JobRun(msg.job);
+      } catch (err) {
+        run = undefined;
+        post({ type: 'error', message: (err as Error).message, reason: 'io' });
+        return;
+      }
+      if (msg.job.sourcePath) {
+        const r = run;
+        r.readFrom(msg.job.sourcePath).catch((err: unknown) => r.fail(err));
+      }
+      break;
+    case 'chunk': {
+      const chunk = Buffer.from(msg.data, 0, msg.length);
+      run?.write(chunk, () => post({ type: 'ack', bytes: msg.length }));
+      break;
+    }
+    case 'end':
+      run?.end();
+      break;
+    case 'abort':
+      run?.release();
+      run = undefined;
+      post({ type: 'aborted' });
+      break;
+  }
+});
