@@ -1,0 +1,47 @@
+/** Opens an ImageService on a temp dir for in-process image tests. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ImageService, type ImageServiceOptions } from '../../../src/images/image-service.js';
+import { silentLogger } from '../../../src/common/logger.js';
+import { unmount, mountPoints } from '../../../src/platform/mount.js';
+
+export interface ServiceFixture {
+  dir: string;
+  images: ImageService;
+  options: ImageServiceOptions;
+  /** Closes the service and opens a new one on the same dirs (a daemon restart). */
+  reopen(): Promise<ImageService>;
+  cleanup(): Promise<void>;
+}
+
+export async function openService(overrides: Partial<ImageServiceOptions> = {}): Promise<ServiceFixture> {
+  const dir = await mkdtemp(join(tmpdir(), 'stove-images-'));
+  const options: ImageServiceOptions = {
+    imagesDir: join(dir, 'images'),
+    stateDir: join(dir, 'state'),
+    containerDir: (id) => join(dir, 'containers', id),
+    maxConcurrentDownloads: 3,
+    stallTimeoutSeconds: 60,
+    registries: {},
+    syncBlobs: false,
+    log: silentLogger,
+    ...overrides,
+  };
+  const fixture: ServiceFixture = {
+    dir,
+    options,
+    images: await ImageService.open(options),
+    async reopen() {
+      await fixture.images.close();
+      fixture.images = await ImageService.open(options);
+      return fixture.images;
+    },
+    async cleanup() {
+      await fixture.images.close().catch(() => {});
+      for (const point of await mountPoints()) if (point.startsWith(dir + '/')) await unmount(point, true).catch(() => {});
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return fixture;
+}
