@@ -1,0 +1,238 @@
+/**
+ * The specs Stove builds, run for real by runc on this host: a pause container in a pinned netns (made
+ * with `ip netns add`), then an app container joining its namespaces with the RuntimeDefault seccomp
+ * profile. Proves runc accepts what buildPauseSpec/buildContainerSpec produce; everything is removed
+ * afterwards (containers, runc state, netns, cgroups, temp dirs).
+ */
+import assert from 'node:assert/strict';
+import { access, chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile, copyFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { ContainerConfig, NamespaceMode, PodSandboxConfig, SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js';
+import { CONTAINERD_DEFAULT_CAPABILITIES } from '../../../src/config/schema.js';
+import { silentLogger } from '../../../src/common/logger.js';
+import { detectCgroups, readCgroupStats, removeCgroup } from '../../../src/platform/cgroups.js';
+import { ownOomScoreAdj } from '../../../src/platform/proc.js';
+import {
+  buildContainerSpec,
+  buildPauseSpec,
+  detectSpecSettings,
+  prepareContainerHost,
+  preparePauseHost,
+  specToJson,
+  type Spec,
+  type SpecSettings,
+} from '../../../src/spec/index.js';
+
+const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
+const PAUSE_ROOTFS = join(REPO, 'rootfs/pause');
+const exists = (p: string) => access(p).then(() => true, () => false);
+
+describe('specs run by runc', function () {
+  this.timeout(60_000);
+  const tag = randomBytes(4).toString('hex');
+  const netns = `stove-it-${tag}`;
+  const cgroupParent = `/stove-it-${tag}`;
+  const sandboxId = `pause-${tag}`;
+  const containerId = `app-${tag}`;
+  let work: string;
+  let runcRoot: string;
+  let settings: SpecSettings;
+  let pausePid = 0;
+
+  const runc = (...args: string[]) => execa('runc', ['--root', runcRoot, ...args], { reject: false, stdin: 'ignore' });
+
+  /** `runc run -d` with stdio ignored (a piped stdio would be held open by the container). */
+  async function runDetached(id: string, bundle: string): Promise<number> {
+    const log = join(bundle, 'runc.log');
+    const r = await execa('runc', ['--root', runcRoot, '--log', log, 'run', '-d', '--pid-file', join(bundle, 'pid'), id], {
+      cwd: bundle,
+      stdio: 'ignore',
+      reject: false,
+    });
+    if (r.exitCode !== 0) assert.fail(`runc run ${id} failed: ${await readFile(log, 'utf8').catch(() => '(no log)')}`);
+    return Number((await readFile(join(bundle, 'pid'), 'utf8')).trim());
+  }
+
+  async function writeBundle(name: string, spec: Spec): Promise<string> {
+    const bundle = join(work, name);
+    await mkdir(bundle, { recursive: true });
+    await writeFile(join(bundle, 'config.json'), specToJson(spec));
+    return bundle;
+  }
+
+  const nsenter = (pid: number, flags: string[], cmd: string[]) => execa('nsenter', ['-t', String(pid), ...flags, ...cmd]);
+
+  before(async function () {
+    if (process.getuid?.() !== 0) {
+      console.log('    skipped: running containers needs root');
+      this.skip();
+    }
+    for (const tool of ['runc', 'ip', 'nsenter']) {
+      if ((await execa('sh', ['-c', `command -v ${tool}`], { reject: false })).exitCode !== 0) {
+        console.log(`    skipped: ${tool} is not installed`);
+        this.skip();
+      }
+    }
+    if (!(await exists(join(PAUSE_ROOTFS, 'bin/pause')))) await execa('make', ['-C', REPO, 'rootfs']);
+    work = await mkdtemp(join(tmpdir(), 'stove-runc-'));
+    runcRoot = join(work, 'runc-state');
+    await execa('ip', ['netns', 'add', netns]);
+    settings = await detectSpecSettings(
+      { defaultCapabilities: CONTAINERD_DEFAULT_CAPABILITIES, cgroupDriver: 'cgroupfs', seccompProfile: '', runtimeSupportsRro: true },
+      silentLogger,
+    );
+  });
+
+  after(async () => {
+    if (!work) return;
+    for (const id of [containerId, sandboxId]) {
+      await runc('kill', id, 'KILL');
+      await runc('delete', '--force', id);
+    }
+    await execa('ip', ['netns', 'delete', netns], { reject: false });
+    await removeCgroup(await detectCgroups(), cgroupParent).catch((e) => console.error('cleanup:', e));
+    await rm(work, { recursive: true, force: true });
+  });
+
+  it('runs the pause spec in a pinned netns', async () => {
+    const shm = join(work, 'shm');
+    await mkdir(shm);
+    const config = PodSandboxConfig.fromPartial({
+      metadata: { name: 'pod', namespace: 'ns', uid: 'uid', attempt: 0 },
+      hostname: 'stove-pod',
+      linux: {
+        sysctls: { 'net.core.somaxconn': '1234' },
+        securityContext: { seccomp: { profileType: SecurityProfile_ProfileType.RuntimeDefault } },
+      },
+    });
+    const { seccompProfiles } = await preparePauseHost(config);
+    const spec = buildPauseSpec({
+      sandboxId,
+      config,
+      rootPath: PAUSE_ROOTFS,
+      hostname: 'stove-pod',
+      netnsPath: `/run/netns/${netns}`,
+      shmPath: shm,
+      cgroupParent,
+      seccompProfiles,
+      settings,
+    });
+    pausePid = await runDetached(sandboxId, await writeBundle('pause', spec));
+
+    const state = JSON.parse((await runc('state', sandboxId)).stdout) as { status: string; pid: number };
+    assert.equal(state.status, 'running');
+    assert.equal(state.pid, pausePid);
+    assert.equal((await stat(`/proc/${pausePid}/ns/net`)).ino, (await stat(`/run/netns/${netns}`)).ino, 'joined the pinned netns');
+    assert.equal((await nsenter(pausePid, ['-u'], ['hostname'])).stdout, 'stove-pod');
+    assert.equal((await nsenter(pausePid, ['-n'], ['cat', '/proc/sys/net/ipv4/ip_unprivileged_port_start'])).stdout, '0');
+    assert.equal((await nsenter(pausePid, ['-n'], ['cat', '/proc/sys/net/core/somaxconn'])).stdout, '1234');
+    const status = await readFile(`/proc/${pausePid}/status`, 'utf8');
+    assert.match(status, /^Seccomp:\s+2$/m, 'RuntimeDefault seccomp filter active');
+    const own = await ownOomScoreAdj();
+    assert.equal(Number((await readFile(`/proc/${pausePid}/oom_score_adj`, 'utf8')).trim()), Math.max(-998, own));
+    assert.match(await readFile(`/proc/${pausePid}/cgroup`, 'utf8'), new RegExp(`memory:${cgroupParent}/${sandboxId}$`, 'm'));
+    const stats = await readCgroupStats(await detectCgroups(), `${cgroupParent}/${sandboxId}`);
+    assert.equal(stats.pids?.current, 1n);
+  });
+
+  it('runs an app container spec that joins the pause namespaces', async function () {
+    if (!pausePid) this.skip();
+    if (!(await exists('/bin/busybox'))) {
+      console.log('    skipped: /bin/busybox (busybox-static) is missing');
+      this.skip();
+    }
+    // A tiny rootfs: static busybox plus passwd/group with a user that has a supplementary group.
+    const rootfs = join(work, 'app-rootfs');
+    for (const d of ['bin', 'etc', 'proc', 'dev', 'sys', 'tmp']) await mkdir(join(rootfs, d), { recursive: true });
+    await copyFile('/bin/busybox', join(rootfs, 'bin/busybox'));
+    await chmod(join(rootfs, 'bin/busybox'), 0o755);
+    for (const app of ['sh', 'sleep', 'id', 'cat', 'hostname']) await symlink('busybox', join(rootfs, 'bin', app));
+    await writeFile(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/tmp:/bin/sh\n');
+    await writeFile(join(rootfs, 'etc/group'), 'root:x:0:\napp:x:1000:\nextra:x:50000:app\n');
+
+    const sandboxDir = join(work, 'sandbox-files');
+    await mkdir(sandboxDir);
+    await writeFile(join(sandboxDir, 'hostname'), 'stove-pod\n');
+    await writeFile(join(sandboxDir, 'hosts'), '127.0.0.1 localhost\n');
+    await writeFile(join(sandboxDir, 'resolv.conf'), 'nameserver 127.0.0.1\n');
+    const data = join(work, 'host-data');
+
+    const podConfig = PodSandboxConfig.fromPartial({ metadata: { name: 'pod', namespace: 'ns', uid: 'uid', attempt: 0 }, hostname: 'stove-pod' });
+    const config = ContainerConfig.fromPartial({
+      metadata: { name: 'app', attempt: 0 },
+      image: { image: 'local/busybox' },
+      command: ['/bin/sh', '-c', 'sleep 300'],
+      mounts: [{ containerPath: '/data', hostPath: data, readonly: true, recursiveReadOnly: settings.recursiveReadOnlyMounts }],
+      devices: [{ containerPath: '/dev/xnull', hostPath: '/dev/null', permissions: 'rw' }],
+      linux: {
+        resources: { memoryLimitInBytes: 64n * 1024n * 1024n, cpuShares: 256n, oomScoreAdj: 900n },
+        securityContext: {
+          runAsUser: { value: 1000n },
+          supplementalGroups: [1234n],
+          readonlyRootfs: true,
+          noNewPrivs: true,
+          seccomp: { profileType: SecurityProfile_ProfileType.RuntimeDefault },
+          namespaceOptions: { pid: NamespaceMode.POD },
+        },
+      },
+    });
+    const image = { Env: ['FROM_IMAGE=1'], WorkingDir: '/tmp' };
+    const host = await prepareContainerHost({ config, image, rootfsPath: rootfs, settings });
+    assert.deepEqual(host.user, { uid: 1000, gid: 1000, additionalGids: [1000, 1234, 50000], username: 'app' });
+    assert.ok((await stat(data)).isDirectory(), 'missing host path created');
+
+    const spec = buildContainerSpec({
+      id: containerId,
+      config,
+      image,
+      imageName: 'local/busybox',
+      rootPath: rootfs,
+      sandbox: {
+        id: sandboxId,
+        config: podConfig,
+        hostname: 'stove-pod',
+        pausePid,
+        netnsPath: `/run/netns/${netns}`,
+        files: { hostnamePath: join(sandboxDir, 'hostname'), hostsPath: join(sandboxDir, 'hosts'), resolvConfPath: join(sandboxDir, 'resolv.conf'), shmPath: join(work, 'shm') },
+        cgroupParent,
+      },
+      host,
+      settings,
+    });
+    const pid = await runDetached(containerId, await writeBundle('app', spec));
+
+    for (const ns of ['net', 'uts', 'ipc', 'pid']) {
+      assert.equal((await stat(`/proc/${pid}/ns/${ns}`)).ino, (await stat(`/proc/${pausePid}/ns/${ns}`)).ino, `shares the pod ${ns} namespace`);
+    }
+    assert.notEqual((await stat(`/proc/${pid}/ns/mnt`)).ino, (await stat(`/proc/${pausePid}/ns/mnt`)).ino);
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    assert.match(status, /^Uid:\s+1000\s+1000\s+1000\s+1000$/m);
+    assert.match(status, /^Groups:\s+1000 1234 50000\s*$/m);
+    assert.match(status, /^Seccomp:\s+2$/m);
+    assert.match(status, /^NoNewPrivs:\s+1$/m);
+    assert.equal(Number((await readFile(`/proc/${pid}/oom_score_adj`, 'utf8')).trim()), 900);
+    const env = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
+    assert.ok(env.includes('HOSTNAME=stove-pod') && env.includes('FROM_IMAGE=1'), env.join(' '));
+
+    const inCtr = (cmd: string) => runc('exec', containerId, '/bin/sh', '-c', cmd);
+    assert.equal((await inCtr('cat /etc/hostname')).stdout, 'stove-pod');
+    const ro = await inCtr('echo x > /data/f');
+    assert.notEqual(ro.exitCode, 0, 'read-only mount');
+    const rootRo = await inCtr('echo x > /tmp/f');
+    assert.notEqual(rootRo.exitCode, 0, 'read-only root');
+    assert.equal((await inCtr('echo ok > /dev/xnull && echo written')).stdout, 'written');
+    // Masked paths that exist on this kernel get a mount over them (/proc/kcore may not exist).
+    const masked = await inCtr('grep -c -e " /proc/keys " -e " /sys/firmware " /proc/self/mountinfo');
+    assert.equal(masked.stdout.trim(), '2', '/proc/keys and /sys/firmware are masked');
+    const hostnameChange = await inCtr('hostname other');
+    assert.notEqual(hostnameChange.exitCode, 0, 'sethostname denied without CAP_SYS_ADMIN');
+
+    const stats = await readCgroupStats(await detectCgroups(), `${cgroupParent}/${containerId}`);
+    assert.equal(stats.memory?.limitBytes, 64n * 1024n * 1024n);
+    assert.ok((stats.pids?.current ?? 0n) >= 1n);
+  });
+});
