@@ -330,6 +330,7 @@ export class Puller {
       if (result.digest !== desc.digest)
         throw internal(`layer digest mismatch: expected ${desc.digest}, got ${result.digest} (${result.size} bytes)`);
       if (result.size !== desc.size) throw internal(`layer ${desc.digest} is ${result.size} bytes, but its descriptor says ${desc.size}`);
+      if (result.decodeError) throw new LayerJobError(result.decodeError, 'format');
       if (temp && result.diffId !== job.diffId)
         throw internal(`layer ${desc.digest}: uncompressed digest ${result.diffId} does not match the image config's diff_id ${job.diffId}`);
       if (ingest) await blobs.commit(ingest, desc.digest);

@@ -340,7 +340,9 @@ export class RegistrySession {
           continue;
         }
       } catch (err) {
-        if (!isRetryable(err) || attempt >= this.client.retries) {
+        // A mirror that refuses connections is skipped at once: the next endpoint is the fallback.
+        const refused = endpoint.mirror && ((err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code) === 'ECONNREFUSED';
+        if (!isRetryable(err) || attempt >= this.client.retries || refused) {
           if (err instanceof StoveError) throw err;
           throw new StoveError('Unavailable', `${opts.what} from ${endpoint.base}: ${messageOf(err)}`, { cause: err });
         }

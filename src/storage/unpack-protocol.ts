@@ -23,6 +23,8 @@ export interface UnpackResult {
   /** sha256 of the uncompressed tar, when unpacked. */
   diffId?: string;
   usage?: LayerUsage;
+  /** The bytes could not be decompressed or parsed as tar (reported after the digest is known). */
+  decodeError?: string;
 }
 
 export type WorkerRequest =

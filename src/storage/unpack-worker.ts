@@ -35,6 +35,8 @@ class JobRun {
   private passthrough = false;
   private failed = false;
   private ended = false;
+  /** A decoding error: extraction stops, hashing goes on so a corrupt download reads as a digest mismatch. */
+  private decodeError?: string;
 
   constructor(private readonly job: UnpackJob) {
     this.digest = createHash(job.digestAlgorithm);
@@ -56,7 +58,7 @@ class JobRun {
         let offset = 0;
         while (offset < chunk.length) offset += writeSync(this.blobFd, chunk, offset, chunk.length - offset);
       }
-      if (!this.reader) return done();
+      if (!this.reader || this.decodeError) return done();
       if (this.passthrough) {
         this.onTar(chunk);
         return done();
@@ -86,18 +88,34 @@ class JobRun {
       return done();
     }
     this.decompressor.on('data', (d: Buffer) => this.onTar(d));
-    this.decompressor.on('error', (err) => this.fail(new TarFormatError(`decompressing layer: ${err.message}`)));
+    this.decompressor.on('error', (err) => this.stopDecoding(`decompressing layer: ${err.message}`));
     this.decompressor.write(first, () => done());
   }
 
   private onTar(chunk: Buffer): void {
-    if (this.failed) return;
+    if (this.failed || this.decodeError) return;
     try {
       this.diff!.update(chunk);
       this.reader!.push(chunk);
     } catch (err) {
-      this.fail(err);
+      if (err instanceof TarFormatError) this.stopDecoding(err.message);
+      else this.fail(err);
     }
+  }
+
+  /** Stops decompressing and extracting after a format error, but keeps hashing the input. */
+  private stopDecoding(message: string): void {
+    if (this.decodeError || this.failed) return;
+    this.decodeError = message;
+    const d = this.decompressor;
+    if (d) {
+      d.removeAllListeners('data');
+      d.on('error', () => {});
+      d.destroy();
+      this.decompressor = undefined;
+    }
+    this.extractor?.abort();
+    this.passthrough = false;
   }
 
   /** All input given: finish decoding, check the archive ended cleanly, report. */
@@ -107,11 +125,16 @@ class JobRun {
     const finish = () => {
       if (this.failed) return;
       try {
-        if (this.reader) {
+        if (this.reader && !this.decodeError) {
           if (!this.decompressor && !this.passthrough && this.headLength > 0) this.onTar(Buffer.concat(this.head));
           if (this.failed) return;
-          this.reader.end();
-          this.extractor!.finish();
+          try {
+            this.reader.end();
+            this.extractor!.finish();
+          } catch (err) {
+            if (!(err instanceof TarFormatError)) throw err;
+            this.decodeError = err.message;
+          }
         }
         if (this.blobFd >= 0) {
           if (this.job.sync) fdatasyncSync(this.blobFd);
@@ -125,15 +148,20 @@ class JobRun {
             size: this.size,
             diffId: this.diff ? `sha256:${this.diff.digest('hex')}` : undefined,
             usage: this.extractor?.usage,
+            decodeError: this.decodeError,
           },
         });
       } catch (err) {
         this.fail(err);
       }
     };
-    if (this.decompressor) {
-      this.decompressor.once('end', finish);
-      this.decompressor.end();
+    if (this.decompressor && !this.decodeError) {
+      const d = this.decompressor;
+      d.once('end', finish);
+      d.once('close', () => {
+        if (this.decodeError) finish();
+      });
+      d.end();
     } else {
       finish();
     }

@@ -40,7 +40,7 @@ export async function openService(overrides: Partial<ImageServiceOptions> = {}):
     async cleanup() {
       await fixture.images.close().catch(() => {});
       for (const point of await mountPoints()) if (point.startsWith(dir + '/')) await unmount(point, true).catch(() => {});
-      await rm(dir, { recursive: true, force: true });
+      await rm(dir, { recursive: true, force: true, maxRetries: 5 });
     },
   };
   return fixture;
