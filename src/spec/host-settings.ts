@@ -4,6 +4,7 @@
  * seccomp architecture and profile, and whether `rro` mounts work.
  */
 import { release } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from '../common/logger.js';
 import { cgroupCapabilities, detectCgroups } from '../platform/cgroups.js';
 import { appArmorEnabled, ownBoundingCapabilities, ownOomScoreAdj } from '../platform/proc.js';
@@ -22,6 +23,22 @@ export interface SpecSettingsConfig {
   runtimeSupportsRro: boolean;
   apparmorDefaultProfile?: string;
   pidsLimit?: number;
+}
+
+/**
+ * The pause container's root filesystem: the repository's `rootfs/pause` (built by `make rootfs`); the
+ * compiled module sits in `dist/src/spec/`.
+ */
+export const PAUSE_ROOTFS = fileURLToPath(new URL('../../../rootfs/pause', import.meta.url));
+
+/** True when `runc features` output (JSON) lists the `rro` mount option (runc ≥ 1.1). */
+export function rroFromRuncFeatures(featuresJson: string): boolean {
+  try {
+    const f = JSON.parse(featuresJson) as { mountOptions?: unknown };
+    return Array.isArray(f.mountOptions) && f.mountOptions.includes('rro');
+  } catch {
+    return false;
+  }
 }
 
 /** Linux ≥ 5.12 has mount_setattr(2), which `rro` needs. */

@@ -1,9 +1,10 @@
 /**
  * The spec module's public API: what the sandbox and container services call.
  *
- *   settings   = await detectSpecSettings(config slice, log)                (once, at start)
+ *   settings   = await detectSpecSettings(config slice, log)                (once, at start;
+ *                runtimeSupportsRro = rroFromRuncFeatures(`runc features` stdout))
  *   pause:       { seccompProfiles } = await preparePauseHost(podConfig)
- *                spec = buildPauseSpec({ sandboxId, config, rootPath, hostname, netnsPath, shmPath,
+ *                spec = buildPauseSpec({ sandboxId, config, rootPath: PAUSE_ROOTFS, hostname, netnsPath, shmPath,
  *                                         cgroupParent, seccompProfiles, settings })
  *   container:   host = await prepareContainerHost({ config, image, rootfsPath, settings })
  *                spec = buildContainerSpec({ id, config, image, imageName, sandbox, host, targetPid, settings })
@@ -37,7 +38,7 @@ export { prepareMounts } from './host-mounts.js';
 export { resolveDevices, listHostDevices } from './host-devices.js';
 export { readUserDatabase } from './host-user.js';
 export { loadDefaultSeccompProfile, loadSeccompProfiles } from './host-security.js';
-export { detectSpecSettings } from './host-settings.js';
+export { detectSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
 
 import type { Spec } from './types.js';
 

@@ -6,7 +6,8 @@
  *
  * Host-side checks (creating missing host paths, resolving symlinks, propagation of the source mount)
  * happen before, in host-mounts.ts `prepareMounts`. The image's declared Volumes are ignored, as
- * containerd does by default: the kubelet mounts what a pod needs.
+ * containerd does by default: the kubelet mounts what a pod needs. `selinux_relabel` is ignored: Stove
+ * runs on hosts without SELinux (no mount label is set either).
  */
 import { posix } from 'node:path';
 import { MountPropagation, type Mount as CriMount } from '../gen/runtime/v1/api.js';

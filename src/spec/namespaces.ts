@@ -53,15 +53,19 @@ function idMapping(m: IDMapping): LinuxIDMapping {
   return { containerID: m.containerId, hostID: m.hostId, size: m.length };
 }
 
-/** The pause container's namespaces. `netnsPath` is the pinned network namespace (pod network only). */
+/**
+ * The pause container's namespaces. `netnsPath` is the pinned network namespace (pod network only);
+ * absent, the pause container gets a new one and the caller pins `/proc/<pid>/ns/net` afterwards.
+ */
 export function pauseNamespaces(modes: PodNamespaceModes, netnsPath: string | undefined): LinuxNamespace[] {
   const out: LinuxNamespace[] = [];
   if (!modes.hostPid) out.push({ type: 'pid' });
   if (!modes.hostIpc) out.push({ type: 'ipc' });
   if (!modes.hostNetwork) {
-    if (!netnsPath) throw internal('a pod-network sandbox needs a pinned network namespace path');
     out.push({ type: 'uts' });
-    out.push({ type: 'network', path: netnsPath });
+    // Without a pinned netns runc makes a new one, owned by the pod's user namespace if it has one
+    // (needed there: net.* sysctls cannot be written in a netns owned by the host's user namespace).
+    out.push(netnsPath ? { type: 'network', path: netnsPath } : { type: 'network' });
   }
   out.push({ type: 'mount' });
   if (modes.userns) out.push({ type: 'user' });

@@ -23,13 +23,26 @@ import {
   prepareContainerHost,
   preparePauseHost,
   specToJson,
+  PAUSE_ROOTFS,
+  rroFromRuncFeatures,
   type Spec,
   type SpecSettings,
 } from '../../../src/spec/index.js';
 
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
-const PAUSE_ROOTFS = join(REPO, 'rootfs/pause');
+
 const exists = (p: string) => access(p).then(() => true, () => false);
+
+/** A tiny rootfs: static busybox plus passwd/group with a user that has a supplementary group. */
+async function busyboxRootfs(rootfs: string): Promise<string> {
+  for (const d of ['bin', 'etc', 'proc', 'dev', 'sys', 'tmp']) await mkdir(join(rootfs, d), { recursive: true });
+  await copyFile('/bin/busybox', join(rootfs, 'bin/busybox'));
+  await chmod(join(rootfs, 'bin/busybox'), 0o755);
+  for (const app of ['sh', 'sleep', 'id', 'cat', 'hostname', 'grep']) await symlink('busybox', join(rootfs, 'bin', app));
+  await writeFile(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/tmp:/bin/sh\n');
+  await writeFile(join(rootfs, 'etc/group'), 'root:x:0:\napp:x:1000:\nextra:x:50000:app\n');
+  return rootfs;
+}
 
 describe('specs run by runc', function () {
   this.timeout(60_000);
@@ -38,6 +51,9 @@ describe('specs run by runc', function () {
   const cgroupParent = `/stove-it-${tag}`;
   const sandboxId = `pause-${tag}`;
   const containerId = `app-${tag}`;
+  const privilegedId = `app-priv-${tag}`;
+  const usernsSandboxId = `pause-userns-${tag}`;
+  const usernsContainerId = `app-userns-${tag}`;
   let work: string;
   let runcRoot: string;
   let settings: SpecSettings;
@@ -79,17 +95,20 @@ describe('specs run by runc', function () {
     }
     if (!(await exists(join(PAUSE_ROOTFS, 'bin/pause')))) await execa('make', ['-C', REPO, 'rootfs']);
     work = await mkdtemp(join(tmpdir(), 'stove-runc-'));
+    // Processes in a user namespace run as unmapped host ids: they must be able to reach their rootfs.
+    await chmod(work, 0o755);
     runcRoot = join(work, 'runc-state');
     await execa('ip', ['netns', 'add', netns]);
+    const features = await execa('runc', ['features'], { reject: false });
     settings = await detectSpecSettings(
-      { defaultCapabilities: CONTAINERD_DEFAULT_CAPABILITIES, cgroupDriver: 'cgroupfs', seccompProfile: '', runtimeSupportsRro: true },
+      { defaultCapabilities: CONTAINERD_DEFAULT_CAPABILITIES, cgroupDriver: 'cgroupfs', seccompProfile: '', runtimeSupportsRro: rroFromRuncFeatures(features.stdout) },
       silentLogger,
     );
   });
 
   after(async () => {
     if (!work) return;
-    for (const id of [containerId, sandboxId]) {
+    for (const id of [containerId, privilegedId, sandboxId, usernsContainerId, usernsSandboxId]) {
       await runc('kill', id, 'KILL');
       await runc('delete', '--force', id);
     }
@@ -145,15 +164,7 @@ describe('specs run by runc', function () {
       console.log('    skipped: /bin/busybox (busybox-static) is missing');
       this.skip();
     }
-    // A tiny rootfs: static busybox plus passwd/group with a user that has a supplementary group.
-    const rootfs = join(work, 'app-rootfs');
-    for (const d of ['bin', 'etc', 'proc', 'dev', 'sys', 'tmp']) await mkdir(join(rootfs, d), { recursive: true });
-    await copyFile('/bin/busybox', join(rootfs, 'bin/busybox'));
-    await chmod(join(rootfs, 'bin/busybox'), 0o755);
-    for (const app of ['sh', 'sleep', 'id', 'cat', 'hostname']) await symlink('busybox', join(rootfs, 'bin', app));
-    await writeFile(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/tmp:/bin/sh\n');
-    await writeFile(join(rootfs, 'etc/group'), 'root:x:0:\napp:x:1000:\nextra:x:50000:app\n');
-
+    const rootfs = await busyboxRootfs(join(work, 'app-rootfs'));
     const sandboxDir = join(work, 'sandbox-files');
     await mkdir(sandboxDir);
     await writeFile(join(sandboxDir, 'hostname'), 'stove-pod\n');
@@ -234,5 +245,82 @@ describe('specs run by runc', function () {
     const stats = await readCgroupStats(await detectCgroups(), `${cgroupParent}/${containerId}`);
     assert.equal(stats.memory?.limitBytes, 64n * 1024n * 1024n);
     assert.ok((stats.pids?.current ?? 0n) >= 1n);
+  });
+
+  it('runs a privileged container: all capabilities, host devices, writable sysfs', async function () {
+    if (!pausePid || !(await exists('/bin/busybox'))) this.skip();
+    const rootfs = await busyboxRootfs(join(work, 'priv-rootfs'));
+    const podConfig = PodSandboxConfig.fromPartial({ metadata: { name: 'pod', namespace: 'ns', uid: 'uid' }, linux: { securityContext: { privileged: true } } });
+    const config = ContainerConfig.fromPartial({
+      metadata: { name: 'priv' },
+      command: ['/bin/sleep', '300'],
+      linux: { securityContext: { privileged: true, seccomp: { profileType: SecurityProfile_ProfileType.RuntimeDefault } } },
+    });
+    const host = await prepareContainerHost({ config, image: {}, rootfsPath: rootfs, settings });
+    assert.ok(host.hostDevices.some((d) => d.containerPath === '/dev/null'));
+    const spec = buildContainerSpec({
+      id: privilegedId,
+      config,
+      image: {},
+      imageName: 'local/busybox',
+      rootPath: rootfs,
+      sandbox: { id: sandboxId, config: podConfig, hostname: 'stove-pod', pausePid, netnsPath: `/run/netns/${netns}`, files: {}, cgroupParent },
+      host,
+      settings,
+    });
+    const pid = await runDetached(privilegedId, await writeBundle('app-priv', spec));
+    const own = (await readFile('/proc/self/status', 'utf8')).match(/^CapBnd:\s+(\w+)$/m)![1];
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    assert.equal(status.match(/^CapEff:\s+(\w+)$/m)![1], own, 'every capability the daemon holds');
+    assert.match(status, /^Seccomp:\s+0$/m, 'privileged ignores seccomp');
+    const inCtr = (cmd: string) => runc('exec', privilegedId, '/bin/sh', '-c', cmd);
+    assert.match((await inCtr('grep " /sys " /proc/self/mountinfo')).stdout, / \/sys rw,/);
+    const hostBlock = host.hostDevices.find((d) => d.type === 'b');
+    if (hostBlock) assert.equal((await inCtr(`test -b ${hostBlock.containerPath} && echo yes`)).stdout, 'yes', hostBlock.containerPath);
+  });
+
+  it('runs a user-namespace pod: pause with its own netns, app container joining it', async function () {
+    if (!(await exists('/bin/busybox'))) this.skip();
+    const userns = {
+      mode: NamespaceMode.POD,
+      uids: [{ hostId: 200000, containerId: 0, length: 65536 }],
+      gids: [{ hostId: 200000, containerId: 0, length: 65536 }],
+    };
+    const podConfig = PodSandboxConfig.fromPartial({
+      metadata: { name: 'userns-pod', namespace: 'ns', uid: 'uid2', attempt: 0 },
+      hostname: 'userns-pod',
+      linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } },
+    });
+    const shm = join(work, 'shm-userns');
+    await mkdir(shm);
+    // No pinned netns: runc creates one owned by the pod's user namespace (the caller would pin it).
+    const pauseSpec = buildPauseSpec({ sandboxId: usernsSandboxId, config: podConfig, rootPath: PAUSE_ROOTFS, hostname: 'userns-pod', shmPath: shm, cgroupParent, settings });
+    const pause = await runDetached(usernsSandboxId, await writeBundle('pause-userns', pauseSpec));
+    assert.match(await readFile(`/proc/${pause}/uid_map`, 'utf8'), /^\s*0\s+200000\s+65536\s*$/);
+    assert.equal((await nsenter(pause, ['-n'], ['cat', '/proc/sys/net/ipv4/ip_unprivileged_port_start'])).stdout, '0');
+
+    const rootfs = await busyboxRootfs(join(work, 'userns-rootfs'));
+    const config = ContainerConfig.fromPartial({
+      metadata: { name: 'app', attempt: 0 },
+      command: ['/bin/sleep', '300'],
+      linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } },
+    });
+    const host = await prepareContainerHost({ config, image: {}, rootfsPath: rootfs, settings });
+    const spec = buildContainerSpec({
+      id: usernsContainerId,
+      config,
+      image: {},
+      imageName: 'local/busybox',
+      rootPath: rootfs,
+      sandbox: { id: usernsSandboxId, config: podConfig, hostname: 'userns-pod', pausePid: pause, files: { shmPath: shm }, cgroupParent },
+      host,
+      settings,
+    });
+    const pid = await runDetached(usernsContainerId, await writeBundle('app-userns', spec));
+    for (const ns of ['user', 'net', 'uts', 'ipc', 'pid']) {
+      assert.equal((await stat(`/proc/${pid}/ns/${ns}`)).ino, (await stat(`/proc/${pause}/ns/${ns}`)).ino, `shares the pod ${ns} namespace`);
+    }
+    assert.match(await readFile(`/proc/${pid}/status`, 'utf8'), /^Uid:\s+200000\s+200000\s+200000\s+200000$/m, 'root inside is 200000 on the host');
+    assert.equal((await runc('exec', usernsContainerId, '/bin/id', '-u')).stdout, '0');
   });
 });

@@ -158,3 +158,14 @@ describe('host preparation', () => {
     assert.equal(kernelSupportsRro('6.1.0'), true);
   });
 });
+
+describe('host settings helpers', () => {
+  it('reads rro support from `runc features`', async () => {
+    const { rroFromRuncFeatures, PAUSE_ROOTFS } = await import('../../../src/spec/host-settings.js');
+    assert.equal(rroFromRuncFeatures('{"mountOptions":["bind","rro","ro"]}'), true);
+    assert.equal(rroFromRuncFeatures('{"mountOptions":["bind","ro"]}'), false);
+    assert.equal(rroFromRuncFeatures('not json'), false);
+    assert.match(PAUSE_ROOTFS, /\/rootfs\/pause$/);
+    assert.ok(!PAUSE_ROOTFS.includes('/dist/'));
+  });
+});

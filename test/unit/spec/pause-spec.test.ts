@@ -89,8 +89,8 @@ describe('buildPauseSpec', () => {
     });
   });
 
-  it('a pod-network sandbox without a netns path is an internal error', () => {
-    throwsKind(() => pause(podConfig(), { netnsPath: undefined }), 'Internal', /pinned network namespace/);
+  it('without a pinned netns the pause container gets a new network namespace', () => {
+    assert.equal(nsOf(pause(podConfig(), { netnsPath: undefined })).network, 'new');
   });
 
   it('user namespace POD: new user namespace with the id maps, /sys bound, no ping_group_range', () => {
