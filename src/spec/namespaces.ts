@@ -35,10 +35,6 @@ export function podNamespaceModes(ns: NamespaceOption | undefined): PodNamespace
   if (own && (userns.uids.length === 0 || userns.gids.length === 0)) {
     throw invalidArgument('user namespace mode POD needs uid and gid mappings');
   }
-  if (own && (userns.uids.length !== 1 || userns.gids.length !== 1)) {
-    // The kubelet sends one range each; several ranges would need the same checks runc does.
-    throw invalidArgument('user namespace mode POD supports exactly one uid and one gid mapping');
-  }
   return {
     hostNetwork: ns?.network === NamespaceMode.NODE,
     hostPid: ns?.pid === NamespaceMode.NODE,
