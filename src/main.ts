@@ -7,6 +7,7 @@ import { createLogger } from './common/logger.js';
 import { startDaemon, stoveVersion } from './daemon.js';
 import { formatChecks, runChecks } from './check/doctor.js';
 import { messageOf } from './common/errors.js';
+import { cliImages, cliPull } from './cri/image-cli.js';
 
 const USAGE = `usage: stove <command> [flags]
 
@@ -15,6 +16,9 @@ commands:
   version   print the version
   config    print the effective configuration as TOML
   check     check this node for what stove needs
+  pull IMAGE [--creds USER:PASSWORD]
+            pull an image through the running daemon, with progress
+  images    list the daemon's images
 
 flags (serve, config, check):
   --config FILE     configuration file (default /etc/stove/stove.toml)
@@ -31,6 +35,7 @@ const FLAG_OPTIONS = {
   state: { type: 'string' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
+  creds: { type: 'string' },
 } as const;
 
 async function serve(configPath: string | undefined, overrides: ConfigOverrides): Promise<number> {
@@ -87,6 +92,16 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(formatChecks(results) + '\n');
       return results.some((r) => r.status === 'fail') ? 1 : 0;
     }
+    case 'pull': {
+      if (positionals.length !== 1) {
+        process.stderr.write(`stove: pull takes one image reference\n${USAGE}`);
+        return 2;
+      }
+      const config = await loadConfig(values.config, overrides);
+      return cliPull(config, positionals[0]!, values.creds, process.stdout);
+    }
+    case 'images':
+      return cliImages(await loadConfig(values.config, overrides), process.stdout);
     default:
       process.stderr.write(`stove: unknown command "${command}" ${positionals.join(' ')}\n${USAGE}`);
       return 2;
