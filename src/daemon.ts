@@ -18,6 +18,18 @@ import { ImageService } from './images/image-service.js';
 import { pullImage } from './cri/image-pull.js';
 import { listImages, imageStatus, imageFsInfo } from './cri/image-query.js';
 import { removeImage } from './cri/image-remove.js';
+import { Monitor } from './monitor/monitor.js';
+import { ExitWatcher } from './monitor/exits.js';
+import { detectSpecSettings } from './spec/index.js';
+import { SandboxStore, type PodContainers } from './sandbox/store.js';
+import { SandboxService } from './sandbox/service.js';
+import { RuntimeHandlerSet } from './sandbox/runtime-handlers.js';
+import { ConmonPauseRuntime, PAUSE_ROOTFS } from './sandbox/pause.js';
+import { LinuxSandboxHost } from './sandbox/host.js';
+import { runPodSandbox } from './cri/sandbox-run.js';
+import { stopPodSandbox } from './cri/sandbox-stop.js';
+import { removePodSandbox } from './cri/sandbox-remove.js';
+import { listPodSandbox, podSandboxStatus } from './cri/sandbox-query.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -55,6 +67,56 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     log: log.child({ module: 'images' }),
   });
 
+  const paths = pathsFor(config);
+  const runtimes = new RuntimeHandlerSet({
+    runc: { binary: config.runtime.runc, root: paths.runcRoot },
+    handlers: config.runtime.handlers,
+    systemdCgroup: config.runtime.cgroupDriver === 'systemd',
+    log: log.child({ module: 'runtime' }),
+  });
+  const monitor = new Monitor({
+    conmon: config.runtime.conmon,
+    exitsDir: paths.exitsDir,
+    attachDir: paths.attachDir,
+    execDir: join(config.state, 'exec'),
+    log: log.child({ module: 'monitor' }),
+  });
+  const specSettings = await detectSpecSettings(
+    {
+      defaultCapabilities: config.runtime.defaultCapabilities,
+      cgroupDriver: config.runtime.cgroupDriver,
+      seccompProfile: config.runtime.seccompProfile,
+      runtimeSupportsRro: (await runtimes.get('runc').features().catch(() => undefined))?.mountOptions?.includes('rro') ?? false,
+    },
+    log.child({ module: 'spec' }),
+  );
+  // The container module implements these; until it is wired, a pod has no containers to stop.
+  const podContainers: PodContainers = { stopAll: async () => {}, removeAll: async () => {} };
+  const sandboxes = new SandboxService({
+    store: new SandboxStore(config.root),
+    sandboxStateDir: paths.sandboxStateDir,
+    network: podNetwork,
+    pause: new ConmonPauseRuntime(monitor, runtimes),
+    runtimes,
+    containers: podContainers,
+    host: new LinuxSandboxHost(),
+    specSettings,
+    pauseRootfs: PAUSE_ROOTFS,
+    defaults: { cgroupParent: config.runtime.cgroupParent, cgroupDriver: config.runtime.cgroupDriver },
+    log: log.child({ module: 'sandbox' }),
+  });
+  // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.
+  const exits = new ExitWatcher({
+    exitsDir: paths.exitsDir,
+    onExit: async (exit) => {
+      await sandboxes.handleExit(exit);
+    },
+    log: log.child({ module: 'exits' }),
+  });
+  // Recovery before the API answers: the watcher first, so no exit falls between reading and watching.
+  await exits.start();
+  await sandboxes.recover();
+
   const info = new RuntimeInfo({
     config,
     version: stoveVersion(),
@@ -68,6 +130,11 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     status: (r) => info.status(r),
     runtimeConfig: () => info.runtimeConfig(),
     updateRuntimeConfig: (r) => info.updateRuntimeConfig(r),
+    runPodSandbox: (r) => runPodSandbox(sandboxes, r),
+    stopPodSandbox: (r) => stopPodSandbox(sandboxes, r),
+    removePodSandbox: (r) => removePodSandbox(sandboxes, r),
+    podSandboxStatus: (r) => podSandboxStatus(sandboxes, r),
+    listPodSandbox: (r) => listPodSandbox(sandboxes, r),
   };
   const imageHandlers: Partial<ImageHandlers> = {
     pullImage: (r) => pullImage(images, r),
@@ -91,6 +158,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     endpoint,
     async stop() {
       await endpoint.shutdown();
+      exits.stop();
       await images.close();
     },
   };

@@ -5,34 +5,27 @@
  *                       │                          ▲
  *                       └── pause process exits ───┘
  *
- * The record is the truth: it is written before the API answers and read back at start-up, so pods
- * survive a restart of Stove. CRI messages are stored in their proto JSON form (int64 as strings).
+ * The record is the truth: it is written before RunPodSandbox answers and on every change, and read
+ * back at start-up, so pods survive a restart of Stove. The CRI config is stored in its proto JSON form
+ * (int64 as strings); `podConfigOf` turns it back into the generated type.
  */
+import { PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import type { PodFiles } from './pod-files.js';
 
 export type SandboxState = 'ready' | 'notready';
 
-export interface SandboxRecord {
-  id: string;
-  /** Unique name derived from the metadata: `<name>_<namespace>_<uid>_<attempt>`. */
-  name: string;
-  /** PodSandboxConfig as proto JSON (PodSandboxConfig.toJSON). */
-  config: unknown;
-  runtimeHandler: string;
-  createdAt: bigint;
-  state: SandboxState;
-  /** Pinned network namespace file; '' for host network. */
-  netnsPath: string;
-  /** Pod IPs, primary first. */
-  ips: string[];
-  /** cgroup parent the pod's containers go under. */
-  cgroupParent: string;
-  /** The pause container: its init pid and its conmon pid ('0' when not running). */
-  pausePid: number;
-  conmonPid: number;
-  /** Pod files (hostname, resolv.conf, hosts, shm mount point). */
-  files: { hostnamePath: string; resolvConfPath: string; hostsPath: string; shmPath: string };
-  /** uid/gid mappings of the pod's user namespace, when it has one. */
-  userns?: { uidMappings: IdMapping[]; gidMappings: IdMapping[] };
+/** Where a pod's containers find its namespaces; absent = the host's (or, for pid, a new one). */
+export interface SandboxNamespaces {
+  /** The pinned network namespace (pod network only). */
+  network?: string;
+  /** `/proc/<pausePid>/ns/ipc` unless the pod uses host IPC. */
+  ipc?: string;
+  /** `/proc/<pausePid>/ns/uts` unless the pod uses the host network. */
+  uts?: string;
+  /** `/proc/<pausePid>/ns/pid` unless the pod uses host PID (containers with pid mode POD join it). */
+  pid?: string;
+  /** `/proc/<pausePid>/ns/user` when the pod has its own user namespace. */
+  user?: string;
 }
 
 export interface IdMapping {
@@ -41,7 +34,62 @@ export interface IdMapping {
   size: number;
 }
 
+export interface SandboxRecord {
+  id: string;
+  /** Unique name derived from the metadata: `<name>_<namespace>_<uid>_<attempt>`. */
+  name: string;
+  /** PodSandboxConfig as proto JSON (PodSandboxConfig.toJSON). */
+  config: unknown;
+  /** The runtime handler as requested ('' = the default, runc). */
+  runtimeHandler: string;
+  createdAt: bigint;
+  state: SandboxState;
+  /** The pod hostname (the node's when the config gave none). */
+  hostname: string;
+  /** Pinned network namespace file; '' for host network. */
+  netnsPath: string;
+  /** Pod IPs, primary first; empty for host network and once the network is torn down. */
+  ips: string[];
+  /** cgroup parent the pod's containers go under. */
+  cgroupParent: string;
+  /** The pause container's `linux.cgroupsPath` (`<parent>/<id>`, or `slice:stove:<id>`). */
+  cgroupsPath: string;
+  /**
+   * Levels of the cgroup parent that did not exist before this pod (no kubelet made them), deepest
+   * first: removing the pod removes them when they are empty.
+   */
+  createdCgroupParents: string[];
+  /** The pause container's init pid and its /proc start time (0/0n when not running). */
+  pausePid: number;
+  pauseStartTime: bigint;
+  /** The pause container's conmon and its /proc start time. */
+  conmonPid: number;
+  conmonStartTime: bigint;
+  /** Paths of the pod's namespaces for containers to join. */
+  namespaces: SandboxNamespaces;
+  /** Pod files: hostname, resolv.conf, hosts, and the /dev/shm source (`/dev/shm` itself for host IPC). */
+  files: PodFiles;
+  /** The pod's volatile dir (pod files, shm mount, pause bundle). */
+  stateDir: string;
+  /** The pause container's OCI bundle (config.json). */
+  bundleDir: string;
+  /** uid/gid mappings of the pod's user namespace, when it has one. */
+  userns?: { uidMappings: IdMapping[]; gidMappings: IdMapping[] };
+  /** How the pause process ended (set once it has exited). */
+  exit?: { code: number; finishedAt: bigint };
+}
+
 /** The unique name of a sandbox, as containerd builds it from the CRI metadata. */
 export function sandboxName(meta: { name: string; namespace: string; uid: string; attempt: number }): string {
   return `${meta.name}_${meta.namespace}_${meta.uid}_${meta.attempt}`;
+}
+
+/** The CRI config a record was created from. */
+export function podConfigOf(record: Pick<SandboxRecord, 'config'>): PodSandboxConfig {
+  return PodSandboxConfig.fromJSON(record.config);
+}
+
+/** True while the pause process should be running. */
+export function isReady(record: Pick<SandboxRecord, 'state'>): boolean {
+  return record.state === 'ready';
 }

@@ -1,6 +1,7 @@
 /**
  * Files a pod's containers share, kept in the pod's volatile dir: hostname, resolv.conf, hosts, and
- * the pod's /dev/shm tmpfs. Written before the pause container starts; removed with the pod.
+ * the pod's /dev/shm tmpfs. Written before the pause container starts; the shm tmpfs is unmounted
+ * when the pod stops and everything is removed with the pod.
  */
 import { copyFile, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -9,12 +10,14 @@ import { mount, unmount } from '../platform/mount.js';
 
 /** 64 MiB, as containerd and CRI-O size a pod's /dev/shm. */
 export const POD_SHM_BYTES = 64 * 1024 * 1024;
+/** A host-IPC pod shares the host's /dev/shm. */
+export const HOST_SHM = '/dev/shm';
 
 export interface PodFiles {
   hostnamePath: string;
   resolvConfPath: string;
   hostsPath: string;
-  /** The pod's /dev/shm mount point ('' for host IPC, which uses the host's /dev/shm). */
+  /** The pod's /dev/shm source: its own tmpfs in the state dir, or `/dev/shm` for host IPC. */
   shmPath: string;
 }
 
@@ -24,8 +27,13 @@ export function podFilePaths(stateDir: string, hostIpc: boolean): PodFiles {
     hostnamePath: join(stateDir, 'hostname'),
     resolvConfPath: join(stateDir, 'resolv.conf'),
     hostsPath: join(stateDir, 'hosts'),
-    shmPath: hostIpc ? '' : join(stateDir, 'shm'),
+    shmPath: hostIpc ? HOST_SHM : join(stateDir, 'shm'),
   };
+}
+
+/** True when the pod has its own shm tmpfs (which Stove mounts and unmounts). */
+export function ownsShm(files: PodFiles): boolean {
+  return files.shmPath !== HOST_SHM && files.shmPath !== '';
 }
 
 /** resolv.conf text for a CRI DNSConfig, or undefined when it asks for nothing. */
@@ -38,31 +46,40 @@ export function resolvConfFor(dns: DNSConfig | undefined): string | undefined {
   return lines.join('\n') + '\n';
 }
 
-/** Writes hostname, resolv.conf and hosts, and mounts the shm tmpfs. */
+const FALLBACK_HOSTS = '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n';
+
+/** Writes hostname, resolv.conf and hosts (the host's copies unless DNSConfig says otherwise). */
 export async function writePodFiles(files: PodFiles, hostname: string, dns: DNSConfig | undefined): Promise<void> {
-  await writeFile(files.hostnamePath, hostname + '\n', { mode: 0o644 });
   const resolv = resolvConfFor(dns);
-  if (resolv !== undefined) await writeFile(files.resolvConfPath, resolv, { mode: 0o644 });
-  else await copyFile('/etc/resolv.conf', files.resolvConfPath).catch(() => writeFile(files.resolvConfPath, '', { mode: 0o644 }));
-  await copyFile('/etc/hosts', files.hostsPath).catch(() =>
-    writeFile(files.hostsPath, '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n', { mode: 0o644 }),
-  );
-  if (files.shmPath) {
-    await mkdir(files.shmPath, { recursive: true, mode: 0o755 });
-    await mount({
-      type: 'tmpfs',
-      source: 'shm',
-      target: files.shmPath,
-      options: ['nosuid', 'nodev', 'noexec', 'mode=1777', `size=${POD_SHM_BYTES}`],
-    });
-  }
+  await Promise.all([
+    writeFile(files.hostnamePath, hostname + '\n', { mode: 0o644 }),
+    resolv !== undefined
+      ? writeFile(files.resolvConfPath, resolv, { mode: 0o644 })
+      : copyFile('/etc/resolv.conf', files.resolvConfPath).catch(() => writeFile(files.resolvConfPath, '', { mode: 0o644 })),
+    copyFile('/etc/hosts', files.hostsPath).catch(() => writeFile(files.hostsPath, FALLBACK_HOSTS, { mode: 0o644 })),
+  ]);
+}
+
+/** Mounts the pod's shm tmpfs (64 MiB, nosuid,nodev,noexec); nothing for host IPC. */
+export async function mountPodShm(files: PodFiles): Promise<void> {
+  if (!ownsShm(files)) return;
+  await mkdir(files.shmPath, { recursive: true, mode: 0o755 });
+  await mount({
+    type: 'tmpfs',
+    source: 'shm',
+    target: files.shmPath,
+    options: ['nosuid', 'nodev', 'noexec', 'mode=1777', `size=${POD_SHM_BYTES}`],
+  });
+}
+
+/** Unmounts the pod's shm tmpfs (lazily: a leftover user must not block a stop); never the host's. */
+export async function unmountPodShm(files: PodFiles): Promise<void> {
+  if (ownsShm(files)) await unmount(files.shmPath, true);
 }
 
 /** Unmounts the shm tmpfs and removes the files; missing pieces are fine. */
 export async function removePodFiles(files: PodFiles): Promise<void> {
-  if (files.shmPath) {
-    await unmount(files.shmPath, true);
-    await rm(files.shmPath, { recursive: true, force: true });
-  }
+  await unmountPodShm(files);
+  if (ownsShm(files)) await rm(files.shmPath, { recursive: true, force: true });
   await Promise.all([files.hostnamePath, files.resolvConfPath, files.hostsPath].map((p) => rm(p, { force: true })));
 }

@@ -1,0 +1,90 @@
+/** PodSandboxStatus and ListPodSandbox. */
+import {
+  ListPodSandboxResponse,
+  PodSandboxState,
+  PodSandboxStatusResponse,
+  type ListPodSandboxRequest,
+  type PodSandbox,
+  type PodSandboxStatusRequest,
+} from '../gen/runtime/v1/api.js';
+import { requiredString } from '../api/validate.js';
+import { nowNs } from '../common/clock.js';
+import type { SandboxRecord } from '../sandbox/model.js';
+import type { SandboxService } from '../sandbox/service.js';
+
+function criState(record: SandboxRecord): PodSandboxState {
+  return record.state === 'ready' ? PodSandboxState.SANDBOX_READY : PodSandboxState.SANDBOX_NOTREADY;
+}
+
+/** NOT_FOUND for an unknown pod; `verbose` adds `info["info"]`, a JSON document like containerd's. */
+export async function podSandboxStatus(sandboxes: SandboxService, req: PodSandboxStatusRequest): Promise<PodSandboxStatusResponse> {
+  const record = sandboxes.get(requiredString(req.podSandboxId, 'pod_sandbox_id'));
+  const config = sandboxes.configOf(record);
+  const [primary = '', ...additional] = record.ips;
+  const info: Record<string, string> = {};
+  if (req.verbose) info.info = JSON.stringify(await verboseInfo(sandboxes, record));
+  return PodSandboxStatusResponse.fromPartial({
+    status: {
+      id: record.id,
+      metadata: config.metadata,
+      state: criState(record),
+      createdAt: record.createdAt,
+      network: { ip: primary, additionalIps: additional.map((ip) => ({ ip })) },
+      linux: { namespaces: { options: config.linux?.securityContext?.namespaceOptions ?? {} } },
+      labels: config.labels,
+      annotations: config.annotations,
+      runtimeHandler: record.runtimeHandler,
+    },
+    info,
+    timestamp: nowNs(),
+  });
+}
+
+async function verboseInfo(sandboxes: SandboxService, record: SandboxRecord): Promise<Record<string, unknown>> {
+  const [processStatus, runtimeSpec, network] = await Promise.all([
+    sandboxes.pauseState(record),
+    sandboxes.pauseSpec(record),
+    sandboxes.networkStatus(record.id),
+  ]);
+  return {
+    pid: record.pausePid,
+    processStatus,
+    conmonPid: record.conmonPid,
+    netNamespaceClosed: !network,
+    netnsPath: record.netnsPath,
+    namespaces: record.namespaces,
+    image: 'stove/pause',
+    runtimeHandler: record.runtimeHandler || 'runc',
+    hostname: record.hostname,
+    cgroupParent: record.cgroupParent,
+    cgroupsPath: record.cgroupsPath,
+    podFiles: record.files,
+    ...(record.exit ? { exitCode: record.exit.code, finishedAt: record.exit.finishedAt.toString() } : {}),
+    config: record.config,
+    runtimeSpec,
+    cniResult: network?.result,
+  };
+}
+
+/** Filters: `id` (full ID or unique prefix), `state`, and a label selector (every pair must match). */
+export async function listPodSandbox(sandboxes: SandboxService, req: ListPodSandboxRequest): Promise<ListPodSandboxResponse> {
+  const filter = req.filter;
+  let records = filter?.id ? [sandboxes.find(filter.id)].filter((r): r is SandboxRecord => r !== undefined) : sandboxes.list();
+  if (filter?.state) records = records.filter((r) => criState(r) === filter.state!.state);
+  const selector = Object.entries(filter?.labelSelector ?? {});
+  const items: PodSandbox[] = [];
+  for (const record of records.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0))) {
+    const config = sandboxes.configOf(record);
+    if (!selector.every(([k, v]) => config.labels[k] === v)) continue;
+    items.push({
+      id: record.id,
+      metadata: config.metadata,
+      state: criState(record),
+      createdAt: record.createdAt,
+      labels: config.labels,
+      annotations: config.annotations,
+      runtimeHandler: record.runtimeHandler,
+    });
+  }
+  return ListPodSandboxResponse.fromPartial({ items });
+}

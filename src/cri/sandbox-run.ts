@@ -1,0 +1,10 @@
+/** RunPodSandbox. */
+import { RunPodSandboxResponse, type RunPodSandboxRequest } from '../gen/runtime/v1/api.js';
+import { required } from '../api/validate.js';
+import type { SandboxService } from '../sandbox/service.js';
+
+export async function runPodSandbox(sandboxes: SandboxService, req: RunPodSandboxRequest): Promise<RunPodSandboxResponse> {
+  const config = required(req.config, 'config');
+  const record = await sandboxes.run(config, req.runtimeHandler);
+  return RunPodSandboxResponse.fromPartial({ podSandboxId: record.id });
+}

@@ -1,0 +1,64 @@
+/**
+ * The host-side steps of a pod that need root (the shm tmpfs, cgroup directories), behind one
+ * interface so the sandbox service can be unit-tested without root.
+ */
+import { access, rmdir } from 'node:fs/promises';
+import { posix } from 'node:path';
+import type { DNSConfig } from '../gen/runtime/v1/api.js';
+import { cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cgroups.js';
+import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
+
+export interface SandboxHost {
+  writePodFiles(files: PodFiles, hostname: string, dns: DNSConfig | undefined): Promise<void>;
+  mountShm(files: PodFiles): Promise<void>;
+  unmountShm(files: PodFiles): Promise<void>;
+  removePodFiles(files: PodFiles): Promise<void>;
+  /**
+   * The levels of a cgroupfs parent path that do not exist yet, deepest first (`/a/b` with only `/a`
+   * present → [`/a/b`]); empty for systemd slices, which systemd owns.
+   */
+  missingCgroupLevels(parent: string): Promise<string[]>;
+  /** Removes a container cgroup and everything below it; missing is fine. */
+  removeCgroup(cgroupsPath: string): Promise<void>;
+  /** Removes one cgroup level if it is empty (never recursively: other pods may live below it). */
+  removeEmptyCgroup(path: string): Promise<void>;
+}
+
+const exists = (path: string) => access(path).then(() => true, () => false);
+
+/** The real host: util-linux mount and the cgroup filesystems. */
+export class LinuxSandboxHost implements SandboxHost {
+  writePodFiles = writePodFiles;
+  mountShm = mountPodShm;
+  unmountShm = unmountPodShm;
+  removePodFiles = removePodFiles;
+
+  async missingCgroupLevels(parent: string): Promise<string[]> {
+    if (!parent.startsWith('/')) return [];
+    const layout = await detectCgroups();
+    const probe = layout.hierarchies.find((h) => h.version === layout.version);
+    if (!probe) return [];
+    const missing: string[] = [];
+    for (let path = cgroupPathOf(parent); path !== '/'; path = posix.dirname(path)) {
+      if (await exists(dirIn(probe, path))) break;
+      missing.push(path);
+    }
+    return missing;
+  }
+
+  async removeCgroup(cgroupsPath: string): Promise<void> {
+    await removeCgroup(await detectCgroups(), cgroupsPath);
+  }
+
+  async removeEmptyCgroup(path: string): Promise<void> {
+    const layout = await detectCgroups();
+    const dirs = new Set(layout.hierarchies.map((h) => dirIn(h, cgroupPathOf(path))));
+    await Promise.all(
+      [...dirs].map((d) =>
+        rmdir(d).catch((err: NodeJS.ErrnoException) => {
+          if (!['ENOENT', 'EBUSY', 'ENOTEMPTY'].includes(err.code ?? '')) throw err;
+        }),
+      ),
+    );
+  }
+}

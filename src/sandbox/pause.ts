@@ -1,0 +1,122 @@
+/**
+ * The pause container: Stove's own `rootfs/pause` (never an image pull), run by the pod's OCI runtime
+ * under conmon like any container, so it outlives a restart of Stove. Its bundle is
+ * `<pod state dir>/bundle` (config.json; conmon's pid files and the exit record go there too).
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Monitor } from '../monitor/monitor.js';
+import type { ExitRecord } from '../monitor/exits.js';
+import { isSameProcessAlive, signalProcess } from '../monitor/process.js';
+import { specToJson, type Spec } from '../spec/index.js';
+import type { RuntimeHandlerSet } from './runtime-handlers.js';
+
+/**
+ * The pause root filesystem built by `make rootfs`: `<repo>/rootfs/pause`. The compiled module sits in
+ * `dist/src/sandbox/`, three levels below the repository root.
+ */
+export const PAUSE_ROOTFS = resolve(import.meta.dirname, '../../../rootfs/pause');
+/** What status reports as the pause "image". */
+export const PAUSE_IMAGE_NAME = 'stove/pause';
+
+/** A started pause container. */
+export interface PauseProcess {
+  pid: number;
+  pidStartTime: bigint;
+  conmonPid: number;
+  conmonStartTime: bigint;
+}
+
+/** A process identified by pid and /proc start time (safe against pid reuse). */
+export interface ProcessRef {
+  pid: number;
+  startTime: bigint;
+}
+
+/** The pause process and its conmon, when known. */
+export interface PauseRefs {
+  pause?: ProcessRef;
+  conmon?: ProcessRef;
+}
+
+/** What the sandbox service needs from the pause container's runtime (faked in unit tests). */
+export interface PauseRuntime {
+  /** Writes the bundle and creates the container under conmon (runtime state `created`). */
+  create(id: string, handler: string, bundleDir: string, spec: Spec): Promise<PauseProcess>;
+  /** Runs the pause process of a created container. */
+  start(id: string, handler: string): Promise<void>;
+  /**
+   * Kills the pause process if it runs and deletes the runtime's container (and so its cgroup). With
+   * the conmon that monitors it, also waits for conmon's exit record and returns it. Idempotent: an
+   * unknown container is fine.
+   */
+  destroy(id: string, handler: string, refs?: PauseRefs): Promise<ExitRecord | undefined>;
+  /** Removes conmon's files outside the bundle (attach link, exit record). */
+  forget(id: string): Promise<void>;
+  /** The recorded exit of the pause container, if conmon wrote one. */
+  readExit(id: string): Promise<ExitRecord | undefined>;
+  /** True while the process with this pid and start time runs. */
+  isAlive(pid: number, startTime: bigint): Promise<boolean>;
+}
+
+/** How long to wait for conmon's exit record after the pause process was killed. */
+const EXIT_RECORD_WAIT_MS = 2000;
+
+/** The pause container through conmon and the runtime handlers. */
+export class ConmonPauseRuntime implements PauseRuntime {
+  constructor(
+    private readonly monitor: Monitor,
+    private readonly runtimes: RuntimeHandlerSet,
+  ) {}
+
+  async create(id: string, handler: string, bundleDir: string, spec: Spec): Promise<PauseProcess> {
+    const runtime = this.runtimes.get(handler);
+    await mkdir(bundleDir, { recursive: true, mode: 0o700 });
+    await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
+    // No log (-l none) and no stdin: the pause process never writes anything worth keeping.
+    const created = await this.monitor.createContainer(runtime, { id, name: `pause-${id.slice(0, 12)}`, bundle: bundleDir, persistDir: bundleDir });
+    return { pid: created.pid, pidStartTime: created.pidStartTime, conmonPid: created.conmonPid, conmonStartTime: created.conmonStartTime };
+  }
+
+  async start(id: string, handler: string): Promise<void> {
+    await this.runtimes.get(handler).start(id);
+  }
+
+  async destroy(id: string, handler: string, refs: PauseRefs = {}): Promise<ExitRecord | undefined> {
+    const runtime = this.runtimes.get(handler);
+    let exit: ExitRecord | undefined;
+    // Signalling directly saves a process spawn and `runc delete --force`'s fixed 100 ms poll; the
+    // start time makes sure the pid still names the pause process.
+    if (refs.pause && (await isSameProcessAlive(refs.pause.pid, refs.pause.startTime))) {
+      signalProcess(refs.pause.pid, 'SIGKILL');
+    }
+    if (refs.conmon) exit = await this.waitForExitRecord(id, refs.conmon);
+    // Stopped: delete only; still running (no refs, or the kill did not land): runc kills it first.
+    await runtime.delete(id, true);
+    return exit ?? (await this.monitor.readExit(id));
+  }
+
+  forget(id: string): Promise<void> {
+    return this.monitor.removeContainerFiles(id);
+  }
+
+  readExit(id: string): Promise<ExitRecord | undefined> {
+    return this.monitor.readExit(id);
+  }
+
+  isAlive(pid: number, startTime: bigint): Promise<boolean> {
+    return isSameProcessAlive(pid, startTime);
+  }
+
+  /** conmon writes the exit record once it has reaped the pause process, then exits. */
+  private async waitForExitRecord(id: string, conmon: ProcessRef): Promise<ExitRecord | undefined> {
+    const deadline = Date.now() + EXIT_RECORD_WAIT_MS;
+    for (;;) {
+      const exit = await this.monitor.readExit(id);
+      if (exit || Date.now() > deadline) return exit;
+      if (!(await isSameProcessAlive(conmon.pid, conmon.startTime))) return this.monitor.readExit(id);
+      await delay(5);
+    }
+  }
+}
