@@ -1,0 +1,244 @@
+/** The sandbox service's rules over fakes: ordering, cleanup after failures, idempotency, exits, recovery. */
+import assert from 'node:assert/strict';
+import { access, mkdir, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { NamespaceMode, PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
+import { podSandboxStatus, listPodSandbox } from '../../../src/cri/sandbox-query.js';
+import { PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
+import { rejectsKind } from '../spec/helpers.js';
+import { boom, Harness } from './fakes.js';
+
+const exists = (p: string) => access(p).then(() => true, () => false);
+
+function pod(p: DeepPartial<PodSandboxConfig> = {}): PodSandboxConfig {
+  return PodSandboxConfig.fromPartial({
+    metadata: { name: 'web', namespace: 'shop', uid: 'uid-1', attempt: 0 },
+    hostname: 'web-0',
+    labels: { app: 'web' },
+    annotations: { note: 'x' },
+    ...p,
+  });
+}
+
+describe('sandbox service', () => {
+  let h: Harness;
+  beforeEach(async () => {
+    h = await Harness.create();
+  });
+  afterEach(async () => {
+    await h.cleanup();
+  });
+
+  /** Nothing of the sandbox is left anywhere the fakes can see. */
+  async function assertNothingLeft(): Promise<void> {
+    assert.deepEqual([...h.network.pins], [], 'netns pins');
+    assert.deepEqual([...h.network.attached.keys()], [], 'CNI attachments');
+    assert.deepEqual([...h.pause.containers.keys()], [], 'runtime containers');
+    assert.deepEqual([...h.host.shm], [], 'shm mounts');
+    assert.deepEqual(await readdir(h.stateRoot).catch(() => []), [], 'state dirs');
+    assert.deepEqual(h.service.list(), [], 'records');
+  }
+
+  it('runs a pod: netns, CNI and pause, with the record written and namespaces recorded', async () => {
+    const r = await h.service.run(pod(), '');
+    assert.equal(r.state, 'ready');
+    assert.deepEqual(r.ips, ['10.9.0.2']);
+    assert.equal(r.netnsPath, `/fake/netns/${r.id}`);
+    assert.equal(r.name, 'web_shop_uid-1_0');
+    assert.equal(r.cgroupParent, '/kubepods');
+    assert.equal(r.cgroupsPath, `/kubepods/${r.id}`);
+    assert.deepEqual(r.namespaces, {
+      network: r.netnsPath,
+      uts: `/proc/${r.pausePid}/ns/uts`,
+      ipc: `/proc/${r.pausePid}/ns/ipc`,
+      pid: `/proc/${r.pausePid}/ns/pid`,
+    });
+    assert.equal(r.files.shmPath, join(h.stateRoot, r.id, 'shm'));
+    // The pause spec joined the pinned namespace, not the placeholder it was validated with.
+    const spec = h.pause.containers.get(r.id)!.spec;
+    assert.deepEqual(spec.linux!.namespaces!.find((n) => n.type === 'network'), { type: 'network', path: r.netnsPath });
+    assert.ok(h.calls.indexOf(`network.createNetns ${r.id}`) < h.calls.indexOf(`pause.create ${r.id} `));
+    // A restarted service reads the same record back.
+    h.restart();
+    await h.service.recover();
+    assert.deepEqual(h.service.get(r.id.slice(0, 8)), r);
+  });
+
+  it('validates before creating anything', async () => {
+    await rejectsKind(h.service.run(pod({ metadata: { name: 'web', namespace: 'shop' } }), ''), 'InvalidArgument', /config\.metadata\.uid is required/);
+    await rejectsKind(h.service.run(pod({ linux: { sysctls: { 'kernel.panic': '1' } } }), ''), 'InvalidArgument', /kernel\.panic.*not namespaced/);
+    await rejectsKind(h.service.run(pod(), 'kata'), 'NotFound', /no runtime for "kata"/);
+    await rejectsKind(
+      h.service.run(pod({ portMappings: [{ containerPort: 0, hostPort: 8080 }] }), ''),
+      'InvalidArgument',
+      /config\.port_mappings\[0\]\.container_port/,
+    );
+    assert.deepEqual(h.calls, []);
+    await assertNothingLeft();
+  });
+
+  it('refuses a second pod with the same metadata until the first is removed', async () => {
+    const first = await h.service.run(pod(), '');
+    await rejectsKind(h.service.run(pod(), ''), 'AlreadyExists', /reserved for/);
+    await h.service.run(pod({ metadata: { name: 'web', namespace: 'shop', uid: 'uid-1', attempt: 1 } }), '');
+    await h.service.remove(first.id);
+    await h.service.run(pod(), '');
+  });
+
+  it('undoes everything when CNI fails, and releases the name', async () => {
+    h.network.failSetup = boom('plugin type="bridge" (add)');
+    await rejectsKind(h.service.run(pod(), ''), 'Internal', /failed/);
+    await assertNothingLeft();
+    assert.ok(h.calls.some((c) => c.startsWith('pause.destroy')), 'the pause container started beside CNI is destroyed');
+    h.network.failSetup = undefined;
+    await h.service.run(pod(), '');
+  });
+
+  it('undoes everything when the pause container fails to start, tearing the network down first', async () => {
+    h.pause.failStart = boom('runc start');
+    await rejectsKind(h.service.run(pod(), ''), 'Internal', /^failed to start pause container for sandbox "[0-9a-f]{64}": runc start failed/);
+    await assertNothingLeft();
+    const teardown = h.calls.findIndex((c) => c.startsWith('network.teardown'));
+    const unpin = h.calls.findIndex((c) => c.startsWith('network.removeNetns'));
+    assert.ok(teardown >= 0 && teardown < unpin, 'CNI DEL before the pin goes');
+  });
+
+  it('undoes everything when the pod files fail', async () => {
+    h.pause.failCreate = boom('never reached');
+    h.host.failFiles = boom('write hostname');
+    await rejectsKind(h.service.run(pod(), ''), 'Internal', /^failed to setup sandbox files for sandbox "[0-9a-f]{64}"/);
+    await assertNothingLeft();
+    assert.ok(!h.calls.some((c) => c.startsWith('network.setup')), 'CNI never ran');
+  });
+
+  it('runs host-network pods without netns or CNI; host IPC uses /dev/shm', async () => {
+    const r = await h.service.run(
+      pod({ linux: { securityContext: { namespaceOptions: { network: NamespaceMode.NODE, ipc: NamespaceMode.NODE, pid: NamespaceMode.NODE } } } }),
+      '',
+    );
+    assert.equal(r.netnsPath, '');
+    assert.deepEqual(r.ips, []);
+    assert.deepEqual(r.namespaces, {});
+    assert.equal(r.files.shmPath, '/dev/shm');
+    assert.ok(!h.calls.some((c) => c.startsWith('network.')));
+    const types = h.pause.containers.get(r.id)!.spec.linux!.namespaces!.map((n) => n.type);
+    assert.deepEqual(types, ['mount']);
+  });
+
+  it('runs the pause container after CNI when a sysctl names the pod interface', async () => {
+    const r = await h.service.run(pod({ linux: { sysctls: { 'net.ipv4.conf.eth0.rp_filter': '2' } } }), '');
+    assert.ok(h.calls.indexOf(`network.setup ${r.id}`) < h.calls.indexOf(`pause.create ${r.id} `));
+  });
+
+  it('stops containers, pause and network; stop and remove are idempotent', async () => {
+    const r = await h.service.run(pod(), 'crun');
+    h.calls.length = 0;
+    await h.service.stop(r.id);
+    assert.deepEqual(h.calls, [
+      `containers.stopAll ${r.id} 0`,
+      `pause.destroy ${r.id} crun`,
+      `network.teardown ${r.id}`,
+      `network.removeNetns ${r.netnsPath}`,
+    ]);
+    const stopped = h.service.get(r.id);
+    assert.equal(stopped.state, 'notready');
+    assert.deepEqual(stopped.ips, []);
+    assert.equal(stopped.pausePid, 0);
+    assert.equal(stopped.exit?.code, 137);
+    await h.service.stop(r.id);
+    await h.service.stop('ffff');
+    await h.service.remove(r.id);
+    await h.service.remove(r.id);
+    await h.service.remove('ffff');
+    await assertNothingLeft();
+    await rejectsKind(podSandboxStatus(h.service, { podSandboxId: r.id, verbose: false }), 'NotFound', /not found/);
+  });
+
+  it('removes a ready pod by stopping it first, then its containers, cgroups and the parents it created', async () => {
+    h.host.missing = ['/stove/pod1', '/stove'];
+    const r = await h.service.run(pod({ linux: { cgroupParent: '/stove/pod1' } }), '');
+    assert.deepEqual(r.createdCgroupParents, ['/stove/pod1', '/stove']);
+    h.calls.length = 0;
+    await h.service.remove(r.id);
+    assert.ok(h.calls.indexOf(`pause.destroy ${r.id} `) < h.calls.indexOf(`containers.removeAll ${r.id}`));
+    assert.deepEqual(
+      h.calls.filter((c) => c.startsWith('host.remove')),
+      ['host.removePodFiles', `host.removeCgroup /stove/pod1/${r.id}`, 'host.removeEmptyCgroup /stove/pod1', 'host.removeEmptyCgroup /stove'],
+    );
+    await assertNothingLeft();
+  });
+
+  it('keeps a pod whose containers cannot be stopped, and says why', async () => {
+    const r = await h.service.run(pod(), '');
+    h.containers.fail = boom('stop container');
+    await rejectsKind(h.service.stop(r.id), 'Internal', new RegExp(`^failed to stop containers of sandbox "${r.id}"`));
+    assert.equal(h.service.get(r.id).state, 'ready');
+  });
+
+  it('marks a pod NOTREADY when its pause process exits', async () => {
+    const r = await h.service.run(pod(), '');
+    const other = await h.service.handleExit({ id: 'c'.repeat(64), exitCode: 0, finishedAtNs: 1n });
+    assert.equal(other, false, 'not a sandbox');
+    assert.equal(await h.service.handleExit(h.pause.kill(r.id, 137)), true);
+    const after = h.service.get(r.id);
+    assert.equal(after.state, 'notready');
+    assert.equal(after.exit?.code, 137);
+    // Stopping still tears the network down and deletes the runtime's container.
+    await h.service.stop(r.id);
+    assert.deepEqual([...h.network.pins], []);
+    assert.deepEqual([...h.pause.containers.keys()], []);
+  });
+
+  it('recovers: a pause that died while down makes the pod NOTREADY; leftovers of an interrupted run go', async () => {
+    const alive = await h.service.run(pod(), '');
+    const dead = await h.service.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' } }), '');
+    h.pause.kill(dead.id, 9);
+    // An interrupted RunPodSandbox: a state dir, a pin, an attachment and a runtime container, no record.
+    const orphan = 'e'.repeat(64);
+    await mkdir(join(h.stateRoot, orphan), { recursive: true });
+    h.network.pins.add(`/fake/netns/${orphan}`);
+    h.network.attached.set(orphan, ['10.9.0.99']);
+    h.pause.containers.set(orphan, { pid: 99, alive: true, spec: {} as never });
+
+    h.restart();
+    await h.service.recover();
+    assert.equal(h.service.get(alive.id).state, 'ready');
+    assert.equal(h.service.get(dead.id).state, 'notready');
+    assert.equal(h.service.get(dead.id).exit?.code, 9);
+    assert.equal(await exists(join(h.stateRoot, orphan)), false);
+    assert.equal(h.network.pins.has(`/fake/netns/${orphan}`), false);
+    assert.equal(h.network.attached.has(orphan), false);
+    assert.equal(h.pause.containers.has(orphan), false);
+    await rejectsKind(h.service.run(pod(), ''), 'AlreadyExists', /reserved/);
+  });
+
+  it('answers PodSandboxStatus and ListPodSandbox with filters', async () => {
+    const a = await h.service.run(pod(), '');
+    const b = await h.service.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' }, labels: { app: 'db', tier: 'data' } }), 'crun');
+    await h.service.stop(b.id);
+
+    const st = await podSandboxStatus(h.service, { podSandboxId: a.id.slice(0, 10), verbose: true });
+    assert.equal(st.status!.id, a.id);
+    assert.equal(st.status!.state, PodSandboxState.SANDBOX_READY);
+    assert.equal(st.status!.createdAt, a.createdAt);
+    assert.equal(st.status!.network!.ip, '10.9.0.2');
+    assert.deepEqual(st.status!.labels, { app: 'web' });
+    assert.deepEqual(st.status!.annotations, { note: 'x' });
+    assert.equal(st.status!.metadata!.uid, 'uid-1');
+    const info = JSON.parse(st.info.info!) as { pid: number; netnsPath: string; processStatus: string };
+    assert.equal(info.pid, a.pausePid);
+    assert.equal(info.netnsPath, a.netnsPath);
+    assert.equal(info.processStatus, 'running');
+    await rejectsKind(podSandboxStatus(h.service, { podSandboxId: '', verbose: false }), 'InvalidArgument', /pod_sandbox_id/);
+
+    const ids = async (filter: object | undefined) => (await listPodSandbox(h.service, { filter: filter as never })).items.map((i) => i.id);
+    assert.deepEqual(await ids(undefined), [a.id, b.id]);
+    assert.deepEqual(await ids({ id: b.id.slice(0, 6), labelSelector: {} }), [b.id]);
+    assert.deepEqual(await ids({ id: 'zzz', labelSelector: {} }), []);
+    assert.deepEqual(await ids({ id: '', state: { state: PodSandboxState.SANDBOX_NOTREADY }, labelSelector: {} }), [b.id]);
+    assert.deepEqual(await ids({ id: '', labelSelector: { app: 'db', tier: 'data' } }), [b.id]);
+    assert.deepEqual(await ids({ id: '', labelSelector: { app: 'db', tier: 'web' } }), []);
+    const listed = (await listPodSandbox(h.service, { filter: undefined })).items[1]!;
+    assert.equal(listed.runtimeHandler, 'crun');
+  });
+});
