@@ -30,6 +30,17 @@ import { runPodSandbox } from './cri/sandbox-run.js';
 import { stopPodSandbox } from './cri/sandbox-stop.js';
 import { removePodSandbox } from './cri/sandbox-remove.js';
 import { listPodSandbox, podSandboxStatus } from './cri/sandbox-query.js';
+import { ContainerStore } from './container/store.js';
+import { ContainerService } from './container/service.js';
+import { StatsReader } from './container/stats.js';
+import { recheckExits, recoverContainers } from './container/recover.js';
+import { detectCgroups } from './platform/cgroups.js';
+import { createContainer, removeContainer, startContainer, stopContainer } from './cri/container-lifecycle.js';
+import { containerStatus, listContainers } from './cri/container-query.js';
+import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
+import { execSync } from './cri/exec-sync.js';
+import { getContainerEvents } from './cri/events.js';
+import { containerStats, listContainerStats, listPodSandboxStats, podSandboxStats } from './cri/stats.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -90,8 +101,12 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     },
     log.child({ module: 'spec' }),
   );
-  // The container module implements these; until it is wired, a pod has no containers to stop.
-  const podContainers: PodContainers = { stopAll: async () => {}, removeAll: async () => {} };
+  // The container service is built after the sandbox service it looks pods up in; pods reach it late.
+  let containersRef: ContainerService | undefined;
+  const podContainers: PodContainers = {
+    stopAll: (id, timeout) => containersRef!.stopAll(id, timeout),
+    removeAll: (id) => containersRef!.removeAll(id),
+  };
   const sandboxes = new SandboxService({
     store: new SandboxStore(config.root),
     sandboxStateDir: paths.sandboxStateDir,
@@ -105,17 +120,36 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     defaults: { cgroupParent: config.runtime.cgroupParent, cgroupDriver: config.runtime.cgroupDriver },
     log: log.child({ module: 'sandbox' }),
   });
+  const cgroups = await detectCgroups();
+  const containers = new ContainerService({
+    store: new ContainerStore(config.root),
+    sandboxes,
+    images,
+    monitor,
+    runtimes,
+    specSettings,
+    cgroups,
+    containerDir: paths.containerDir,
+    containerStateDir: paths.containerStateDir,
+    podSandboxStatus: (id) => podSandboxStatus(sandboxes, { podSandboxId: id, verbose: false }).then((r) => r.status),
+    log: log.child({ module: 'container' }),
+  });
+  containersRef = containers;
+  const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
   // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.
   const exits = new ExitWatcher({
     exitsDir: paths.exitsDir,
     onExit: async (exit) => {
-      await sandboxes.handleExit(exit);
+      if (!(await sandboxes.handleExit(exit))) await containers.handleExit(exit);
     },
     log: log.child({ module: 'exits' }),
   });
   // Recovery before the API answers: the watcher first, so no exit falls between reading and watching.
   await exits.start();
   await sandboxes.recover();
+  await recoverContainers(containers);
+  // Exits that came between the watcher's start and the containers' load were not theirs yet.
+  await recheckExits(containers);
 
   const info = new RuntimeInfo({
     config,
@@ -135,6 +169,20 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     removePodSandbox: (r) => removePodSandbox(sandboxes, r),
     podSandboxStatus: (r) => podSandboxStatus(sandboxes, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
+    createContainer: (r) => createContainer(containers, r),
+    startContainer: (r) => startContainer(containers, r),
+    stopContainer: (r) => stopContainer(containers, r),
+    removeContainer: (r) => removeContainer(containers, r),
+    containerStatus: (r) => containerStatus(containers, r),
+    listContainers: (r) => listContainers(containers, sandboxes, r),
+    updateContainerResources: (r) => updateContainerResources(containers, r),
+    reopenContainerLog: (r) => reopenContainerLog(containers, r),
+    execSync: (r) => execSync(containers, r),
+    containerStats: (r) => containerStats({ containers, sandboxes, stats }, r),
+    listContainerStats: (r) => listContainerStats({ containers, sandboxes, stats }, r),
+    podSandboxStats: (r) => podSandboxStats({ containers, sandboxes, stats }, r),
+    listPodSandboxStats: (r) => listPodSandboxStats({ containers, sandboxes, stats }, r),
+    getContainerEvents: (r, sink) => getContainerEvents(containers, r, sink),
   };
   const imageHandlers: Partial<ImageHandlers> = {
     pullImage: (r) => pullImage(images, r),
@@ -157,6 +205,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
   return {
     endpoint,
     async stop() {
+      containers.events.close();
       await endpoint.shutdown();
       exits.stop();
       await images.close();

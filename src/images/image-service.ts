@@ -312,6 +312,11 @@ export class ImageService {
     return this.holds.get(containerId)?.imageId;
   }
 
+  /** Every container that holds an image (to find leftovers of interrupted creates at start-up). */
+  holders(): string[] {
+    return [...this.holds.keys()];
+  }
+
   /**
    * Mounts a container's root filesystem at `target`: overlay of the image's layers with the
    * container's own upper/work dirs (created on first use, kept across mounts). Holds the image.

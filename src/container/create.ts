@@ -1,0 +1,206 @@
+/**
+ * CreateContainer as named steps (containerd `CreateContainer`, CRI-O `createSandboxContainer`):
+ *
+ *   check sandbox and request → resolve image → reserve name → bundle dir → overlay rootfs
+ *   → host preparation (user from the image's passwd/group, mounts, devices, seccomp) → OCI spec
+ *   → log dir → conmon + runc create → record written
+ *
+ * Each acquisition pushes its undo at once, so a failed create leaves no mount, cgroup, conmon, runc
+ * container, name reservation or directory behind.
+ */
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join } from 'node:path';
+import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import type { CleanupStack } from '../common/cleanup.js';
+import { nowNs } from '../common/clock.js';
+import { failedPrecondition, invalidArgument, isKind, notFound, wrap } from '../common/errors.js';
+import type { ImageInfo } from '../images/image-service.js';
+import { removeCgroup } from '../platform/cgroups.js';
+import type { Runc } from '../runtime/runc.js';
+import { isReady, podConfigOf, type SandboxRecord } from '../sandbox/model.js';
+import { buildContainerSpec, prepareContainerHost, specToJson, type Spec } from '../spec/index.js';
+import type { ContainerServiceOptions } from './deps.js';
+import { destroyRuntimeContainer } from './teardown.js';
+import { containerName, type ContainerRecord } from './model.js';
+
+/** Everything a create needs, checked before anything exists. */
+export interface CreatePlan {
+  id: string;
+  name: string;
+  sandbox: SandboxRecord;
+  podConfig: PodSandboxConfig;
+  config: ContainerConfig;
+  image: ImageInfo;
+  /** The image as the request named it. */
+  imageName: string;
+  runtime: Runc;
+  logPath: string;
+  /** Init pid of the target container (namespace_options.pid = TARGET). */
+  targetPid?: number;
+}
+
+/** The sandbox a container goes into: it must exist and be ready. */
+export function sandboxForCreate(o: ContainerServiceOptions, podSandboxId: string): SandboxRecord {
+  const sandbox = o.sandboxes.find(podSandboxId);
+  if (!sandbox) throw notFound(`sandbox "${podSandboxId}" not found`);
+  if (!isReady(sandbox) || sandbox.pausePid <= 0) {
+    throw failedPrecondition(`sandbox "${sandbox.id}" is not ready: containers can only be created in a ready sandbox`);
+  }
+  return sandbox;
+}
+
+/** The request's checks that need no I/O (the spec builder repeats some, after the rootfs exists). */
+export function checkRequest(config: ContainerConfig, podConfig: PodSandboxConfig): void {
+  if (config.linux?.securityContext?.privileged && !podConfig.linux?.securityContext?.privileged) {
+    throw invalidArgument('no privileged container allowed in sandbox: the pod sandbox is not privileged (config.linux.security_context.privileged)');
+  }
+  if (config.logPath && config.logPath.includes(':')) {
+    throw invalidArgument(`config.log_path "${config.logPath}" must not contain ':'`);
+  }
+}
+
+/** The image the container runs; NOT_FOUND with a hint when it is not present. */
+export function imageForCreate(o: ContainerServiceOptions, imageName: string): ImageInfo {
+  try {
+    return o.images.getImage(imageName);
+  } catch (err) {
+    if (isKind(err, 'NotFound')) throw notFound(`image "${imageName}" not found: pull it before creating a container from it`, err);
+    throw err;
+  }
+}
+
+/** The absolute CRI log path: the pod's log_directory joined with the container's log_path. */
+export function logPathFor(podConfig: PodSandboxConfig, config: ContainerConfig): string {
+  if (!config.logPath) return '';
+  if (!podConfig.logDirectory) {
+    if (isAbsolute(config.logPath)) return config.logPath;
+    throw invalidArgument(`config.log_path "${config.logPath}" is relative but the sandbox has no log_directory`);
+  }
+  return join(podConfig.logDirectory, config.logPath);
+}
+
+/** The init pid of the container a TARGET pid namespace names. */
+export function targetPidFor(lookup: (id: string) => ContainerRecord | undefined, config: ContainerConfig, sandboxId: string): number | undefined {
+  const ns = config.linux?.securityContext?.namespaceOptions;
+  if (ns?.pid !== NamespaceMode.TARGET) return undefined;
+  const target = lookup(ns.targetId);
+  if (!target || target.sandboxId !== sandboxId) {
+    throw notFound(`target container "${ns.targetId}" (namespace_options.target_id) not found in sandbox "${sandboxId}"`);
+  }
+  if (target.state !== 'running' || target.pid <= 0) {
+    throw failedPrecondition(`target container "${target.id}" (namespace_options.target_id) is not running`);
+  }
+  return target.pid;
+}
+
+/** Container name as in the record, from the request and pod metadata. */
+export function uniqueName(config: ContainerConfig, podConfig: PodSandboxConfig): string {
+  const meta = config.metadata!;
+  const pod = podConfig.metadata ?? { name: '', namespace: '', uid: '', attempt: 0 };
+  return containerName(meta, pod);
+}
+
+/** The pod's config as the sandbox recorded it. */
+export function podConfigFor(sandbox: SandboxRecord): PodSandboxConfig {
+  return podConfigOf(sandbox);
+}
+
+/**
+ * Runs the acquisition steps of a create under `cleanup` and returns the record (already stored).
+ * The name is reserved by the caller.
+ */
+export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack): Promise<ContainerRecord> {
+  const { id, config, sandbox, image } = plan;
+  const bundleDir = o.containerStateDir(id);
+  const rootfsDir = join(bundleDir, 'rootfs');
+  const persistDir = o.containerDir(id);
+
+  await mkdir(bundleDir, { recursive: true, mode: 0o711 });
+  cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
+  cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
+
+  // Pushed first: a mount that fails after the image hold was written must still release it.
+  cleanup.push('remove root filesystem', () => o.images.removeRootfs(id));
+  await o.images.mountRootfs(image.id, id, rootfsDir);
+
+  let host;
+  try {
+    host = await prepareContainerHost({ config, image: image.config, rootfsPath: rootfsDir, settings: o.specSettings });
+  } catch (err) {
+    throw wrap(err, 'failed to prepare the container');
+  }
+  const spec: Spec = buildContainerSpec({
+    id,
+    config,
+    image: image.config,
+    imageName: plan.imageName,
+    sandbox: {
+      id: sandbox.id,
+      config: plan.podConfig,
+      hostname: sandbox.hostname,
+      pausePid: sandbox.pausePid,
+      netnsPath: sandbox.netnsPath || undefined,
+      files: sandbox.files,
+      cgroupParent: sandbox.cgroupParent,
+    },
+    host,
+    targetPid: plan.targetPid,
+    settings: o.specSettings,
+  });
+  await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
+
+  if (plan.logPath) {
+    const made = await mkdir(dirname(plan.logPath), { recursive: true, mode: 0o755 });
+    if (made) cleanup.push('remove log dir', () => rm(made, { recursive: true, force: true }));
+  }
+
+  const cgroupsPath = spec.linux?.cgroupsPath ?? '';
+  if (cgroupsPath) cleanup.push('remove cgroup', () => removeCgroup(o.cgroups, cgroupsPath));
+  const created = await o.monitor.createContainer(plan.runtime, {
+    id,
+    name: plan.name,
+    bundle: bundleDir,
+    persistDir,
+    logPath: plan.logPath || undefined,
+    tty: config.tty,
+    stdin: config.stdin,
+    stdinOnce: config.stdinOnce,
+  });
+  cleanup.push('delete runtime container', () =>
+    destroyRuntimeContainer(o.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime }),
+  );
+
+  const record: ContainerRecord = {
+    id,
+    name: plan.name,
+    sandboxId: sandbox.id,
+    config: ContainerConfig.toJSON(config),
+    runtimeHandler: sandbox.runtimeHandler,
+    image: plan.imageName,
+    imageId: image.id,
+    imageRef: image.repoDigests[0] ?? image.id,
+    stopSignal: image.config.StopSignal ?? '',
+    logPath: plan.logPath,
+    state: 'created',
+    createdAt: nowNs(),
+    startedAt: 0n,
+    finishedAt: 0n,
+    exitCode: 0,
+    reason: '',
+    message: '',
+    pid: created.pid,
+    pidStartTime: created.pidStartTime,
+    conmonPid: created.conmonPid,
+    conmonStartTime: created.conmonStartTime,
+    bundleDir,
+    rootfsDir,
+    persistDir,
+    cgroupsPath,
+    sharedPidNamespace: !spec.linux?.namespaces?.some((n) => n.type === 'pid' && !n.path),
+    resources: LinuxContainerResources.toJSON(config.linux?.resources ?? LinuxContainerResources.fromPartial({})),
+    user: { uid: host.user.uid, gid: host.user.gid, additionalGids: [...host.user.additionalGids] },
+    process: (spec.process ?? {}) as unknown as Record<string, unknown>,
+  };
+  await o.store.put(record);
+  return record;
+}

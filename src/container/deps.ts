@@ -1,0 +1,52 @@
+/**
+ * What the container service needs from the rest of Stove, as narrow interfaces: the daemon passes the
+ * real services, unit tests pass fakes.
+ */
+import type { PodSandboxStatus } from '../gen/runtime/v1/api.js';
+import type { Logger } from '../common/logger.js';
+import type { ImageService } from '../images/image-service.js';
+import type { Monitor } from '../monitor/monitor.js';
+import type { CgroupLayout } from '../platform/cgroups.js';
+import type { Runc } from '../runtime/runc.js';
+import type { SandboxRecord } from '../sandbox/model.js';
+import type { SpecSettings } from '../spec/index.js';
+import type { ContainerStore } from './store.js';
+
+/** Sandbox lookups (the sandbox service). */
+export interface SandboxLookup {
+  /** The sandbox with this ID or unique ID prefix, or undefined. */
+  find(idOrPrefix: string): SandboxRecord | undefined;
+  list(): SandboxRecord[];
+}
+
+/** What containers need from the image service. */
+export type ContainerImages = Pick<ImageService, 'getImage' | 'find' | 'mountRootfs' | 'removeRootfs' | 'rootfsUsage' | 'heldImage'> & {
+  /** IDs of every container holding an image (for cleaning up after an interrupted create). */
+  holders(): string[];
+};
+
+/** The OCI runtime for a pod's runtime handler ('' = runc). */
+export interface RuntimeLookup {
+  get(handler: string): Runc;
+}
+
+export interface ContainerServiceOptions {
+  store: ContainerStore;
+  sandboxes: SandboxLookup;
+  images: ContainerImages;
+  monitor: Monitor;
+  runtimes: RuntimeLookup;
+  specSettings: SpecSettings;
+  cgroups: CgroupLayout;
+  /** Per-container persistent dir (records, overlay upper/work, conmon's persist dir). */
+  containerDir(id: string): string;
+  /** Per-container volatile dir: the OCI bundle and the rootfs mount point. */
+  containerStateDir(id: string): string;
+  /** The CRI status of a pod, for events; undefined when it is gone. */
+  podSandboxStatus?: (sandboxId: string) => Promise<PodSandboxStatus | undefined>;
+  /** Milliseconds to wait for a killed container's exit (default 30 s). */
+  killTimeoutMs?: number;
+  /** Consecutive refused event writes after which a GetContainerEvents subscriber is dropped. */
+  eventBacklog?: number;
+  log: Logger;
+}

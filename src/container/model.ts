@@ -1,0 +1,109 @@
+/**
+ * A container as Stove records it.
+ *
+ *   CreateContainer ──► CREATED ──StartContainer──► RUNNING ──(process exits / StopContainer)──► EXITED
+ *                          │                                                                     │
+ *                          └──────────── start fails (StartError) or the process dies ──────────┘
+ *   RemoveContainer from any state (a running container is killed first) ──► (gone)
+ *
+ * The record is the truth: written atomically before CreateContainer answers and on every change,
+ * read back at start-up. The CRI config is stored as proto JSON (int64 as strings); `containerConfigOf`
+ * turns it back into the generated type. The OCI spec lives in the bundle (`config.json`); the record
+ * keeps its `process` so ExecSync needs no file read.
+ */
+import { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
+import type { ExitReason } from '../monitor/exits.js';
+
+export type ContainerStateName = 'created' | 'running' | 'exited';
+
+/** Why a container is EXITED when no process exit explains it. */
+export type SyntheticReason = 'StartError' | 'Unknown';
+
+export interface ContainerUserRecord {
+  uid: number;
+  gid: number;
+  /** Supplementary groups as the process has them (primary gid included). */
+  additionalGids: number[];
+}
+
+export interface ContainerRecord {
+  id: string;
+  /** Unique name: `<name>_<pod name>_<pod namespace>_<pod uid>_<attempt>` (containerd's). */
+  name: string;
+  sandboxId: string;
+  /** ContainerConfig as proto JSON (ContainerConfig.toJSON). */
+  config: unknown;
+  /** The runtime handler of the pod ('' = runc). */
+  runtimeHandler: string;
+  /** The image as the request named it. */
+  image: string;
+  /** The image ID (`sha256:…`). */
+  imageId: string;
+  /** What ContainerStatus reports as image_ref: the first repo digest, else the image ID. */
+  imageRef: string;
+  /** The image's StopSignal ('' = SIGTERM). */
+  stopSignal: string;
+  /** Absolute CRI log path ('' = no log). */
+  logPath: string;
+  state: ContainerStateName;
+  createdAt: bigint;
+  startedAt: bigint;
+  finishedAt: bigint;
+  exitCode: number;
+  reason: '' | ExitReason | SyntheticReason;
+  message: string;
+  /** Container init pid and its /proc start time (0 when not running). */
+  pid: number;
+  pidStartTime: bigint;
+  /** conmon, re-parented to init, and its /proc start time. */
+  conmonPid: number;
+  conmonStartTime: bigint;
+  /** OCI bundle: config.json, conmon's files; `rootfs` below it is the overlay mount point. */
+  bundleDir: string;
+  rootfsDir: string;
+  /** Where conmon writes `exit` and `oom` (the container's persistent dir). */
+  persistDir: string;
+  /** `linux.cgroupsPath` of the spec. */
+  cgroupsPath: string;
+  /** The container has no PID namespace of its own (it shares the pod's or the host's). */
+  sharedPidNamespace: boolean;
+  /** Current resources as proto JSON (LinuxContainerResources.toJSON); updated by UpdateContainerResources. */
+  resources: unknown;
+  /** The effective user. */
+  user: ContainerUserRecord;
+  /** The spec's `process`: the template for ExecSync and streaming exec. */
+  process: Record<string, unknown>;
+}
+
+/** The unique name of a container, as containerd builds it from the CRI metadata. */
+export function containerName(
+  meta: { name: string; attempt: number },
+  pod: { name: string; namespace: string; uid: string },
+): string {
+  return [meta.name, pod.name, pod.namespace, pod.uid, String(meta.attempt)].join('_');
+}
+
+const parsedConfigs = new WeakMap<object, ContainerConfig>();
+
+/**
+ * The CRI config a record was created from. Parsed once per record object (records are replaced, never
+ * changed in place, so the cache cannot go stale); callers must not modify the result.
+ */
+export function containerConfigOf(record: Pick<ContainerRecord, 'config'>): ContainerConfig {
+  let config = parsedConfigs.get(record);
+  if (!config) {
+    config = ContainerConfig.fromJSON(record.config);
+    parsedConfigs.set(record, config);
+  }
+  return config;
+}
+
+/** The record's current resources. */
+export function resourcesOf(record: Pick<ContainerRecord, 'resources'>): LinuxContainerResources | undefined {
+  return record.resources === undefined || record.resources === null ? undefined : LinuxContainerResources.fromJSON(record.resources);
+}
+
+/** True while the container's process should be running. */
+export function isRunning(record: Pick<ContainerRecord, 'state'>): boolean {
+  return record.state === 'running';
+}

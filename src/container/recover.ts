@@ -1,0 +1,141 @@
+/**
+ * Start-up recovery, before the API answers: remove what an interrupted CreateContainer left, load the
+ * records, and reconcile each container with its monitor and runtime:
+ *
+ *   conmon alive  → `runc state`: running stays RUNNING (a start that was in flight counts), created
+ *                   stays CREATED, stopped → the exit file conmon wrote
+ *   conmon gone   → the exit file it wrote while Stove was down, or exit 255 reason Unknown (then any
+ *                   process it left is killed: nobody would log it or record its exit)
+ *
+ * conmon keeps running while Stove is down, so logs continue and exits land in the exit dir; the
+ * daemon starts the exit watcher after this and calls `recheckExits` to catch exits in between.
+ */
+import { readdir, readFile, rm, access } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { nowNs } from '../common/clock.js';
+import { messageOf } from '../common/errors.js';
+import { shortId } from '../common/ids.js';
+import { unmount } from '../platform/mount.js';
+import type { ContainerRecord } from './model.js';
+import type { ContainerService } from './service.js';
+import { CONTAINER_RECORD_FILE } from './store.js';
+import { destroyRuntimeContainer, type ConmonRef } from './teardown.js';
+import { processStartTime, readPidFile } from '../monitor/process.js';
+
+/** How long a stopped container's exit file may take to appear (runc reports stopped first). */
+const EXIT_FILE_WAIT_MS = 2000;
+
+export interface RecoverySummary {
+  total: number;
+  running: number;
+  created: number;
+  exited: number;
+  orphans: number;
+}
+
+/** Recovers every container; never throws for one container's trouble (it is logged). */
+export async function recoverContainers(svc: ContainerService): Promise<RecoverySummary> {
+  const { o } = svc;
+  const log = o.log.child({ phase: 'recovery' });
+  const persistRoot = dirname(o.containerDir('x'));
+  const known = await recordIds(persistRoot);
+  let orphans = 0;
+  const stateRoot = dirname(o.containerStateDir('x'));
+  for (const id of await readdir(stateRoot).catch(() => [] as string[])) {
+    if (known.has(id)) continue;
+    orphans++;
+    await step(log, id, 'orphan container', () => removeOrphan(svc, id, join(stateRoot, id)));
+  }
+  const records = await svc.store.load(log);
+  for (const r of records) {
+    await step(log, r.id, 'reconcile container', () => reconcile(svc, r));
+  }
+  for (const id of o.images.holders()) {
+    if (svc.store.get(id)) continue;
+    orphans++;
+    await step(log, id, 'orphan root filesystem', () => o.images.removeRootfs(id));
+  }
+  const now = svc.store.list();
+  const summary = {
+    total: now.length,
+    running: now.filter((r) => r.state === 'running').length,
+    created: now.filter((r) => r.state === 'created').length,
+    exited: now.filter((r) => r.state === 'exited').length,
+    orphans,
+  };
+  log.info('containers recovered', { ...summary });
+  return summary;
+}
+
+/** Applies exit files of containers still marked live (exits between recovery and the watcher's start). */
+export async function recheckExits(svc: ContainerService): Promise<void> {
+  for (const r of svc.store.list()) {
+    if (r.state === 'exited') continue;
+    const exit = await svc.o.monitor.readExit(r.id).catch(() => undefined);
+    if (exit) await svc.handleExit(exit);
+  }
+}
+
+async function recordIds(persistRoot: string): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (const id of await readdir(persistRoot).catch(() => [] as string[])) {
+    const has = await access(join(persistRoot, id, CONTAINER_RECORD_FILE)).then(() => true, () => false);
+    if (has) ids.add(id);
+  }
+  return ids;
+}
+
+async function reconcile(svc: ContainerService, r: ContainerRecord): Promise<void> {
+  if (r.state === 'exited') return;
+  const { monitor } = svc.o;
+  const runtime = svc.runtimeOf(r);
+  if (await monitor.isMonitorAlive(r)) {
+    const state = await runtime.state(r.id).catch(() => undefined);
+    if (state?.status === 'running' || state?.status === 'paused') {
+      if (r.state === 'created') {
+        // StartContainer ran `runc start` but Stove stopped before recording it.
+        await svc.store.update(r.id, (c) => {
+          c.state = 'running';
+          c.startedAt = nowNs();
+        });
+      }
+      return;
+    }
+    if (state?.status === 'created') return;
+    await svc.applyExit(r, await monitor.waitForExit(r.id, EXIT_FILE_WAIT_MS));
+    return;
+  }
+  const exit = await monitor.readExit(r.id);
+  if (!exit) {
+    // Unmonitored: kill whatever is left so a container reported EXITED is not still running.
+    await runtime.kill(r.id, 'SIGKILL', r.sharedPidNamespace).catch(() => {});
+  }
+  await svc.applyExit(r, exit);
+}
+
+/** A container dir without a record: an interrupted create. Remove everything it may have made. */
+async function removeOrphan(svc: ContainerService, id: string, dir: string): Promise<void> {
+  svc.o.log.warn('removing what an interrupted CreateContainer left', { id: shortId(id) });
+  await destroyRuntimeContainer(svc.o.monitor, svc.o.runtimes.get(''), id, await conmonOf(dir, id));
+  await svc.o.images.removeRootfs(id);
+  await unmount(join(dir, 'rootfs'), true);
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** The conmon of a bundle, if its pid file names a live conmon for this container. */
+async function conmonOf(bundle: string, id: string): Promise<ConmonRef | undefined> {
+  const pid = await readPidFile(join(bundle, 'conmon-pidfile'));
+  if (!pid) return undefined;
+  const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  if (!argv.split('\0').includes(id)) return undefined;
+  const startTime = await processStartTime(pid);
+  return startTime === undefined ? undefined : { pid, startTime };
+}
+
+async function step(log: ContainerService['o']['log'], id: string, what: string, body: () => Promise<unknown>): Promise<void> {
+  try {
+    await body();
+  } catch (err) {
+    log.error('recovery step failed', { id, step: what, error: messageOf(err) });
+  }
+}

@@ -1,0 +1,518 @@
+/**
+ * The container service: the CRI container lifecycle over conmon and the OCI runtime, exits, events,
+ * ExecSync and log reopening. Stats are in stats.ts, recovery in recover.ts, the create steps in
+ * create.ts.
+ *
+ * Concurrency: every change to one container (create's record write, start, stop, remove, update, an
+ * exit) runs under that container's lock, so record writes never interleave and events come out in
+ * lifecycle order. StopContainer holds the lock while it waits: it watches the exit file itself instead
+ * of waiting for the exit handler, which queues behind it and then finds nothing left to do.
+ */
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import {
+  ContainerEventResponse,
+  ContainerEventType,
+  LinuxContainerResources,
+  type ContainerConfig,
+  type ContainerStatus,
+  type PodSandboxConfig,
+} from '../gen/runtime/v1/api.js';
+import { withCleanup } from '../common/cleanup.js';
+import { nowNs } from '../common/clock.js';
+import { StoveError, failedPrecondition, isKind, messageOf, wrap } from '../common/errors.js';
+import { newId, shortId } from '../common/ids.js';
+import { KeyedMutex } from '../common/locks.js';
+import type { Logger } from '../common/logger.js';
+import { writeFileAtomic } from '../persist/atomic-file.js';
+import { execProcess } from '../monitor/exec-dir.js';
+import { EXEC_SYNC_MAX_OUTPUT } from '../monitor/exec-sync.js';
+import { exitReason, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
+import { readOomKills, removeCgroup } from '../platform/cgroups.js';
+import { RuncError, type Runc } from '../runtime/runc.js';
+import { linuxResources, type Spec } from '../spec/index.js';
+import {
+  checkRequest,
+  createSteps,
+  imageForCreate,
+  logPathFor,
+  podConfigFor,
+  sandboxForCreate,
+  targetPidFor,
+  uniqueName,
+} from './create.js';
+import { toContainerStatus } from './cri-status.js';
+import type { ContainerServiceOptions } from './deps.js';
+import { EventHub, type EventSink } from './events.js';
+import { mergeResources } from './resources.js';
+import { containerConfigOf, type ContainerRecord, type ContainerStateName } from './model.js';
+import type { ContainerStore } from './store.js';
+import { destroyRuntimeContainer } from './teardown.js';
+
+/** Exit code and reason of a container whose start failed (containerd's). */
+const START_ERROR_EXIT_CODE = 128;
+/** Exit code of a container whose exit was never recorded (conmon died; CRI-O and containerd use 255). */
+const UNKNOWN_EXIT_CODE = 255;
+const DEFAULT_KILL_TIMEOUT_MS = 30_000;
+/** How often a stop looks for the exit file besides being woken by the exit watcher. */
+const EXIT_POLL_MS = 50;
+/** Room left under the 16 MiB gRPC message limit for the truncation note and framing. */
+const TRUNCATION_NOTE = `\n[stove: output truncated: the command wrote more than ${EXEC_SYNC_MAX_OUTPUT} bytes]\n`;
+
+/** The result of an ExecSync. */
+export interface ExecSyncOutput {
+  stdout: Buffer;
+  stderr: Buffer;
+  exitCode: number;
+}
+
+/** What the streaming server needs to exec into or attach to a container. */
+export interface ExecTarget {
+  id: string;
+  runtime: Runc;
+  /** The container's process spec, the template for an exec. */
+  process: Record<string, unknown>;
+  tty: boolean;
+  stdin: boolean;
+  stdinOnce: boolean;
+  state: ContainerStateName;
+}
+
+export class ContainerService {
+  readonly store: ContainerStore;
+  readonly events: EventHub<ContainerEventResponse>;
+  private readonly locks = new KeyedMutex();
+  private readonly exitWaiters = new Map<string, Set<() => void>>();
+  private readonly log: Logger;
+  /** Events are built and published one at a time, in order. */
+  private eventChain: Promise<void> = Promise.resolve();
+
+  constructor(readonly o: ContainerServiceOptions) {
+    this.store = o.store;
+    this.log = o.log;
+    this.events = new EventHub({ maxBacklog: o.eventBacklog, log: o.log });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Lookups
+
+  /** The container with this ID or unique ID prefix; NotFound otherwise. */
+  get(idOrPrefix: string): ContainerRecord {
+    return this.store.resolve(idOrPrefix);
+  }
+
+  find(idOrPrefix: string): ContainerRecord | undefined {
+    return this.store.find(idOrPrefix);
+  }
+
+  list(): ContainerRecord[] {
+    return this.store.list();
+  }
+
+  /** The runtime a container runs under. */
+  runtimeOf(record: Pick<ContainerRecord, 'runtimeHandler'>): Runc {
+    return this.o.runtimes.get(record.runtimeHandler);
+  }
+
+  /** What an exec or attach needs; NotFound for an unknown container. */
+  execTarget(idOrPrefix: string): ExecTarget {
+    const r = this.get(idOrPrefix);
+    const config = this.configOf(r);
+    return { id: r.id, runtime: this.runtimeOf(r), process: r.process, tty: config.tty, stdin: config.stdin, stdinOnce: config.stdinOnce, state: r.state };
+  }
+
+  configOf(record: ContainerRecord): ContainerConfig {
+    return containerConfigOf(record);
+  }
+
+  /** The OCI spec in the container's bundle, if the bundle is still there. */
+  async specOf(record: ContainerRecord): Promise<Spec | undefined> {
+    try {
+      return JSON.parse(await readFile(join(record.bundleDir, 'config.json'), 'utf8')) as Spec;
+    } catch {
+      return undefined;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // CreateContainer
+
+  /** Creates a container in a ready sandbox; on failure nothing it made is left. */
+  async create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
+    const started = performance.now();
+    const sandbox = sandboxForCreate(this.o, podSandboxId);
+    const podConfig = sandbox.config ? podConfigFor(sandbox) : requestPodConfig!;
+    checkRequest(config, podConfig);
+    const imageName = config.image!.image;
+    const image = imageForCreate(this.o, imageName);
+    const id = newId();
+    const name = uniqueName(config, podConfig);
+    const plan = {
+      id,
+      name,
+      sandbox,
+      podConfig,
+      config,
+      image,
+      imageName,
+      runtime: this.o.runtimes.get(sandbox.runtimeHandler),
+      logPath: logPathFor(podConfig, config),
+      targetPid: targetPidFor((c) => this.store.find(c), config, sandbox.id),
+    };
+    const log = this.log.child({ container: shortId(id), name });
+    const record = await this.locks.run(id, () =>
+      withCleanup(log, async (cleanup) => {
+        this.store.names.reserve(name, id, 'container');
+        cleanup.push('release container name', () => this.store.names.release(name, id));
+        const created = await createSteps(this.o, plan, cleanup);
+        cleanup.push('forget record', () => this.store.delete(id));
+        this.emit(ContainerEventType.CONTAINER_CREATED_EVENT, created);
+        return created;
+      }),
+    ).catch((err: unknown) => {
+      throw wrap(err, `failed to create container "${config.metadata?.name}" in sandbox "${sandbox.id}"`);
+    });
+    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +(performance.now() - started).toFixed(1) });
+    return record;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // StartContainer
+
+  /** Runs the process of a CREATED container. */
+  async start(idOrPrefix: string): Promise<void> {
+    const { id } = this.get(idOrPrefix);
+    await this.locks.run(id, async () => {
+      const r = this.get(id);
+      if (r.state !== 'created') {
+        throw failedPrecondition(`container "${id}" is ${r.state.toUpperCase()}: only a CREATED container can be started`);
+      }
+      const runtime = this.runtimeOf(r);
+      try {
+        await runtime.start(id);
+      } catch (err) {
+        await this.markStartFailed(r, runtime, err);
+        throw wrap(err, `failed to start container "${id}"`);
+      }
+      const updated = await this.store.update(id, (c) => {
+        c.state = 'running';
+        c.startedAt = nowNs();
+      });
+      this.emit(ContainerEventType.CONTAINER_STARTED_EVENT, updated);
+      this.log.info('container started', { id: shortId(id), pid: r.pid });
+    });
+  }
+
+  private async markStartFailed(r: ContainerRecord, runtime: Runc, err: unknown): Promise<void> {
+    await runtime.delete(r.id, true).catch((e: unknown) => this.log.warn('cannot delete a container that failed to start', { id: r.id, error: messageOf(e) }));
+    const updated = await this.store.update(r.id, (c) => {
+      c.state = 'exited';
+      c.finishedAt = nowNs();
+      c.exitCode = START_ERROR_EXIT_CODE;
+      c.reason = 'StartError';
+      c.message = messageOf(err);
+      c.pid = 0;
+    });
+    this.emit(ContainerEventType.CONTAINER_STOPPED_EVENT, updated);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // StopContainer
+
+  /**
+   * Sends the image's StopSignal (SIGTERM by default), then SIGKILL once `timeoutSeconds` pass, and
+   * returns when the container has exited. An unknown or not running container is already stopped.
+   */
+  async stop(idOrPrefix: string, timeoutSeconds: number): Promise<void> {
+    const found = this.store.find(idOrPrefix);
+    if (!found) return;
+    await this.locks.run(found.id, () => this.stopLocked(found.id, timeoutSeconds));
+  }
+
+  private async stopLocked(id: string, timeoutSeconds: number): Promise<void> {
+    const r = this.store.get(id);
+    if (!r || r.state !== 'running') return;
+    const runtime = this.runtimeOf(r);
+    const log = this.log.child({ container: shortId(id) });
+    if (timeoutSeconds > 0) {
+      const signal = r.stopSignal || 'SIGTERM';
+      await this.kill(runtime, id, signal, false);
+      if (await this.awaitExit(id, timeoutSeconds * 1000)) {
+        log.info('container stopped', { signal });
+        return;
+      }
+      log.info('container ignored its stop signal; killing it', { signal, timeoutSeconds });
+    }
+    await this.kill(runtime, id, 'SIGKILL', r.sharedPidNamespace);
+    const killWait = this.o.killTimeoutMs ?? DEFAULT_KILL_TIMEOUT_MS;
+    if (!(await this.awaitExit(id, killWait))) {
+      throw new StoveError('DeadlineExceeded', `failed to stop container "${id}": it did not exit within ${killWait} ms of SIGKILL`);
+    }
+    log.info('container killed');
+  }
+
+  /** `runc kill`; a container that is already gone or stopped is fine (its exit is on the way). */
+  private async kill(runtime: Runc, id: string, signal: string, all: boolean): Promise<void> {
+    try {
+      await runtime.kill(id, signal, all);
+    } catch (err) {
+      if (err instanceof RuncError && (err.kind === 'NotFound' || err.kind === 'FailedPrecondition')) return;
+      throw wrap(err, `failed to stop container "${id}"`);
+    }
+  }
+
+  /**
+   * Waits up to `timeoutMs` for the container's exit, applying it when it comes (the caller holds the
+   * lock). True once the container is EXITED.
+   */
+  private async awaitExit(id: string, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    let lastMonitorCheck = Date.now();
+    for (;;) {
+      const r = this.store.get(id);
+      if (!r || r.state === 'exited') return true;
+      const exit = await this.o.monitor.readExit(id);
+      if (exit) {
+        await this.applyExit(r, exit);
+        return true;
+      }
+      if (Date.now() - lastMonitorCheck > 1000) {
+        lastMonitorCheck = Date.now();
+        // No conmon, no exit file ever: the exit cannot be known.
+        if (!(await this.o.monitor.isMonitorAlive(r)) && !(await this.o.monitor.readExit(id))) {
+          await this.applyExit(r, undefined);
+          return true;
+        }
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await this.exitSignal(id, Math.min(left, EXIT_POLL_MS));
+    }
+  }
+
+  /** Resolves after `ms`, or earlier when the exit watcher reports this container. */
+  private exitSignal(id: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let waiters = this.exitWaiters.get(id);
+      if (!waiters) this.exitWaiters.set(id, (waiters = new Set()));
+      const done = () => {
+        clearTimeout(timer);
+        waiters!.delete(done);
+        if (waiters!.size === 0 && this.exitWaiters.get(id) === waiters) this.exitWaiters.delete(id);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      waiters.add(done);
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Exits
+
+  /**
+   * Handles an exit file from conmon's exit dir. False when the ID is no container of this service
+   * (e.g. a pause container's).
+   */
+  async handleExit(exit: ExitRecord): Promise<boolean> {
+    if (!this.store.get(exit.id)) return false;
+    for (const wake of this.exitWaiters.get(exit.id) ?? []) wake();
+    await this.locks.run(exit.id, async () => {
+      const r = this.store.get(exit.id);
+      if (r && r.state !== 'exited') await this.applyExit(r, exit);
+    });
+    return true;
+  }
+
+  /** Records an exit (or, without one, exit 255 reason Unknown). The caller holds the lock. */
+  async applyExit(r: ContainerRecord, exit: ExitRecord | undefined): Promise<ContainerRecord> {
+    if (r.state === 'exited') return r;
+    const oom = exit ? await this.wasOomKilled(r) : false;
+    const updated = await this.store.update(r.id, (c) => {
+      c.state = 'exited';
+      c.pid = 0;
+      if (exit) {
+        c.exitCode = exit.exitCode;
+        c.finishedAt = exit.finishedAtNs;
+        c.reason = exitReason(exit.exitCode, oom);
+        c.message = oom ? 'the container was killed by the kernel because its memory limit was reached' : '';
+      } else {
+        c.exitCode = UNKNOWN_EXIT_CODE;
+        c.finishedAt = nowNs();
+        c.reason = 'Unknown';
+        c.message = 'the container monitor (conmon) is gone and recorded no exit';
+      }
+      // A process that died before the start was recorded still finished after it began.
+      if (c.startedAt > c.finishedAt) c.startedAt = c.finishedAt;
+    });
+    this.log.info('container exited', { id: shortId(r.id), exitCode: updated.exitCode, reason: updated.reason });
+    this.emit(ContainerEventType.CONTAINER_STOPPED_EVENT, updated);
+    return updated;
+  }
+
+  /** conmon's oom file, or the cgroup's OOM kill counter (conmon misses some kills on cgroup v1). */
+  private async wasOomKilled(r: ContainerRecord): Promise<boolean> {
+    if (await wasOomKilled(r.persistDir, r.bundleDir)) return true;
+    if (!r.cgroupsPath) return false;
+    const kills = await readOomKills(this.o.cgroups, r.cgroupsPath).catch(() => undefined);
+    return kills !== undefined && kills > 0n;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // RemoveContainer
+
+  /** Kills a running container, then deletes everything of it. Unknown: nothing to do. */
+  async remove(idOrPrefix: string): Promise<void> {
+    const found = this.store.find(idOrPrefix);
+    if (!found) return;
+    await this.locks.run(found.id, async () => {
+      const r = this.store.get(found.id);
+      if (!r) return;
+      if (r.state === 'running') await this.stopLocked(r.id, 0);
+      try {
+        await this.removeResources(r);
+      } catch (err) {
+        throw wrap(err, `failed to remove container "${r.id}"`);
+      }
+      await this.store.delete(r.id);
+      this.store.names.release(r.name, r.id);
+      this.emit(ContainerEventType.CONTAINER_DELETED_EVENT, r, true);
+      this.log.info('container removed', { id: shortId(r.id) });
+    });
+  }
+
+  /** Runtime container, monitor files, root filesystem, bundle and cgroup; each step tolerates absence. */
+  private async removeResources(r: ContainerRecord): Promise<void> {
+    await destroyRuntimeContainer(this.o.monitor, this.runtimeOf(r), r.id, { pid: r.conmonPid, startTime: r.conmonStartTime });
+    await this.o.images.removeRootfs(r.id);
+    await rm(r.bundleDir, { recursive: true, force: true });
+    if (r.cgroupsPath) await removeCgroup(this.o.cgroups, r.cgroupsPath);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Pod operations (the sandbox module's PodContainers)
+
+  /** Stops every running container of a sandbox. */
+  async stopAll(sandboxId: string, timeoutSeconds: number): Promise<void> {
+    await settle(this.store.ofSandbox(sandboxId).map((r) => this.stop(r.id, timeoutSeconds)));
+  }
+
+  /** Removes every container of a sandbox. */
+  async removeAll(sandboxId: string): Promise<void> {
+    await settle(this.store.ofSandbox(sandboxId).map((r) => this.remove(r.id)));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // UpdateContainerResources, ReopenContainerLog, ExecSync
+
+  /** Applies new resources with `runc update` and records them (in the record and the bundle's spec). */
+  async updateResources(idOrPrefix: string, requested: LinuxContainerResources | undefined): Promise<void> {
+    const { id } = this.get(idOrPrefix);
+    await this.locks.run(id, async () => {
+      const r = this.get(id);
+      if (r.state === 'exited') throw failedPrecondition(`container "${id}" is EXITED: cannot update its resources`);
+      const current = r.resources ? LinuxContainerResources.fromJSON(r.resources) : undefined;
+      const merged = mergeResources(current, requested);
+      const body = linuxResources(merged, this.o.specSettings.cgroups);
+      try {
+        await this.runtimeOf(r).update(id, body);
+      } catch (err) {
+        throw wrap(err, `failed to update resources of container "${id}"`);
+      }
+      await this.store.update(id, (c) => void (c.resources = LinuxContainerResources.toJSON(merged)));
+      const spec = await this.specOf(r);
+      if (spec) {
+        spec.linux ??= {};
+        spec.linux.resources = { ...(spec.linux.resources ?? {}), ...body };
+        await writeFileAtomic(join(r.bundleDir, 'config.json'), JSON.stringify(spec, null, 2) + '\n', 0o600);
+      }
+      this.log.info('container resources updated', { id: shortId(id), resources: body });
+    });
+  }
+
+  /** Makes conmon reopen the container's log; returns once the new file exists. */
+  async reopenLog(idOrPrefix: string): Promise<void> {
+    const r = this.get(idOrPrefix);
+    if (r.state !== 'running') throw failedPrecondition(`container "${r.id}" is not running (${r.state.toUpperCase()}): cannot reopen its log`);
+    if (!r.logPath) throw failedPrecondition(`container "${r.id}" has no log path`);
+    try {
+      await this.o.monitor.reopenLog(r.id, r.logPath);
+    } catch (err) {
+      throw wrap(err, `failed to reopen the log of container "${r.id}"`);
+    }
+  }
+
+  /**
+   * Runs `cmd` in a running container with its process settings (user, env, cwd, capabilities) and
+   * returns the output (at most 16 MiB together; a truncation is noted at the end of stderr). A timeout
+   * kills the command and is DEADLINE_EXCEEDED.
+   */
+  async execSync(idOrPrefix: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncOutput> {
+    const r = this.get(idOrPrefix);
+    if (r.state !== 'running') throw failedPrecondition(`container "${r.id}" is not running (${r.state.toUpperCase()}): cannot exec in it`);
+    const proc = execProcess(r.process, cmd, false);
+    let result;
+    try {
+      result = await this.o.monitor.execSync(this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name });
+    } catch (err) {
+      if (isKind(err, 'DeadlineExceeded')) {
+        throw new StoveError('DeadlineExceeded', `command ${JSON.stringify(cmd.join(' '))} in container "${r.id}" timed out after ${timeoutSeconds}s`, { cause: err });
+      }
+      const now = this.store.get(r.id);
+      if (!now || now.state !== 'running') throw failedPrecondition(`container "${r.id}" stopped while the command ran: ${messageOf(err)}`, err);
+      throw wrap(err, `failed to exec in container "${r.id}"`);
+    }
+    if (!result.truncated) return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
+    return { ...capOutput(result.stdout, result.stderr), exitCode: result.exitCode };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Events
+
+  /** Adds a GetContainerEvents subscriber. */
+  subscribe(sink: EventSink<ContainerEventResponse>): () => void {
+    return this.events.subscribe(sink);
+  }
+
+  /**
+   * Publishes a lifecycle event of a container with the pod's status and its containers' statuses as
+   * they are now (`deleted`: the container is gone and not among them). Events go out in call order.
+   */
+  emit(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
+    const createdAt = nowNs();
+    // Snapshot now: the statuses must be those of this moment, not of when the event is built.
+    const statuses = this.store.ofSandbox(record.sandboxId).map(toContainerStatus);
+    if (!deleted && !statuses.some((s) => s.id === record.id)) statuses.push(toContainerStatus(record));
+    this.enqueueEvent(record.id, record.sandboxId, type, createdAt, statuses);
+  }
+
+  /** A pod sandbox's own event (the kubelet's evented PLEG wants these too), in the same order. */
+  emitSandboxEvent(sandboxId: string, type: ContainerEventType): void {
+    const statuses = this.store.ofSandbox(sandboxId).map(toContainerStatus);
+    this.enqueueEvent(sandboxId, sandboxId, type, nowNs(), statuses);
+  }
+
+  private enqueueEvent(id: string, sandboxId: string, type: ContainerEventType, createdAt: bigint, statuses: ContainerStatus[]): void {
+    if (this.events.size === 0) return;
+    this.eventChain = this.eventChain.then(async () => {
+      const podSandboxStatus = await this.o.podSandboxStatus?.(sandboxId).catch(() => undefined);
+      this.events.publish(ContainerEventResponse.fromPartial({ containerId: id, containerEventType: type, createdAt, podSandboxStatus, containersStatuses: statuses }));
+    });
+  }
+}
+
+/** Runs every promise to the end, then throws the first failure. */
+async function settle(promises: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+/** Cuts output so that it and the truncation note fit the limit, and appends the note to stderr. */
+export function capOutput(stdout: Buffer, stderr: Buffer): { stdout: Buffer; stderr: Buffer } {
+  const note = Buffer.from(TRUNCATION_NOTE);
+  const room = EXEC_SYNC_MAX_OUTPUT - 64 * 1024 - note.length;
+  const out = stdout.subarray(0, Math.min(stdout.length, room));
+  const err = stderr.subarray(0, Math.max(0, Math.min(stderr.length, room - out.length)));
+  return { stdout: out, stderr: Buffer.concat([err, note]) };
+}

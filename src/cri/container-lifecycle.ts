@@ -1,0 +1,42 @@
+/** CreateContainer, StartContainer, StopContainer and RemoveContainer. */
+import {
+  CreateContainerResponse,
+  RemoveContainerResponse,
+  StartContainerResponse,
+  StopContainerResponse,
+  type CreateContainerRequest,
+  type RemoveContainerRequest,
+  type StartContainerRequest,
+  type StopContainerRequest,
+} from '../gen/runtime/v1/api.js';
+import { required, requiredString } from '../api/validate.js';
+import { invalidArgument } from '../common/errors.js';
+import type { ContainerService } from '../container/service.js';
+
+export async function createContainer(containers: ContainerService, req: CreateContainerRequest): Promise<CreateContainerResponse> {
+  const podSandboxId = requiredString(req.podSandboxId, 'pod_sandbox_id');
+  const config = required(req.config, 'config');
+  const meta = required(config.metadata, 'config.metadata');
+  requiredString(meta.name, 'config.metadata.name');
+  if (meta.attempt < 0) throw invalidArgument(`config.metadata.attempt ${meta.attempt} must not be negative`);
+  requiredString(config.image?.image, 'config.image.image');
+  const record = await containers.create(podSandboxId, config, req.sandboxConfig);
+  return CreateContainerResponse.fromPartial({ containerId: record.id });
+}
+
+export async function startContainer(containers: ContainerService, req: StartContainerRequest): Promise<StartContainerResponse> {
+  await containers.start(requiredString(req.containerId, 'container_id'));
+  return StartContainerResponse.fromPartial({});
+}
+
+export async function stopContainer(containers: ContainerService, req: StopContainerRequest): Promise<StopContainerResponse> {
+  const id = requiredString(req.containerId, 'container_id');
+  if (req.timeout < 0n) throw invalidArgument(`timeout ${req.timeout} must not be negative`);
+  await containers.stop(id, Number(req.timeout));
+  return StopContainerResponse.fromPartial({});
+}
+
+export async function removeContainer(containers: ContainerService, req: RemoveContainerRequest): Promise<RemoveContainerResponse> {
+  await containers.remove(requiredString(req.containerId, 'container_id'));
+  return RemoveContainerResponse.fromPartial({});
+}

@@ -1,0 +1,76 @@
+/** ContainerStatus and ListContainers. */
+import {
+  ContainerStatusResponse,
+  ListContainersResponse,
+  type ContainerFilter,
+  type ContainerStatusRequest,
+  type ListContainersRequest,
+} from '../gen/runtime/v1/api.js';
+import { requiredString } from '../api/validate.js';
+import { toContainerStatus, criState, toCriContainer } from '../container/cri-status.js';
+import { containerConfigOf, type ContainerRecord } from '../container/model.js';
+import type { ContainerService } from '../container/service.js';
+import type { SandboxLookup } from '../container/deps.js';
+
+export async function containerStatus(containers: ContainerService, req: ContainerStatusRequest): Promise<ContainerStatusResponse> {
+  const record = containers.get(requiredString(req.containerId, 'container_id'));
+  const info: Record<string, string> = {};
+  if (req.verbose) info.info = JSON.stringify(await verboseInfo(containers, record));
+  return ContainerStatusResponse.fromPartial({ status: toContainerStatus(record), info });
+}
+
+/** What `crictl inspect` shows beyond the status (containerd's `info` keys where they apply). */
+async function verboseInfo(containers: ContainerService, r: ContainerRecord): Promise<Record<string, unknown>> {
+  const config = containerConfigOf(r);
+  return {
+    sandboxID: r.sandboxId,
+    pid: r.pid,
+    conmonPid: r.conmonPid,
+    runtimeHandler: r.runtimeHandler || 'runc',
+    runtimeBinary: containers.runtimeOf(r).binary,
+    bundle: r.bundleDir,
+    rootfs: r.rootfsDir,
+    cgroupsPath: r.cgroupsPath,
+    privileged: config.linux?.securityContext?.privileged ?? false,
+    runtimeSpec: await containers.specOf(r),
+  };
+}
+
+export async function listContainers(containers: ContainerService, sandboxes: SandboxLookup, req: ListContainersRequest): Promise<ListContainersResponse> {
+  const records = filterContainers(containers, sandboxes, req.filter);
+  return ListContainersResponse.fromPartial({ containers: records.map(toCriContainer) });
+}
+
+/**
+ * The containers a filter selects: `id` and `pod_sandbox_id` match a full ID or a unique prefix
+ * (containerd's truncindex), `state` the CRI state, and every label of the selector must match.
+ */
+export function filterContainers(
+  containers: Pick<ContainerService, 'find' | 'list'>,
+  sandboxes: SandboxLookup,
+  filter: Partial<Pick<ContainerFilter, 'id' | 'podSandboxId' | 'state' | 'labelSelector'>> | undefined,
+): ContainerRecord[] {
+  let records: ContainerRecord[];
+  if (filter?.id) {
+    const one = containers.find(filter.id);
+    records = one ? [one] : [];
+  } else {
+    records = containers.list();
+  }
+  if (filter?.podSandboxId) {
+    const sandboxId = sandboxes.find(filter.podSandboxId)?.id ?? filter.podSandboxId;
+    records = records.filter((r) => r.sandboxId === sandboxId);
+  }
+  if (filter?.state) {
+    const wanted = filter.state.state;
+    records = records.filter((r) => criState(r.state) === wanted);
+  }
+  const selector = Object.entries(filter?.labelSelector ?? {});
+  if (selector.length) {
+    records = records.filter((r) => {
+      const labels = containerConfigOf(r).labels;
+      return selector.every(([k, v]) => labels[k] === v);
+    });
+  }
+  return records.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
+}
