@@ -12,8 +12,13 @@ import { MonitorError } from './errors.js';
 import { createExecDir, type ExecDir, type OciProcess } from './exec-dir.js';
 import { signalProcess } from './process.js';
 
-/** At most this much output is returned (stdout + stderr), as in CRI-O. */
+/** At most this much output is returned (stdout + stderr together), as in CRI-O. */
 export const EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024;
+/**
+ * conmon's limit counts log bytes, timestamps and tags included (~37 bytes per line), so the log may
+ * grow past the output cap; twice the cap keeps the full 16 MiB for lines of typical length.
+ */
+const EXEC_SYNC_MAX_LOG = 2 * EXEC_SYNC_MAX_OUTPUT;
 /** conmon's message when `-T` expired. */
 const TIMED_OUT = 'command timed out';
 
@@ -51,7 +56,7 @@ export function execSyncArgs(
     '--socket-dir-path', config.attachDir,
     '--log-level', config.logLevel ?? 'info',
     '--sync',
-    '--log-global-size-max', String(EXEC_SYNC_MAX_OUTPUT),
+    '--log-global-size-max', String(EXEC_SYNC_MAX_LOG),
   ];
   if (tty) args.push('-t');
   if (timeoutSeconds > 0) args.push('-T', String(timeoutSeconds));
@@ -82,7 +87,11 @@ export async function execSync(
       releaseConmon(conmon);
       exit = await waitWithSafetyNet(conmon.exited, timeoutSeconds, () => signalProcess(conmon.child.pid!, 'SIGKILL'));
       const message = await conmon.sync.next(1000, () => new Error('no exit code'));
-      return await execResult(containerId, dir, message, exit, conmon.output());
+      const result = await execResult(containerId, dir, message, exit, conmon.output());
+      if (result.truncated) {
+        config.log.warn('exec output truncated', { container: containerId, args: proc.args, limitBytes: EXEC_SYNC_MAX_OUTPUT });
+      }
+      return result;
     } catch (err) {
       if (err instanceof StoveError) throw err;
       throw new MonitorError('Internal', `failed to exec in container "${containerId}": ${(err as Error).message}`, containerId, { cause: err });
@@ -127,7 +136,7 @@ async function execResult(
   const log = await readLog(dir.logFile);
   const parsed = parseCriLog(log, EXEC_SYNC_MAX_OUTPUT);
   // conmon stops logging at the global limit, so a log that reached it lost output.
-  const truncated = parsed.truncated || log.length >= EXEC_SYNC_MAX_OUTPUT;
+  const truncated = parsed.truncated || log.length >= EXEC_SYNC_MAX_LOG;
   return { stdout: parsed.stdout, stderr: parsed.stderr, exitCode: message.value, truncated };
 }
 

@@ -3,7 +3,7 @@
  * Containers are created through conmon (monitor/conmon.ts); everything else about a container's
  * lifecycle goes through here. Errors carry the runtime's own message, taken from its JSON log lines.
  */
-import { execa } from 'execa';
+import { spawn } from 'node:child_process';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 
@@ -219,23 +219,57 @@ export class Runc {
   private async run(args: string[], what: string, input?: string): Promise<string> {
     const argv = [...this.globalArgs(), ...args];
     this.log?.debug('runtime command', { binary: this.binary, args: argv });
-    const result = await execa(this.binary, argv, {
-      reject: false,
-      timeout: this.timeoutMs,
-      killSignal: 'SIGKILL',
-      input: input ?? '',
-      stripFinalNewline: false,
-      env: { LC_ALL: 'C' },
-    });
-    if (result.exitCode === 0 && !result.failed) return result.stdout;
-    const stderr = String(result.stderr ?? '');
-    const stdout = String(result.stdout ?? '');
-    let message = runtimeMessage(stderr) || runtimeMessage(stdout);
-    if (result.timedOut) message = `timed out after ${this.timeoutMs} ms`;
-    else if (!message) message = result.shortMessage ?? `exit status ${result.exitCode}`;
-    const kind = result.timedOut ? 'DeadlineExceeded' : runtimeErrorKind(message);
-    return Promise.reject(
-      new RuncError(kind, `failed to ${what}: ${message}`, `${this.binary} ${args[0]}`, result.exitCode, message),
-    );
+    const result = await runCommand(this.binary, argv, input ?? '', this.timeoutMs);
+    if (result.exitCode === 0) return result.stdout;
+    let message: string;
+    if (result.spawnError) message = `cannot run ${this.binary}: ${result.spawnError.message}`;
+    else if (result.timedOut) message = `timed out after ${this.timeoutMs} ms`;
+    else message = runtimeMessage(result.stderr) || runtimeMessage(result.stdout) || `exit status ${result.exitCode ?? result.signal}`;
+    const kind = result.timedOut ? 'DeadlineExceeded' : result.spawnError ? 'Internal' : runtimeErrorKind(message);
+    throw new RuncError(kind, `failed to ${what}: ${message}`, `${this.binary} ${args[0]}`, result.exitCode ?? undefined, message);
   }
+}
+
+interface CommandResult {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  spawnError?: Error;
+}
+
+/**
+ * Runs a command to completion. On timeout its whole process group is killed and the call returns at
+ * once: a stuck child that inherited stdout must not keep the caller waiting for EOF.
+ */
+function runCommand(binary: string, args: string[], input: string, timeoutMs: number): Promise<CommandResult> {
+  return new Promise((resolve) => {
+    const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { ...process.env, LC_ALL: 'C' } });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let timedOut = false;
+    let settled = false;
+    const finish = (result: Omit<CommandResult, 'stdout' | 'stderr' | 'timedOut'>) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve({ ...result, timedOut, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+      child.once('exit', (exitCode, signal) => finish({ exitCode, signal }));
+    }, timeoutMs);
+    child.stdout.on('data', (d: Buffer) => out.push(d));
+    child.stderr.on('data', (d: Buffer) => err.push(d));
+    child.once('error', (spawnError) => finish({ exitCode: null, signal: null, spawnError }));
+    child.once('close', (exitCode, signal) => finish({ exitCode, signal }));
+    child.stdin.on('error', () => {}); // a runtime that ignores stdin may close it early
+    child.stdin.end(input);
+  });
 }

@@ -172,6 +172,29 @@ describe('monitor: containers under conmon', function () {
     assert.equal(await exists(join(fx.attachDir, id)), false, 'no attach link');
   });
 
+  it('runs a container without a log (as a pause container) and calls beforeStart with conmon\'s pid', async () => {
+    let hookPid = 0;
+    const c = await fx.create({ args: ['sleep', '1000'] }, { logPath: '', beforeStart: async (pid) => void (hookPid = pid) });
+    assert.ok(hookPid > 0, 'hook called');
+    await fx.runc.start(c.id);
+    assert.equal((await fx.runc.state(c.id)).status, 'running');
+    assert.equal(await exists(c.logPath), false);
+  });
+
+  it('a failing beforeStart hook aborts the create and leaves nothing behind', async () => {
+    const id = fx.newId();
+    let hookPid = 0;
+    const err = await fx
+      .create({ args: ['true'] }, { beforeStart: async (pid) => { hookPid = pid; throw new Error('no cgroup for you'); } }, id)
+      .then(() => undefined, (e: unknown) => e);
+    assert.match(String(err), /no cgroup for you/);
+    await delay(50);
+    assert.equal(await processStartTime(hookPid), undefined, 'conmon is gone');
+    assert.deepEqual(await conmonsFor(id), []);
+    assert.equal(await exists(join(fx.base, 'runc', id)), false, 'no runc state');
+    assert.equal(await exists(join(fx.attachDir, id)), false, 'no attach link');
+  });
+
   it('notices OOM kills', async function () {
     const c = await fx.run({ args: ['sh', '-c', 'tail /dev/zero'], memoryLimit: 16 * 1024 * 1024 });
     const record = await fx.monitor.waitForExit(c.id, 10_000);

@@ -1,0 +1,101 @@
+/** Exit files as conmon writes them (temp file renamed over `<id>`), watched and read back. */
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { silentLogger } from '../../../src/common/logger.js';
+import { ExitWatcher, exitReason, listExits, readExit, waitForExit, wasOomKilled, type ExitRecord } from '../../../src/monitor/exits.js';
+
+/** What conmon's g_file_set_contents does: write `<id>.XXXXXX`, then rename it over `<id>`. */
+async function conmonWritesExit(dir: string, id: string, code: number): Promise<void> {
+  const tmp = join(dir, `${id}.A1b2C3`);
+  await writeFile(tmp, '');
+  await delay(5);
+  await writeFile(tmp, String(code));
+  await rename(tmp, join(dir, id));
+}
+
+describe('monitor/exits', () => {
+  let dir: string;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'stove-exits-'));
+  });
+
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('readExit: code from the content, finish time from the mtime in ns', async () => {
+    await conmonWritesExit(dir, 'c1', 137);
+    const record = await readExit(dir, 'c1');
+    const info = await stat(join(dir, 'c1'), { bigint: true });
+    assert.deepEqual(record, { id: 'c1', exitCode: 137, finishedAtNs: info.mtimeNs });
+    assert.equal(await readExit(dir, 'none'), undefined);
+  });
+
+  it('the watcher reports each exit once, promptly, and ignores temp names', async () => {
+    const seen: { record: ExitRecord; at: number }[] = [];
+    const watcher = new ExitWatcher({ exitsDir: dir, onExit: (record) => void seen.push({ record, at: Date.now() }), log: silentLogger });
+    await watcher.start();
+    try {
+      const wrote = Date.now();
+      await conmonWritesExit(dir, 'c1', 0);
+      await conmonWritesExit(dir, 'c2', 2);
+      await delay(300);
+      assert.deepEqual(seen.map((s) => [s.record.id, s.record.exitCode]).sort(), [['c1', 0], ['c2', 2]]);
+      assert.ok(seen.every((s) => s.at - wrote < 1000));
+    } finally {
+      watcher.stop();
+    }
+  });
+
+  it('existing exits are reported only with emitExisting; forget() allows a new report', async () => {
+    await conmonWritesExit(dir, 'old', 1);
+    const quiet: string[] = [];
+    const w1 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void quiet.push(r.id), log: silentLogger });
+    await w1.start();
+    await delay(50);
+    w1.stop();
+    assert.deepEqual(quiet, []);
+    const loud: string[] = [];
+    const w2 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void loud.push(r.id), log: silentLogger, rescanMs: 20 });
+    await w2.start({ emitExisting: true });
+    await delay(100); // rescans do not repeat it
+    assert.deepEqual(loud, ['old']);
+    w2.forget('old');
+    await delay(60);
+    w2.stop();
+    assert.deepEqual(loud, ['old', 'old']);
+  });
+
+  it('a throwing handler is logged, not fatal', async () => {
+    const watcher = new ExitWatcher({ exitsDir: dir, onExit: () => { throw new Error('boom'); }, log: silentLogger });
+    await watcher.start();
+    await conmonWritesExit(dir, 'c1', 0);
+    await delay(50);
+    watcher.stop();
+  });
+
+  it('listExits and waitForExit', async () => {
+    await conmonWritesExit(dir, 'a', 0);
+    await writeFile(join(dir, 'b.XyZ123'), '5');
+    assert.deepEqual((await listExits(dir)).map((r) => r.id), ['a']);
+    assert.deepEqual(await listExits(join(dir, 'missing')), []);
+    setTimeout(() => void conmonWritesExit(dir, 'late', 9), 50);
+    assert.equal((await waitForExit(dir, 'late', 2000))?.exitCode, 9);
+    assert.equal(await waitForExit(dir, 'never', 50), undefined);
+  });
+
+  it('OOM and the CRI reason', async () => {
+    const persist = join(dir, 'persist');
+    await mkdir(persist);
+    assert.equal(await wasOomKilled(persist), false);
+    await writeFile(join(persist, 'oom'), '');
+    assert.equal(await wasOomKilled(join(dir, 'nope'), persist), true);
+    assert.equal(exitReason(0, false), 'Completed');
+    assert.equal(exitReason(1, false), 'Error');
+    assert.equal(exitReason(137, true), 'OOMKilled');
+  });
+});
