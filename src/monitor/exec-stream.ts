@@ -21,6 +21,8 @@ import { readPidFile, signalProcess } from './process.js';
 
 /** Milliseconds to wait for each step of the exec handshake. */
 const HANDSHAKE_TIMEOUT_MS = 30_000;
+/** After kill(), output still in flight gets this long to arrive before the connection is dropped. */
+const KILL_GRACE_MS = 2000;
 
 export interface ExecStreamOptions extends SessionIo {
   /** Run the process on a terminal (stdout and stderr merge into stdout). */
@@ -109,7 +111,11 @@ export async function execStreaming(
       pid,
       exitCode,
       resize: (width, height) => resizeTerminal(ctl, width, height, containerId),
-      kill: () => signalProcess(pid, 'SIGKILL'),
+      kill: () => {
+        signalProcess(pid, 'SIGKILL');
+        // A reader that stopped reading would leave conmon blocked on the socket: drop it after a grace period.
+        setTimeout(() => relay!.close(), KILL_GRACE_MS).unref();
+      },
     };
   } catch (err) {
     relay?.close();

@@ -108,6 +108,14 @@ describe('monitor: exec and attach through conmon', function () {
       assert.match(r.stdout.subarray(0, 130).toString(), /^(0123456789012345678901234567890123456789012345678901234567890123\n){2}/);
     });
 
+    it('in a terminal container: output on stdout with the terminal\'s line endings', async () => {
+      const c = await fx.run({ args: ['sleep', '1000'], tty: true });
+      const r = await fx.monitor.execSync(fx.runc, c.id, execProcess(c.bundle.spec.process, ['sh', '-c', 'echo hi; echo err >&2; exit 1'], true), 10);
+      assert.equal(r.stdout.toString(), 'hi\r\nerr\r\n');
+      assert.equal(r.stderr.length, 0);
+      assert.equal(r.exitCode, 1);
+    });
+
     it('fails for a stopped container', async () => {
       const c = await fx.run({ args: ['true'] });
       await fx.monitor.waitForExit(c.id, 5000);
