@@ -87,11 +87,11 @@ async function cycle(rt: Runtime, i: number, record: boolean): Promise<void> {
   }
 }
 
-/** Median per step of Stove's RunPodSandbox, from its "pod sandbox ready" log lines. */
-function stoveSteps(output: string): string[][] {
+/** Median per step of a Stove RPC, from its log lines (`pod sandbox ready`, `pod sandbox stopped`). */
+function stoveSteps(output: string, message: string): string[][] {
   const steps = new Map<string, number[]>();
   for (const line of output.split('\n')) {
-    if (!line.includes('"pod sandbox ready"')) continue;
+    if (!line.includes(`"msg":"${message}"`)) continue;
     const entry = JSON.parse(line) as { ms: number; steps: Record<string, number> };
     for (const [k, v] of Object.entries({ ...entry.steps, total: entry.ms })) steps.set(k, [...(steps.get(k) ?? []), v]);
   }
@@ -155,7 +155,13 @@ async function main(): Promise<void> {
       `\nPod sandbox benchmark (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ` +
         `${containerdVersion}; ${CYCLES} cycles after ${WARMUP} warm-up, bridge + host-local + portmap)\n\n${table(rows)}\n`,
     );
-    if (stove) process.stdout.write(`\nStove RunPodSandbox steps (medians; steps in one row overlap):\n\n${table([['step', 'median'], ...stoveSteps(stove.output())])}\n`);
+    if (stove) {
+      const run = stoveSteps(stove.output(), 'pod sandbox ready');
+      const stop = stoveSteps(stove.output(), 'pod sandbox stopped');
+      const rows = [['RunPodSandbox step', 'median', 'StopPodSandbox step', 'median']];
+      for (let i = 0; i < Math.max(run.length, stop.length); i++) rows.push([...(run[i] ?? ['', '']), ...(stop[i] ?? ['', ''])]);
+      process.stdout.write(`\nWhere Stove's time goes (medians of its per-step log; some steps run at the same time):\n\n${table(rows)}\n`);
+    }
   } finally {
     if (stove) {
       const pods = await stove.clients.runtime.listPodSandbox({ filter: undefined }).catch(() => ({ items: [] }));

@@ -18,7 +18,7 @@ function criState(record: SandboxRecord): PodSandboxState {
 
 /** NOT_FOUND for an unknown pod; `verbose` adds `info["info"]`, a JSON document like containerd's. */
 export async function podSandboxStatus(sandboxes: SandboxService, req: PodSandboxStatusRequest): Promise<PodSandboxStatusResponse> {
-  const record = sandboxes.get(requiredString(req.podSandboxId, 'pod_sandbox_id'));
+  const record = await sandboxes.refresh(sandboxes.get(requiredString(req.podSandboxId, 'pod_sandbox_id')));
   const config = sandboxes.configOf(record);
   const [primary = '', ...additional] = record.ips;
   const info: Record<string, string> = {};

@@ -123,6 +123,21 @@ export class SandboxService {
     return this.o.network.status(id);
   }
 
+  /**
+   * The record, after checking that the pause process of a READY pod still runs: one that died
+   * without an exit record (its conmon was killed too) makes the pod NOTREADY here.
+   */
+  async refresh(record: SandboxRecord): Promise<SandboxRecord> {
+    if (record.state !== 'ready' || (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime))) return record;
+    await this.locks.run(record.id, async () => {
+      const current = this.store.get(record.id);
+      if (current?.state === 'ready' && !(await this.o.pause.isAlive(current.pausePid, current.pauseStartTime))) {
+        await this.markExited(current, await this.o.pause.readExit(current.id));
+      }
+    });
+    return this.store.get(record.id) ?? record;
+  }
+
   /** The pause process: running, exited (runtime container still there) or deleted. */
   async pauseState(record: SandboxRecord): Promise<'running' | 'stopped' | 'deleted'> {
     if (record.pausePid === 0) return 'deleted';
@@ -172,24 +187,19 @@ export class SandboxService {
         cleanup.push('remove sandbox state dir', () => rm(stateDir, { recursive: true, force: true }));
         await this.createLogDirectory(config.logDirectory, cleanup);
 
-        const [netnsPath, , createdCgroups] = await settleAll([
-          timer.time('netns', () => this.createNetns(id, plan, cleanup)),
-          timer.time('podFiles', () => this.setupPodFiles(id, files, plan, config, cleanup)),
-          timer.time('cgroupParent', () => this.prepareCgroups(spec, plan, cleanup)),
-        ] as const);
-        if (netnsPath) setNetnsPath(spec, netnsPath);
-
+        // Each step starts as soon as what it needs exists: CNI needs the netns; the pause container
+        // needs the netns, the pod files and the cgroup cleanup registered (and, for a sysctl naming
+        // a pod interface, the interface CNI makes).
+        const netns = timer.time('netns', () => this.createNetns(id, plan, cleanup));
+        const podFiles = timer.time('podFiles', () => this.setupPodFiles(id, files, plan, config, cleanup));
+        const cgroups = timer.time('cgroupParent', () => this.prepareCgroups(spec, plan, cleanup));
+        const network = netns.then((netnsPath) => timer.time('cni', () => this.setupNetwork(id, config, plan, netnsPath, cleanup)));
         const bundleDir = join(stateDir, 'bundle');
-        const network = () => timer.time('cni', () => this.setupNetwork(id, config, plan, netnsPath, cleanup));
-        const pause = () => timer.time('pause', () => this.startPause(id, runtimeHandler, bundleDir, spec, cleanup));
-        let ips: string[];
-        let proc: PauseProcess;
-        if (needsInterface(spec)) {
-          ips = await network();
-          proc = await pause();
-        } else {
-          [ips, proc] = await settleAll([network(), pause()] as const);
-        }
+        const pause = Promise.all([netns, podFiles, cgroups, needsInterface(spec) ? network : undefined]).then(([netnsPath]) => {
+          if (netnsPath) setNetnsPath(spec, netnsPath);
+          return this.startPause(id, runtimeHandler, bundleDir, spec, cleanup, timer);
+        });
+        const [netnsPath, , createdCgroups, ips, proc] = await settleAll([netns, podFiles, cgroups, network, pause] as const);
 
         const created: SandboxRecord = {
           id,
@@ -290,10 +300,10 @@ export class SandboxService {
     return result.ips;
   }
 
-  private async startPause(id: string, handler: string, bundleDir: string, spec: Spec, cleanup: CleanupStack): Promise<PauseProcess> {
+  private async startPause(id: string, handler: string, bundleDir: string, spec: Spec, cleanup: CleanupStack, timer: StepTimer): Promise<PauseProcess> {
     let proc: PauseProcess;
     try {
-      proc = await this.o.pause.create(id, handler, bundleDir, spec);
+      proc = await timer.time('pauseCreate', () => this.o.pause.create(id, handler, bundleDir, spec));
     } catch (err) {
       throw wrap(err, `failed to create pause container for sandbox "${id}"`);
     }
@@ -302,7 +312,7 @@ export class SandboxService {
       await this.o.pause.forget(id);
     });
     try {
-      await this.o.pause.start(id, handler);
+      await timer.time('pauseStart', () => this.o.pause.start(id, handler));
     } catch (err) {
       throw wrap(err, `failed to start pause container for sandbox "${id}"`);
     }
@@ -321,43 +331,50 @@ export class SandboxService {
 
   private async stopLocked(id: string): Promise<void> {
     const timer = new StepTimer();
-    let record = this.store.get(id);
+    const record = this.store.get(id);
     if (!record) return;
-    const log = this.log.child({ sandbox: shortId(id) });
     try {
       await timer.time('containers', () => this.o.containers.stopAll(id, 0));
     } catch (err) {
       throw wrap(err, `failed to stop containers of sandbox "${id}"`);
     }
-    if (record.pausePid !== 0) {
-      let exit: ExitRecord | undefined;
-      try {
-        exit = await timer.time('pause', () =>
-          this.o.pause.destroy(id, record!.runtimeHandler, pauseRefs(record!)),
-        );
-      } catch (err) {
-        throw wrap(err, `failed to stop pause container for sandbox "${id}"`);
-      }
-      record = await this.store.update(id, (r) => {
+    // The pin keeps the netns (and the pod interface) alive without the pause process, so the pause
+    // container and the network go at the same time.
+    const [pause, network, shm] = await Promise.allSettled([
+      timer.time('pause', () => this.stopPause(record)),
+      timer.time('network', () => this.stopNetwork(record)),
+      timer.time('shm', () => this.o.host.unmountShm(record.files)),
+    ]);
+    await this.store.update(id, (r) => {
+      if (pause.status === 'fulfilled') {
         r.state = 'notready';
-        r.pausePid = 0;
-        r.pauseStartTime = 0n;
-        r.exit ??= exit ? { code: exit.exitCode, finishedAt: exit.finishedAtNs } : { code: 137, finishedAt: nowNs() };
-      });
-    } else if (record.state === 'ready') {
-      record = await this.store.update(id, (r) => void (r.state = 'notready'));
-    }
-    // Teardown before the pin goes: some plugins clean up only while the pod interface exists.
-    if (record.netnsPath) {
-      const netnsPath = record.netnsPath;
-      await timer.time('network', async () => {
-        await this.o.network.teardown({ sandboxId: id, netnsPath });
-        await this.o.network.removeNetns(netnsPath);
-      });
-    }
-    await timer.time('shm', () => this.o.host.unmountShm(record!.files));
-    if (record.ips.length) await this.store.update(id, (r) => void (r.ips = []));
-    log.info('pod sandbox stopped', { id, ms: timer.total(), steps: timer.steps });
+        if (pause.value) {
+          r.pausePid = 0;
+          r.pauseStartTime = 0n;
+          r.exit ??= pause.value;
+        }
+      }
+      if (network.status === 'fulfilled') r.ips = [];
+    });
+    if (pause.status === 'rejected') throw wrap(pause.reason, `failed to stop pause container for sandbox "${id}"`);
+    if (network.status === 'rejected') throw network.reason;
+    if (shm.status === 'rejected') throw wrap(shm.reason, `failed to unmount the shm of sandbox "${id}"`);
+    const wasUp = record.state === 'ready' || record.pausePid !== 0 || record.ips.length > 0;
+    (wasUp ? this.log.info : this.log.debug).call(this.log, 'pod sandbox stopped', { id, ms: timer.total(), steps: timer.steps });
+  }
+
+  /** Kills and deletes the pause container if it is still there; how it ended, or undefined if it was gone. */
+  private async stopPause(record: SandboxRecord): Promise<{ code: number; finishedAt: bigint } | undefined> {
+    if (record.pausePid === 0) return undefined;
+    const exit = await this.o.pause.destroy(record.id, record.runtimeHandler, pauseRefs(record));
+    return exit ? { code: exit.exitCode, finishedAt: exit.finishedAtNs } : { code: 137, finishedAt: nowNs() };
+  }
+
+  /** CNI DEL, then the pin: some plugins clean up only while the pod interface exists. Idempotent. */
+  private async stopNetwork(record: SandboxRecord): Promise<void> {
+    if (!record.netnsPath) return;
+    await this.o.network.teardown({ sandboxId: record.id, netnsPath: record.netnsPath });
+    await this.o.network.removeNetns(record.netnsPath);
   }
 
   /** Stops the pod if needed, then removes its containers, files, dirs, cgroups and record. */

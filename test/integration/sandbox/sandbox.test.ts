@@ -284,7 +284,17 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     // While Stove is down, one pause process dies; conmon still records it.
     process.kill(pidDies, 'SIGKILL');
     await eventually('pause gone', async () => !(await pidAlive(pidDies)));
+    // What a RunPodSandbox interrupted by the kill leaves: a netns pin and a state dir with the shm mount.
+    const orphan = 'd'.repeat(64);
+    const orphanPin = join(world.daemon.state, 'netns', orphan);
+    const orphanDir = join(world.daemon.state, 'sandboxes', orphan);
+    await writeFile(orphanPin, '');
+    await execa('unshare', [`--net=${orphanPin}`, 'true']);
+    await mkdir(join(orphanDir, 'shm'), { recursive: true });
+    await execa('mount', ['-t', 'tmpfs', 'shm', join(orphanDir, 'shm')]);
     await world.restart();
+    assert.equal(await exists(orphanPin), false, 'orphan netns pin removed at start');
+    assert.equal(await exists(orphanDir), false, 'orphan state dir removed at start');
 
     const listAfter = (await world.runtime.listPodSandbox({ filter: undefined })).items;
     const byId = new Map(listAfter.map((p) => [p.id, p]));

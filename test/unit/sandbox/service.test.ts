@@ -104,11 +104,11 @@ describe('sandbox service', () => {
   });
 
   it('undoes everything when the pod files fail', async () => {
-    h.pause.failCreate = boom('never reached');
     h.host.failFiles = boom('write hostname');
     await rejectsKind(h.service.run(pod(), ''), 'Internal', /^failed to setup sandbox files for sandbox "[0-9a-f]{64}"/);
+    // CNI ran beside the files (it needs only the netns) and was torn down again.
     await assertNothingLeft();
-    assert.ok(!h.calls.some((c) => c.startsWith('network.setup')), 'CNI never ran');
+    assert.ok(!h.calls.some((c) => c.startsWith('pause.create')), 'the pause container never started');
   });
 
   it('runs host-network pods without netns or CNI; host IPC uses /dev/shm', async () => {
@@ -187,6 +187,15 @@ describe('sandbox service', () => {
     await h.service.stop(r.id);
     assert.deepEqual([...h.network.pins], []);
     assert.deepEqual([...h.pause.containers.keys()], []);
+  });
+
+  it('notices in PodSandboxStatus a pause process that died without an exit record', async () => {
+    const r = await h.service.run(pod(), '');
+    h.pause.kill(r.id, 137);
+    h.pause.exits.delete(r.id);
+    const st = await podSandboxStatus(h.service, { podSandboxId: r.id, verbose: false });
+    assert.equal(st.status!.state, PodSandboxState.SANDBOX_NOTREADY);
+    assert.equal(h.service.get(r.id).state, 'notready');
   });
 
   it('recovers: a pause that died while down makes the pod NOTREADY; leftovers of an interrupted run go', async () => {
