@@ -1,0 +1,321 @@
+/**
+ * The streaming server behind CRI Exec, Attach and PortForward. The RPCs validate the request, check
+ * that the container or pod exists, store the request under a single-use token and return
+ * `http://<address>:<port>/{exec,attach,portforward}/<token>`. The client then connects there with
+ * a SPDY/3.1 upgrade (crictl, critest, the kubelet) or a WebSocket (crictl `--transport websocket`,
+ * newer kubelets); every parameter comes from the stored request, none from the URL. An unknown, used
+ * or expired token is a 404 and runs nothing.
+ *
+ * Usage (daemon.ts):
+ *
+ *   const streaming = new StreamingServer({ address, port, tokenTtlMs, backend, lookup, log });
+ *   await streaming.start();
+ *   runtimeHandlers.exec = (r) => streaming.exec(r);   // likewise attach, portForward
+ *   …
+ *   await streaming.stop();
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, createWebSocketStream, type WebSocket } from 'ws';
+import {
+  AttachResponse,
+  ExecResponse,
+  PortForwardResponse,
+  type AttachRequest,
+  type ExecRequest,
+  type PortForwardRequest,
+} from '../gen/runtime/v1/api.js';
+import { invalidArgument, notFound, messageOf } from '../common/errors.js';
+import type { Logger } from '../common/logger.js';
+import type { StreamingBackend, StreamingLookup } from './backend.js';
+import {
+  PROTOCOL_HEADER,
+  SPDY_COMMAND_PROTOCOLS,
+  SPDY_PORTFORWARD_PROTOCOLS,
+  WS_COMMAND_PROTOCOLS,
+  WS_PORTFORWARD_PROTOCOLS,
+  WS_SPDY_TUNNEL_PROTOCOL,
+  acceptSpdyUpgrade,
+  commandProtocolVersion,
+  headerValues,
+  negotiate,
+  rejectUpgrade,
+  wantsSpdy,
+  wantsWebSocket,
+} from './negotiate.js';
+import { servePortForward } from './portforward.js';
+import type { CommandRequest } from './remotecommand.js';
+import { serveSpdyCommand } from './spdy-command.js';
+import { TokenCache } from './tokens.js';
+import { serveWsCommand, serveWsPortForward } from './ws-command.js';
+
+export const DEFAULT_IDLE_TIMEOUT_MS = 4 * 60 * 60 * 1000;
+export const DEFAULT_STREAM_CREATION_TIMEOUT_MS = 30_000;
+export const DEFAULT_MAX_IN_FLIGHT = 1000;
+
+export interface StreamingServerOptions {
+  /** Address to bind (and to put in URLs). */
+  address: string;
+  /** Port to bind; 0 picks a free one. */
+  port: number;
+  /** How long a URL stays valid. */
+  tokenTtlMs: number;
+  /** Outstanding URLs at most; more is RESOURCE_EXHAUSTED. Default 1000. */
+  maxInFlight?: number;
+  /** A connection without traffic for this long is closed. Default 4 h. */
+  idleTimeoutMs?: number;
+  /** How long a client may take to open its streams. Default 30 s. */
+  streamCreationTimeoutMs?: number;
+  backend: StreamingBackend;
+  lookup: StreamingLookup;
+  log: Logger;
+}
+
+type Kind = 'exec' | 'attach' | 'portforward';
+type Stored = CommandRequest | { kind: 'portforward'; request: PortForwardRequest };
+
+const ROUTE = /^\/(exec|attach|portforward)\/([A-Za-z0-9_-]+)\/?(?:\?.*)?$/;
+/** `ws` accepts only RFC 7230 tokens as subprotocols; the tunnel's name has a '/'. See handleWebSocket. */
+const WS_PROTOCOL_ALIAS = 'x-stove-negotiated';
+
+/** A live connection, closed by stop(). */
+interface Live {
+  destroy(): void;
+}
+
+export class StreamingServer {
+  private readonly http: Server;
+  private readonly wss: WebSocketServer;
+  private readonly tokens: TokenCache<Stored>;
+  private readonly live = new Set<Live>();
+  private readonly sockets = new Set<Duplex>();
+  private readonly negotiated = new WeakMap<IncomingMessage, string>();
+  private readonly idleTimeoutMs: number;
+  private readonly streamCreationTimeoutMs: number;
+  private readonly log: Logger;
+  private base = '';
+
+  constructor(private readonly options: StreamingServerOptions) {
+    this.log = options.log;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    this.streamCreationTimeoutMs = options.streamCreationTimeoutMs ?? DEFAULT_STREAM_CREATION_TIMEOUT_MS;
+    this.tokens = new TokenCache({ ttlMs: options.tokenTtlMs, maxInFlight: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT });
+    this.http = createServer((req, res) => this.onRequest(req, res));
+    this.http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
+    this.http.on('clientError', (_err, socket) => socket.destroy());
+    this.http.on('connection', (socket: Duplex) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+    this.wss = new WebSocketServer({
+      noServer: true,
+      // Any protocol choice was made before handleUpgrade and stored under the alias (see handleWebSocket).
+      handleProtocols: (protocols) => (protocols.has(WS_PROTOCOL_ALIAS) ? WS_PROTOCOL_ALIAS : false),
+      perMessageDeflate: false,
+      maxPayload: 16 << 20,
+    });
+    this.wss.on('headers', (headers, req) => {
+      const chosen = this.negotiated.get(req);
+      if (chosen === undefined) return;
+      const i = headers.findIndex((h) => h.toLowerCase().startsWith('sec-websocket-protocol:'));
+      if (i >= 0) headers[i] = `Sec-WebSocket-Protocol: ${chosen}`;
+    });
+  }
+
+  /** Binds the configured address and port. */
+  async start(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.http.once('error', reject);
+      this.http.listen({ host: this.options.address, port: this.options.port }, () => {
+        this.http.off('error', reject);
+        resolve();
+      });
+    });
+    const addr = this.http.address() as AddressInfo;
+    const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+    this.base = `http://${host}:${addr.port}`;
+    this.log.info('streaming server listening', { url: this.base });
+  }
+
+  /** `http://host:port` of the running server. */
+  get baseUrl(): string {
+    if (!this.base) throw new Error('streaming server not started');
+    return this.base;
+  }
+
+  /** Outstanding tokens (for tests and diagnostics). */
+  get outstandingTokens(): number {
+    return this.tokens.size;
+  }
+
+  /** CRI Exec: validates, checks the container, returns a URL. */
+  async exec(request: ExecRequest): Promise<ExecResponse> {
+    const containerId = await this.checkCommand(request, request.cmd.length === 0 ? 'cmd is required' : undefined);
+    return ExecResponse.fromPartial({ url: this.issue('exec', { kind: 'exec', request: { ...request, containerId } }) });
+  }
+
+  /** CRI Attach: validates, checks the container, returns a URL. */
+  async attach(request: AttachRequest): Promise<AttachResponse> {
+    const containerId = await this.checkCommand(request);
+    return AttachResponse.fromPartial({ url: this.issue('attach', { kind: 'attach', request: { ...request, containerId } }) });
+  }
+
+  /** CRI PortForward: validates, checks the pod, returns a URL. */
+  async portForward(request: PortForwardRequest): Promise<PortForwardResponse> {
+    if (!request.podSandboxId) throw invalidArgument('pod_sandbox_id is required');
+    for (const port of request.port) {
+      if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalidArgument(`port ${port} is not a valid port number`);
+    }
+    const podSandboxId = await this.options.lookup.sandbox(request.podSandboxId);
+    if (!podSandboxId) throw notFound(`pod sandbox "${request.podSandboxId}" not found`);
+    return PortForwardResponse.fromPartial({
+      url: this.issue('portforward', { kind: 'portforward', request: { ...request, podSandboxId } }),
+    });
+  }
+
+  /** Stops accepting, ends every live session (their backends see the abort), frees the port. */
+  async stop(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    for (const conn of this.live) conn.destroy();
+    this.live.clear();
+    for (const socket of this.sockets) socket.destroy();
+    this.wss.close();
+    await closed;
+  }
+
+  private async checkCommand(request: ExecRequest | AttachRequest, problem?: string): Promise<string> {
+    if (!request.containerId) throw invalidArgument('container_id is required');
+    if (problem) throw invalidArgument(problem);
+    if (request.tty && request.stderr) throw invalidArgument('tty and stderr cannot both be true');
+    if (!request.stdin && !request.stdout && !request.stderr) throw invalidArgument('one of stdin, stdout, or stderr must be set');
+    const containerId = await this.options.lookup.container(request.containerId);
+    if (!containerId) throw notFound(`container "${request.containerId}" not found`);
+    return containerId;
+  }
+
+  private issue(kind: Kind, stored: Stored): string {
+    const token = this.tokens.insert(stored);
+    return `${this.baseUrl}/${kind}/${token}`;
+  }
+
+  // ---- HTTP ---------------------------------------------------------------------------------------
+
+  /**
+   * Resolves a request to its stored CRI request, consuming the token (as the kubelet does, even when
+   * the upgrade then fails). Returns an HTTP error otherwise.
+   */
+  private route(req: IncomingMessage): { stored: Stored } | { code: number; message: string } {
+    const m = ROUTE.exec(req.url ?? '');
+    if (!m) return { code: 404, message: '404 page not found' };
+    if (req.method !== 'GET' && req.method !== 'POST') return { code: 405, message: 'method not allowed' };
+    const stored = this.tokens.consume(m[2]!);
+    if (!stored || stored.kind !== m[1]) return { code: 404, message: '404 page not found' };
+    return { stored };
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const r = this.route(req);
+    const [code, message] = 'code' in r ? [r.code, r.message] : [400, 'unable to upgrade: missing upgrade headers in request'];
+    res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' });
+    res.end(message + '\n');
+  }
+
+  private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => socket.destroy());
+    const r = this.route(req);
+    if ('code' in r) return rejectUpgrade(socket, r.code, r.message);
+    try {
+      if (wantsWebSocket(req)) this.handleWebSocket(req, socket, head, r.stored);
+      else if (wantsSpdy(req)) this.handleSpdy(req, socket, head, r.stored);
+      else rejectUpgrade(socket, 400, 'unable to upgrade: missing upgrade headers in request');
+    } catch (err) {
+      this.log.error('streaming upgrade failed', { error: messageOf(err) });
+      rejectUpgrade(socket, 500, 'internal error');
+    }
+  }
+
+  private track(conn: Live, whenClosed: (cb: () => void) => void): void {
+    this.live.add(conn);
+    whenClosed(() => this.live.delete(conn));
+  }
+
+  private handleSpdy(req: IncomingMessage, socket: Duplex, head: Buffer, stored: Stored): void {
+    const offered = headerValues(req.headers[PROTOCOL_HEADER]);
+    const supported = stored.kind === 'portforward' ? SPDY_PORTFORWARD_PROTOCOLS : SPDY_COMMAND_PROTOCOLS;
+    if (offered.length === 0) return rejectUpgrade(socket, 400, `unable to upgrade: ${PROTOCOL_HEADER} is required`);
+    const protocol = negotiate(offered, supported);
+    if (!protocol) {
+      return rejectUpgrade(
+        socket,
+        403,
+        `unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${supported.join(' ')}]`,
+        supported.map((p) => ['X-Accepted-Stream-Protocol-Versions', p]),
+      );
+    }
+    acceptSpdyUpgrade(socket, protocol);
+    const log = this.log.child({ stream: stored.kind, transport: 'spdy', protocol });
+    const session =
+      stored.kind === 'portforward'
+        ? servePortForward(socket, {
+            podSandboxId: stored.request.podSandboxId,
+            idleTimeoutMs: this.idleTimeoutMs,
+            streamCreationTimeoutMs: this.streamCreationTimeoutMs,
+            head,
+            backend: this.options.backend,
+            log,
+          })
+        : serveSpdyCommand(socket, stored, {
+            version: commandProtocolVersion(protocol),
+            idleTimeoutMs: this.idleTimeoutMs,
+            streamCreationTimeoutMs: this.streamCreationTimeoutMs,
+            head,
+            backend: this.options.backend,
+            log,
+          });
+    this.track(session, (cb) => session.onClose(cb));
+  }
+
+  private handleWebSocket(req: IncomingMessage, socket: Duplex, head: Buffer, stored: Stored): void {
+    const offered = headerValues(req.headers['sec-websocket-protocol']);
+    const supported = stored.kind === 'portforward' ? WS_PORTFORWARD_PROTOCOLS : WS_COMMAND_PROTOCOLS;
+    const protocol = offered.length === 0 ? '' : negotiate(offered, supported);
+    if (protocol === undefined) {
+      return rejectUpgrade(
+        socket,
+        403,
+        `unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${supported.join(' ')}]`,
+      );
+    }
+    if (stored.kind === 'portforward' && protocol !== WS_SPDY_TUNNEL_PROTOCOL && stored.request.port.length === 0) {
+      return rejectUpgrade(socket, 400, 'port forwarding over WebSocket channels needs the ports in the PortForward request');
+    }
+    // `ws` refuses a Sec-WebSocket-Protocol with a '/' in it (SPDY/3.1+portforward.k8s.io), so it is
+    // handed an alias, and the real name goes back into the response headers ('headers' event).
+    if (protocol === '') delete req.headers['sec-websocket-protocol'];
+    else {
+      req.headers['sec-websocket-protocol'] = WS_PROTOCOL_ALIAS;
+      this.negotiated.set(req, protocol);
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+      const log = this.log.child({ stream: stored.kind, transport: 'websocket', protocol });
+      const serveOptions = { idleTimeoutMs: this.idleTimeoutMs, backend: this.options.backend, log };
+      if (stored.kind !== 'portforward') {
+        const conn = serveWsCommand(ws, protocol, stored, serveOptions);
+        this.track(conn, (cb) => ws.once('close', cb));
+      } else if (protocol === WS_SPDY_TUNNEL_PROTOCOL) {
+        const session = servePortForward(createWebSocketStream(ws), {
+          podSandboxId: stored.request.podSandboxId,
+          idleTimeoutMs: this.idleTimeoutMs,
+          streamCreationTimeoutMs: this.streamCreationTimeoutMs,
+          backend: this.options.backend,
+          log,
+        });
+        this.track({ destroy: () => session.destroy() }, (cb) => session.onClose(cb));
+      } else {
+        const conn = serveWsPortForward(ws, protocol, stored.request.podSandboxId, stored.request.port, serveOptions);
+        this.track(conn, (cb) => ws.once('close', cb));
+      }
+    });
+  }
+}

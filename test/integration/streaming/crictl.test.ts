@@ -1,0 +1,290 @@
+/**
+ * The streaming server against the real crictl (v1.32, the Go client-go/spdystream stack the kubelet
+ * uses): a small gRPC server answers Version/Status and hands out URLs from a StreamingServer whose
+ * backend runs processes on the host (test/helpers/host-backend.ts). Everything stays on loopback.
+ * Skipped with a printed reason where crictl is not installed (as on CI).
+ */
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { RuntimeServiceService, StatusResponse, VersionResponse } from '../../../src/gen/runtime/v1/api.js';
+import { implement } from '../../../src/api/services.js';
+import type { RuntimeHandlers } from '../../../src/api/handlers.js';
+import { silentLogger } from '../../../src/common/logger.js';
+import { StreamingServer } from '../../../src/streaming/server.js';
+import { HostBackend } from '../../helpers/host-backend.js';
+
+const CRICTL = process.env.CRICTL ?? '/usr/local/bin/crictl';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+describe('streaming server with the real crictl', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let sock: string;
+  let grpc: Server;
+  let streaming: StreamingServer;
+  let backend: HostBackend;
+  let httpServer: http.Server | undefined;
+  /** crictl's global flags: a config file of our own (no warning about a missing /etc/crictl.yaml). */
+  let globalArgs: string[];
+
+  before(async function () {
+    const present = await access(CRICTL).then(() => true, () => false);
+    if (!present) {
+      console.log(`    skipped: ${CRICTL} not found (crictl is not installed on this machine)`);
+      this.skip();
+    }
+    dir = await mkdtemp(join(tmpdir(), 'stove-streaming-'));
+    sock = join(dir, 'cri.sock');
+    const config = join(dir, 'crictl.yaml');
+    await writeFile(config, `runtime-endpoint: unix://${sock}\nimage-endpoint: unix://${sock}\ntimeout: 10\n`);
+    globalArgs = ['--config', config];
+    backend = new HostBackend();
+    streaming = new StreamingServer({ address: '127.0.0.1', port: 0, tokenTtlMs: 60_000, backend, lookup: backend, log: silentLogger });
+    await streaming.start();
+    const handlers: Partial<RuntimeHandlers> = {
+      version: async () =>
+        VersionResponse.fromPartial({ version: '0.1.0', runtimeName: 'stove-test', runtimeVersion: '0.0.0', runtimeApiVersion: 'v1' }),
+      status: async () => StatusResponse.fromPartial({ status: { conditions: [] } }),
+      exec: (r) => streaming.exec(r),
+      attach: (r) => streaming.attach(r),
+      portForward: (r) => streaming.portForward(r),
+    };
+    grpc = new Server();
+    grpc.addService(RuntimeServiceService, implement(RuntimeServiceService, handlers, silentLogger));
+    await new Promise<void>((resolve, reject) =>
+      grpc.bindAsync(`unix://${sock}`, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+    );
+  });
+
+  after(async () => {
+    backend?.killAll();
+    httpServer?.close();
+    await streaming?.stop();
+    await new Promise<void>((resolve) => (grpc ? grpc.tryShutdown(() => resolve()) : resolve()));
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  function crictl(args: string[], input?: string | Buffer, timeoutMs = 30_000): Promise<Run> {
+    return new Promise((resolve) => {
+      const child = execFile(
+        CRICTL,
+        [...globalArgs, ...args],
+        { encoding: 'buffer', maxBuffer: 64 << 20, timeout: timeoutMs },
+        (err, stdout, stderr) => {
+          const code = err ? ((err as { code?: unknown }).code as number | null) : 0;
+          resolve({ code: typeof code === 'number' ? code : null, stdout: stdout.toString('latin1'), stderr: stderr.toString() });
+        },
+      );
+      if (input !== undefined) child.stdin!.end(input);
+      else child.stdin!.end();
+    });
+  }
+
+  it('execs a command and reports its output and exit code', async () => {
+    const r = await crictl(['exec', 'ctr1', 'sh', '-c', 'echo hi; echo oops >&2; exit 3']);
+    assert.equal(r.stdout, 'hi\n');
+    assert.match(r.stderr, /oops\n/);
+    assert.match(r.stderr, /command terminated with exit code 3/);
+    assert.notEqual(r.code, 0);
+  });
+
+  it('exits 0 with exactly the output (critest: echo -n hello)', async () => {
+    const r = await crictl(['exec', 'ctr1', 'echo', '-n', 'hello']);
+    assert.deepEqual(r, { code: 0, stdout: 'hello', stderr: '' });
+  });
+
+  it('passes stdin with exec -i', async () => {
+    const r = await crictl(['exec', '-i', 'ctr1', 'sh', '-c', 'tr a-z A-Z; echo done'], 'hello stdin\n');
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, 'HELLO STDIN\ndone\n');
+  });
+
+  it('moves 5 MB of output and 3 MB of input intact', async () => {
+    const r = await crictl(['exec', 'ctr1', 'sh', '-c', 'head -c 5000000 /dev/zero | tr "\\0" "x"']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.length, 5_000_000);
+    assert.ok(/^x+$/.test(r.stdout));
+    const input = Buffer.alloc(3_000_000, 'abcdefghij');
+    const r2 = await crictl(['exec', '-i', 'ctr1', 'sh', '-c', 'wc -c; cat > /dev/null'], input);
+    assert.equal(r2.code, 0, r2.stderr);
+    assert.equal(r2.stdout.trim(), '3000000');
+  });
+
+  it('execs over WebSocket (--transport websocket, v5.channel.k8s.io)', async () => {
+    const r = await crictl(['exec', '--transport', 'websocket', 'ctr1', 'sh', '-c', 'echo ws-out; echo ws-err >&2; exit 4']);
+    assert.equal(r.stdout, 'ws-out\n');
+    assert.match(r.stderr, /ws-err/);
+    assert.match(r.stderr, /command terminated with exit code 4/);
+    const r2 = await crictl(['exec', '-i', '--transport', 'websocket', 'ctr1', 'sh', '-c', 'cat; echo end'], 'via websocket\n');
+    assert.equal(r2.code, 0, r2.stderr);
+    assert.equal(r2.stdout, 'via websocket\nend\n');
+    const r3 = await crictl(['exec', '--transport', 'websocket', 'ctr1', 'sh', '-c', 'head -c 3000000 /dev/zero']);
+    assert.equal(r3.code, 0, r3.stderr);
+    assert.equal(r3.stdout.length, 3_000_000);
+  });
+
+  it('runs exec -it under a terminal: types a command, reads the answer, gets the resize', async () => {
+    const before = backend.resizes.length;
+    // `script` gives crictl a pseudo-terminal; the backend runs sh on another one.
+    // The terminal starts at 101x33, which crictl reports as the first resize.
+    const command = `stty cols 101 rows 33; ${CRICTL} ${globalArgs.join(' ')} exec -it ctr1 sh`;
+    const child = spawn('script', ['-qec', command, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TERM: 'dumb' },
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const waitFor = async (re: RegExp) => {
+      const deadline = Date.now() + 15_000;
+      while (!re.test(out)) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${re} in ${JSON.stringify(out)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await new Promise((r) => setTimeout(r, 500));
+    child.stdin.write('echo answer-$((6*7))\n');
+    await waitFor(/answer-42/);
+    child.stdin.write('exit 0\n');
+    const code = await exited;
+    assert.equal(code, 0, out);
+    assert.deepEqual(backend.resizes.slice(before), [{ width: 101, height: 33 }]);
+  });
+
+  it('forwards a port: two concurrent fetches through one session', async () => {
+    let hits = 0;
+    httpServer = http.createServer((req, res) => {
+      hits++;
+      // Delay so both requests are in flight together.
+      setTimeout(() => res.end(`hello from ${req.url}`), 200);
+    });
+    await new Promise<void>((resolve) => httpServer!.listen(0, '127.0.0.1', resolve));
+    const target = (httpServer.address() as net.AddressInfo).port;
+    const local = await freePort();
+    const child = spawn(CRICTL, [...globalArgs, 'port-forward', 'pod1', `${local}:${target}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await waitForPort(local);
+      const [a, b] = await Promise.all([fetchText(`http://127.0.0.1:${local}/a`), fetchText(`http://127.0.0.1:${local}/b`)]);
+      assert.equal(a, 'hello from /a');
+      assert.equal(b, 'hello from /b');
+      assert.equal(hits, 2);
+      // The session survives: a third request on a new connection.
+      assert.equal(await fetchText(`http://127.0.0.1:${local}/c`), 'hello from /c');
+    } finally {
+      child.kill('SIGINT');
+    }
+    assert.ok(!/error/i.test(out), out);
+  });
+
+  it('forwards a port over WebSocket (SPDY/3.1+portforward.k8s.io tunnel)', async () => {
+    const target = (httpServer!.address() as net.AddressInfo).port;
+    const local = await freePort();
+    const child = spawn(
+      CRICTL,
+      [...globalArgs, 'port-forward', '--transport', 'websocket', 'pod1', `${local}:${target}`],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await waitForPort(local);
+      const [a, b] = await Promise.all([fetchText(`http://127.0.0.1:${local}/x`), fetchText(`http://127.0.0.1:${local}/y`)]);
+      assert.equal(a, 'hello from /x');
+      assert.equal(b, 'hello from /y');
+    } finally {
+      child.kill('SIGINT');
+    }
+  });
+
+  it('reports a port with nothing listening on the error stream', async () => {
+    const dead = await freePort();
+    const local = await freePort();
+    const child = spawn(CRICTL, [...globalArgs, 'port-forward', 'pod1', `${local}:${dead}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await waitForPort(local);
+      await fetchText(`http://127.0.0.1:${local}/`).catch(() => '');
+      const deadline = Date.now() + 10_000;
+      while (!/ECONNREFUSED/.test(out) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      assert.match(out, /error forwarding port \d+ to pod pod1, uid : .*ECONNREFUSED/);
+    } finally {
+      child.kill('SIGINT');
+    }
+  });
+
+  it('attaches with stdin to a running process (stdin_once)', async () => {
+    backend.startContainer('att1', 'while read l; do echo "got:$l"; echo "err:$l" >&2; [ "$l" = quit ] && exit 0; done; echo eof', {
+      stdin: true,
+      stdinOnce: true,
+    });
+    const r = await crictl(['attach', '-i', 'att1'], 'one\nquit\n');
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, 'got:one\ngot:quit\n');
+    assert.match(r.stderr, /err:one\nerr:quit\n/);
+  });
+
+  it('answers NOT_FOUND for an unknown container', async () => {
+    const r = await crictl(['exec', 'nope', 'true']);
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /NotFound|not found/);
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPort(port: number): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const c = net.connect(port, '127.0.0.1');
+      c.once('connect', () => {
+        c.destroy();
+        resolve(true);
+      });
+      c.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`port ${port} never opened`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function fetchText(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    // A fresh connection per request (no keep-alive) so each one is its own forwarded stream pair.
+    http
+      .get(url, { agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject);
+  });
+}
