@@ -23,6 +23,12 @@ if [[ ${1:-} == stop ]]; then
   exit 0
 fi
 
+# Pods need no image: their pause container runs from the repository's rootfs/pause (make build).
+if [[ ! -x rootfs/pause/bin/pause ]]; then
+  echo "rootfs/pause/bin/pause is missing: run make build (or make setup) first" >&2
+  exit 1
+fi
+
 mkdir -p "$CNI_CONF_DIR" "$(dirname "$LOG")" /run/stove
 if ! ls "$CNI_CONF_DIR"/*.conf "$CNI_CONF_DIR"/*.conflist "$CNI_CONF_DIR"/*.json >/dev/null 2>&1; then
   install -m 0644 contrib/cni/10-stove-bridge.conflist "$CNI_CONF_DIR/10-stove-bridge.conflist"

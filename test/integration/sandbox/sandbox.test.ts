@@ -8,7 +8,7 @@ import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomInt } from 'node:crypto';
 import { execa } from 'execa';
-import { NamespaceMode, PodSandboxState, Protocol } from '../../../src/gen/runtime/v1/api.js';
+import { NamespaceMode, PodSandboxState, Protocol, SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js';
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { execInNetns, spawnInNetns } from '../../../src/network/netns-exec.js';
 import { isMountPoint } from '../../../src/platform/mount.js';
@@ -139,10 +139,18 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     assert.deepEqual(await iptablesLinesMentioning([id]), [], 'no iptables rule names the pod');
   });
 
-  it('lets two pods reach each other', async () => {
-    const a = await world.run(world.pod());
-    const b = await world.run(world.pod());
+  it('lets two pods reach each other; the security context applies to the pause process', async () => {
+    const a = await world.run(
+      world.pod({ linux: { securityContext: { runAsUser: { value: 65534n }, runAsGroup: { value: 65534n }, seccomp: { profileType: SecurityProfile_ProfileType.RuntimeDefault } } } }),
+    );
+    const b = await world.run(world.pod({ linux: { securityContext: { privileged: true } } }));
     const [ia, ib] = await Promise.all([world.info(a), world.info(b)]);
+    const procStatus = async (pid: number) => readFile(`/proc/${pid}/status`, 'utf8');
+    assert.match(await procStatus(ia.pid), /^Uid:\s+65534\s/m, 'run_as_user');
+    assert.match(await procStatus(ia.pid), /^Gid:\s+65534\s/m, 'run_as_group');
+    assert.match(await procStatus(ia.pid), /^Seccomp:\s+2$/m, 'RuntimeDefault seccomp filter');
+    assert.match(await procStatus(ib.pid), /^Seccomp:\s+0$/m, 'privileged: no seccomp');
+    assert.equal(ib.runtimeSpec.linux.maskedPaths, undefined, 'privileged: nothing masked');
     const ipA = (await world.status(a)).status!.network!.ip;
     const ipB = (await world.status(b)).status!.network!.ip;
     assert.notEqual(ipA, ipB);
