@@ -40,6 +40,11 @@ export interface PauseRefs {
   conmon?: ProcessRef;
 }
 
+/** The refs of a pause process (pid 0: none) and its conmon. */
+export function pauseRefs(pid: number, startTime: bigint, conmonPid: number, conmonStartTime: bigint): PauseRefs {
+  return { pause: pid ? { pid, startTime } : undefined, conmon: { pid: conmonPid, startTime: conmonStartTime } };
+}
+
 /** What the sandbox service needs from the pause container's runtime (faked in unit tests). */
 export interface PauseRuntime {
   /** Writes the bundle and creates the container under conmon (runtime state `created`). */

@@ -151,6 +151,10 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     assert.match(await procStatus(ia.pid), /^Seccomp:\s+2$/m, 'RuntimeDefault seccomp filter');
     assert.match(await procStatus(ib.pid), /^Seccomp:\s+0$/m, 'privileged: no seccomp');
     assert.equal(ib.runtimeSpec.linux.maskedPaths, undefined, 'privileged: nothing masked');
+    // Every pause asked for -998; the daemon may not go below its own score and says so once, not per pod.
+    const daemonOom = Number(await readFile(`/proc/${world.daemon.child.pid}/oom_score_adj`, 'utf8'));
+    const warnings = world.daemon.output().split('\n').filter((l) => l.includes('oom_score_adj below the daemon'));
+    assert.equal(warnings.length, daemonOom > -998 ? 1 : 0);
     const ipA = (await world.status(a)).status!.network!.ip;
     const ipB = (await world.status(b)).status!.network!.ip;
     assert.notEqual(ipA, ipB);

@@ -1,0 +1,251 @@
+/**
+ * RunPodSandbox as a list of steps. Each step starts as soon as what it needs exists, and pushes its
+ * undo right after it acquires something, so a failed run leaves nothing behind:
+ *
+ *   validate (config, handler, whole pause spec) → reserve name → state dir, log dir
+ *   ├─ netns pin ──────────┬─ CNI ADD ───────────────────┐
+ *   ├─ pod files + shm ────┤                             ├─ record written → READY
+ *   └─ cgroup parent check ┴─ pause create + start ──────┘
+ *
+ * The pause container joins the pinned netns by path, so it does not wait for CNI, unless a sysctl
+ * names a pod interface (`net.ipv4.conf.eth0.*`), which must exist before runc writes it.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import { withCleanup, type CleanupStack } from '../common/cleanup.js';
+import { nowNs } from '../common/clock.js';
+import { wrap } from '../common/errors.js';
+import { newId, shortId } from '../common/ids.js';
+import { buildPauseSpec, preparePauseHost, type Spec } from '../spec/index.js';
+import type { SandboxNamespaces, SandboxRecord } from './model.js';
+import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
+import { planPod, type PodPlan } from './pod-config.js';
+import { podFilePaths, type PodFiles } from './pod-files.js';
+import type { SandboxServiceOptions } from './service.js';
+import { settleAll, StepTimer } from './steps.js';
+
+/** Stands in for the netns path while the spec is validated, before the namespace exists. */
+const NETNS_PENDING = '/proc/self/ns/net';
+
+/** Creates and starts a pod sandbox; on failure nothing it made is left. */
+export async function runSandbox(o: SandboxServiceOptions, config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
+  o.runtimes.get(runtimeHandler);
+  const plan = planPod(config, o.defaults);
+  const { seccompProfiles } = await preparePauseHost(config);
+  const id = newId();
+  const stateDir = o.sandboxStateDir(id);
+  const files = podFilePaths(stateDir, plan.modes.hostIpc);
+  // The whole spec is built (and so validated) before anything exists; the netns path comes later.
+  const spec = buildPauseSpec({
+    sandboxId: id,
+    config,
+    rootPath: o.pauseRootfs,
+    hostname: plan.hostname,
+    netnsPath: plan.modes.hostNetwork ? undefined : NETNS_PENDING,
+    shmPath: files.shmPath,
+    cgroupParent: plan.cgroupParent,
+    imageName: PAUSE_IMAGE_NAME,
+    seccompProfiles,
+    settings: o.specSettings,
+  });
+  const log = o.log.child({ sandbox: shortId(id), pod: plan.name });
+  const timer = new StepTimer();
+  const record = await withCleanup(log, (cleanup) =>
+    new PodRun(o, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer).run(),
+  );
+  log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms: timer.total(), steps: timer.steps });
+  return record;
+}
+
+/** What a run is about, fixed before it starts. */
+interface PodRunInput {
+  id: string;
+  config: PodSandboxConfig;
+  runtimeHandler: string;
+  plan: PodPlan;
+  spec: Spec;
+  files: PodFiles;
+  stateDir: string;
+}
+
+/** One RunPodSandbox: its steps share the input, the cleanup stack and the step timer. */
+class PodRun {
+  private readonly id: string;
+
+  constructor(
+    private readonly o: SandboxServiceOptions,
+    private readonly input: PodRunInput,
+    private readonly cleanup: CleanupStack,
+    private readonly timer: StepTimer,
+  ) {
+    this.id = input.id;
+  }
+
+  async run(): Promise<SandboxRecord> {
+    const { id, plan, spec, stateDir, files, config, runtimeHandler } = this.input;
+    const { store } = this.o;
+    store.names.reserve(plan.name, id, 'sandbox');
+    this.cleanup.push('release sandbox name', () => store.names.release(plan.name, id));
+    await mkdir(stateDir, { recursive: true, mode: 0o711 });
+    this.cleanup.push('remove sandbox state dir', () => rm(stateDir, { recursive: true, force: true }));
+    await this.createLogDirectory();
+
+    const t = this.timer;
+    const netns = t.time('netns', () => this.createNetns());
+    const podFiles = t.time('podFiles', () => this.setupPodFiles());
+    const cgroups = t.time('cgroupParent', () => this.prepareCgroups());
+    const network = netns.then((netnsPath) => t.time('cni', () => this.setupNetwork(netnsPath)));
+    const pause = Promise.all([netns, podFiles, cgroups, needsInterface(spec) ? network : undefined]).then(([netnsPath]) => {
+      if (netnsPath) setNetnsPath(spec, netnsPath);
+      return this.startPause();
+    });
+    const [netnsPath, , createdCgroups, ips, proc] = await settleAll([netns, podFiles, cgroups, network, pause] as const);
+
+    const record: SandboxRecord = {
+      id,
+      name: plan.name,
+      config: PodSandboxConfig.toJSON(config),
+      runtimeHandler,
+      createdAt: nowNs(),
+      state: 'ready',
+      hostname: plan.hostname,
+      netnsPath,
+      ips,
+      cgroupParent: plan.cgroupParent,
+      cgroupsPath: spec.linux?.cgroupsPath ?? '',
+      createdCgroupParents: createdCgroups,
+      pausePid: proc.pid,
+      pauseStartTime: proc.pidStartTime,
+      conmonPid: proc.conmonPid,
+      conmonStartTime: proc.conmonStartTime,
+      namespaces: namespacePaths(proc.pid, netnsPath, plan),
+      files,
+      stateDir,
+      bundleDir: this.bundleDir,
+      ...(plan.modes.userns ? { userns: usernsOf(plan) } : {}),
+    };
+    await t.time('record', () => store.put(record));
+    return record;
+  }
+
+  private get bundleDir(): string {
+    return join(this.input.stateDir, 'bundle');
+  }
+
+  private async createLogDirectory(): Promise<void> {
+    const dir = this.input.config.logDirectory;
+    if (!dir) return;
+    const first = await mkdir(dir, { recursive: true, mode: 0o755 });
+    if (first) this.cleanup.push('remove log directory', () => rm(first, { recursive: true, force: true }));
+  }
+
+  /** Pins a new network namespace ('' for host network). */
+  private async createNetns(): Promise<string> {
+    if (this.input.plan.modes.hostNetwork) return '';
+    let path: string;
+    try {
+      path = await this.o.network.createNetns(this.id);
+    } catch (err) {
+      throw wrap(err, `failed to create network namespace for sandbox "${this.id}"`);
+    }
+    this.cleanup.push('remove network namespace', () => this.o.network.removeNetns(path));
+    return path;
+  }
+
+  private async setupPodFiles(): Promise<void> {
+    const { files, plan, config } = this.input;
+    this.cleanup.push('remove pod files', () => this.o.host.removePodFiles(files));
+    try {
+      await Promise.all([this.o.host.writePodFiles(files, plan.hostname, config.dnsConfig), this.o.host.mountShm(files)]);
+    } catch (err) {
+      throw wrap(err, `failed to setup sandbox files for sandbox "${this.id}"`);
+    }
+  }
+
+  /** Registers the removal of the pause cgroup and of parent levels this pod brings into being. */
+  private async prepareCgroups(): Promise<string[]> {
+    const missing = await this.o.host.missingCgroupLevels(this.input.plan.cgroupParent);
+    this.cleanup.push('remove cgroup parents', async () => {
+      for (const level of missing) await this.o.host.removeEmptyCgroup(level);
+    });
+    const cgroupsPath = this.input.spec.linux?.cgroupsPath;
+    if (cgroupsPath) this.cleanup.push('remove pause cgroup', () => this.o.host.removeCgroup(cgroupsPath));
+    return missing;
+  }
+
+  /** CNI ADD into the pinned namespace; the pod IPs, primary first (none for host network). */
+  private async setupNetwork(netnsPath: string): Promise<string[]> {
+    const { plan, config } = this.input;
+    if (plan.modes.hostNetwork) return [];
+    const meta = config.metadata!;
+    // The manager undoes a failed ADD itself; a later failure needs the DEL registered here.
+    const result = await this.o.network.setup({
+      sandboxId: this.id,
+      netnsPath,
+      podName: meta.name,
+      podNamespace: meta.namespace,
+      podUid: meta.uid,
+      portMappings: plan.portMappings,
+      annotations: config.annotations,
+      dnsConfig: config.dnsConfig,
+      cgroupParent: plan.cgroupParent,
+    });
+    this.cleanup.push('tear down pod network', () => this.o.network.teardown({ sandboxId: this.id, netnsPath }));
+    return result.ips;
+  }
+
+  private async startPause(): Promise<PauseProcess> {
+    const { id } = this;
+    const { runtimeHandler: handler, spec } = this.input;
+    let proc: PauseProcess;
+    try {
+      proc = await this.timer.time('pauseCreate', () => this.o.pause.create(id, handler, this.bundleDir, spec));
+    } catch (err) {
+      throw wrap(err, `failed to create pause container for sandbox "${id}"`);
+    }
+    this.cleanup.push('destroy pause container', async () => {
+      await this.o.pause.destroy(id, handler, pauseRefs(proc.pid, proc.pidStartTime, proc.conmonPid, proc.conmonStartTime));
+      await this.o.pause.forget(id);
+    });
+    try {
+      await this.timer.time('pauseStart', () => this.o.pause.start(id, handler));
+    } catch (err) {
+      throw wrap(err, `failed to start pause container for sandbox "${id}"`);
+    }
+    return proc;
+  }
+}
+
+/** Sysctls of a named pod interface need the interface, so CNI runs first. */
+function needsInterface(spec: Spec): boolean {
+  return Object.keys(spec.linux?.sysctl ?? {}).some((k) => {
+    const m = /^net\.ipv[46]\.(?:conf|neigh)\.([^.]+)\./.exec(k);
+    return m !== null && !['all', 'default', 'lo'].includes(m[1]!);
+  });
+}
+
+/** Replaces the placeholder network namespace path in a pause spec. */
+function setNetnsPath(spec: Spec, path: string): void {
+  const ns = spec.linux?.namespaces?.find((n) => n.type === 'network');
+  if (ns) ns.path = path;
+}
+
+/** Where the pod's containers join its namespaces. */
+function namespacePaths(pausePid: number, netnsPath: string, plan: PodPlan): SandboxNamespaces {
+  const proc = (kind: string) => `/proc/${pausePid}/ns/${kind}`;
+  const out: SandboxNamespaces = {};
+  if (!plan.modes.hostNetwork) {
+    out.network = netnsPath;
+    out.uts = proc('uts');
+  }
+  if (!plan.modes.hostIpc) out.ipc = proc('ipc');
+  if (!plan.modes.hostPid) out.pid = proc('pid');
+  if (plan.modes.userns) out.user = proc('user');
+  return out;
+}
+
+function usernsOf(plan: PodPlan): NonNullable<SandboxRecord['userns']> {
+  const map = (m: { containerID: number; hostID: number; size: number }) => ({ containerId: m.containerID, hostId: m.hostID, size: m.size });
+  return { uidMappings: plan.modes.uidMappings.map(map), gidMappings: plan.modes.gidMappings.map(map) };
+}
