@@ -5,6 +5,7 @@
  * byte access for malformed-input tests. Every frame received is recorded for assertions.
  */
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import zlib from 'node:zlib';
 import { SPDY3_DICTIONARY } from '../../src/streaming/spdy-dictionary.js';
 
@@ -216,8 +217,8 @@ export class SpdyClient {
   closed = false;
 
   constructor(
-    readonly socket: net.Socket,
-    initial: Buffer,
+    readonly socket: Duplex,
+    initial: Buffer = Buffer.alloc(0),
   ) {
     socket.on('data', (chunk: Buffer) => this.feed(chunk));
     socket.on('close', () => {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -241,12 +241,39 @@ describe('streaming server with the real crictl', function () {
     assert.match(r.stderr, /err:one\nerr:quit\n/);
   });
 
+  it('kills the process when the client goes away', async () => {
+    const pidFile = join(dir, 'sleeper.pid');
+    const child = spawn(CRICTL, [...globalArgs, 'exec', 'ctr1', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 60`], { stdio: 'ignore' });
+    let pid = 0;
+    const deadline = Date.now() + 10_000;
+    while (!pid) {
+      if (Date.now() > deadline) throw new Error('the exec never started');
+      pid = Number(await readFile(pidFile, 'utf8').catch(() => '0'));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(alive(pid));
+    child.kill('SIGKILL');
+    while (alive(pid)) {
+      if (Date.now() > deadline) throw new Error(`pid ${pid} survived the client`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+
   it('answers NOT_FOUND for an unknown container', async () => {
     const r = await crictl(['exec', 'nope', 'true']);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /NotFound|not found/);
   });
 });
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
