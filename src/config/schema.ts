@@ -50,6 +50,8 @@ export interface StreamingConfig {
   port: number;
   /** Seconds a streaming URL stays valid. */
   tokenTtlSeconds: number;
+  /** Seconds without traffic after which an exec/attach/port-forward connection is closed. */
+  idleTimeoutSeconds: number;
 }
 
 export interface ImagesConfig {
@@ -128,6 +130,7 @@ export function defaultConfig(): Config {
       address: '127.0.0.1',
       port: 0,
       tokenTtlSeconds: 60,
+      idleTimeoutSeconds: 4 * 60 * 60,
     },
     images: {
       maxConcurrentDownloads: 3,
