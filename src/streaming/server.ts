@@ -8,7 +8,7 @@
  *
  * Usage (daemon.ts):
  *
- *   const streaming = new StreamingServer({ address, port, tokenTtlMs, backend, lookup, log });
+ *   const streaming = new StreamingServer({ ...streamingOptionsFromConfig(config.streaming), backend, lookup, log });
  *   await streaming.start();
  *   runtimeHandlers.exec = (r) => streaming.exec(r);   // likewise attach, portForward
  *   …
@@ -28,6 +28,7 @@ import {
 } from '../gen/runtime/v1/api.js';
 import { invalidArgument, notFound, messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
+import type { StreamingConfig } from '../config/schema.js';
 import type { StreamingBackend, StreamingLookup } from './backend.js';
 import {
   PROTOCOL_HEADER,
@@ -70,6 +71,18 @@ export interface StreamingServerOptions {
   backend: StreamingBackend;
   lookup: StreamingLookup;
   log: Logger;
+}
+
+/** The server's settings from the `[streaming]` config section. */
+export function streamingOptionsFromConfig(
+  config: StreamingConfig,
+): Pick<StreamingServerOptions, 'address' | 'port' | 'tokenTtlMs' | 'idleTimeoutMs'> {
+  return {
+    address: config.address,
+    port: config.port,
+    tokenTtlMs: config.tokenTtlSeconds * 1000,
+    idleTimeoutMs: config.idleTimeoutSeconds * 1000,
+  };
 }
 
 type Kind = 'exec' | 'attach' | 'portforward';
