@@ -60,7 +60,7 @@ class JobRun {
       }
       if (!this.reader || this.decodeError) return done();
       if (this.passthrough) {
-        this.onTar(chunk);
+        this.onTar(chunk, false);
         return done();
       }
       if (this.decompressor) {
@@ -83,8 +83,9 @@ class JobRun {
     if (first[0] === 0x1f && first[1] === 0x8b) this.decompressor = createGunzip({ chunkSize: ZLIB_CHUNK });
     else if (first.readUInt32LE(0) === 0xfd2fb528) this.decompressor = createZstdDecompress({ chunkSize: ZLIB_CHUNK });
     if (!this.decompressor) {
+      // An uncompressed tar: its diff ID is the blob digest when both are sha256 (hash once).
       this.passthrough = true;
-      this.onTar(first);
+      this.onTar(first, this.job.digestAlgorithm !== 'sha256');
       return done();
     }
     this.decompressor.on('data', (d: Buffer) => this.onTar(d));
@@ -92,10 +93,10 @@ class JobRun {
     this.decompressor.write(first, () => done());
   }
 
-  private onTar(chunk: Buffer): void {
+  private onTar(chunk: Buffer, hash = true): void {
     if (this.failed || this.decodeError) return;
     try {
-      this.diff!.update(chunk);
+      if (hash || this.job.digestAlgorithm !== 'sha256') this.diff!.update(chunk);
       this.reader!.push(chunk);
     } catch (err) {
       if (err instanceof TarFormatError) this.stopDecoding(err.message);
@@ -141,12 +142,14 @@ class JobRun {
           closeSync(this.blobFd);
           this.blobFd = -1;
         }
+        const digest = `${this.job.digestAlgorithm}:${this.digest.digest('hex')}`;
+        const sameHash = this.passthrough && this.job.digestAlgorithm === 'sha256';
         post({
           type: 'done',
           result: {
-            digest: `${this.job.digestAlgorithm}:${this.digest.digest('hex')}`,
+            digest,
             size: this.size,
-            diffId: this.diff ? `sha256:${this.diff.digest('hex')}` : undefined,
+            diffId: this.diff ? (sameHash ? digest : `sha256:${this.diff.digest('hex')}`) : undefined,
             usage: this.extractor?.usage,
             decodeError: this.decodeError,
           },
