@@ -1,10 +1,12 @@
 /**
- * The host-side steps of a pod that need root (the shm tmpfs, cgroup directories), behind one
- * interface so the sandbox service can be unit-tested without root.
+ * The host-side steps of a pod that need root (the shm tmpfs, cgroup directories, sysctls of a pinned
+ * netns), behind one interface so the sandbox service can be unit-tested without root.
  */
 import { access, rmdir } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { DNSConfig } from '../gen/runtime/v1/api.js';
+import { internal } from '../common/errors.js';
+import { execInNetns } from '../network/netns-exec.js';
 import { cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cgroups.js';
 import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
 
@@ -22,6 +24,13 @@ export interface SandboxHost {
   removeCgroup(cgroupsPath: string): Promise<void>;
   /** Removes one cgroup level if it is empty (never recursively: other pods may live below it). */
   removeEmptyCgroup(path: string): Promise<void>;
+  /** Writes sysctls (dotted names) inside the network namespace pinned at `netnsPath`. */
+  writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void>;
+}
+
+/** `net.ipv4.conf.eth0/100.rp_filter` → `net/ipv4/conf/eth0.100/rp_filter` (dots and slashes swap). */
+export function sysctlPath(name: string): string {
+  return `/proc/sys/${name.replace(/[./]/g, (c) => (c === '.' ? '/' : '.'))}`;
 }
 
 const exists = (path: string) => access(path).then(() => true, () => false);
@@ -48,6 +57,16 @@ export class LinuxSandboxHost implements SandboxHost {
 
   async removeCgroup(cgroupsPath: string): Promise<void> {
     await removeCgroup(await detectCgroups(), cgroupsPath);
+  }
+
+  async writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void> {
+    const entries = Object.entries(sysctls);
+    if (entries.length === 0) return;
+    // /proc/sys/net shows the network namespace of the process that opens it: one shell inside it
+    // writes them all (paths and values as arguments, never parsed by the shell).
+    const script = 'while [ $# -gt 0 ]; do printf "%s" "$2" > "$1" || exit 1; shift 2; done';
+    const r = await execInNetns(netnsPath, ['sh', '-c', script, 'sh', ...entries.flatMap(([k, v]) => [sysctlPath(k), v])], { timeoutMs: 10_000 });
+    if (r.exitCode !== 0) throw internal(`failed to set sysctls ${entries.map(([k]) => k).join(', ')}: ${r.stderr.trim()}`);
   }
 
   async removeEmptyCgroup(path: string): Promise<void> {

@@ -96,8 +96,10 @@ class PodRun {
     const podFiles = t.time('podFiles', () => this.setupPodFiles());
     const cgroups = t.time('cgroupParent', () => this.prepareCgroups());
     const network = netns.then((netnsPath) => t.time('cni', () => this.setupNetwork(netnsPath)));
-    const pause = Promise.all([netns, podFiles, cgroups, needsInterface(spec) ? network : undefined]).then(([netnsPath]) => {
+    const hostSysctls = this.takeHostWrittenSysctls();
+    const pause = Promise.all([netns, podFiles, cgroups, needsInterface(spec) ? network : undefined]).then(async ([netnsPath]) => {
       if (netnsPath) setNetnsPath(spec, netnsPath);
+      if (hostSysctls) await t.time('netnsSysctls', () => this.writeNetnsSysctls(netnsPath, hostSysctls));
       return this.startPause();
     });
     const [netnsPath, , createdCgroups, ips, proc] = await settleAll([netns, podFiles, cgroups, network, pause] as const);
@@ -127,6 +129,28 @@ class PodRun {
     };
     await t.time('record', () => store.put(record));
     return record;
+  }
+
+  /**
+   * A pod with its own user namespace cannot write the sysctls of the pinned netns (the host's user
+   * namespace owns it): those move from the pause spec to a write from the host, before the pause starts.
+   */
+  private takeHostWrittenSysctls(): Record<string, string> | undefined {
+    const { plan, spec } = this.input;
+    const sysctl = spec.linux?.sysctl;
+    if (!plan.modes.userns || plan.modes.hostNetwork || !sysctl) return undefined;
+    const net = Object.fromEntries(Object.entries(sysctl).filter(([k]) => k.startsWith('net.')));
+    for (const k of Object.keys(net)) delete sysctl[k];
+    if (Object.keys(sysctl).length === 0) delete spec.linux!.sysctl;
+    return net;
+  }
+
+  private async writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void> {
+    try {
+      await this.o.host.writeNetnsSysctls(netnsPath, sysctls);
+    } catch (err) {
+      throw wrap(err, `failed to set the network sysctls of sandbox "${this.id}"`);
+    }
   }
 
   private get bundleDir(): string {

@@ -195,6 +195,27 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     assert.deepEqual(await world.net.reservedIps(), [], 'no IP taken');
   });
 
+  it('runs a pod with its own user namespace on the pod network', async () => {
+    const map = [{ hostId: 200000, containerId: 0, length: 65536 }];
+    const id = await world.run(
+      world.pod({
+        linux: {
+          sysctls: { 'net.ipv4.ip_local_port_range': '21000 31000' },
+          securityContext: { namespaceOptions: { usernsOptions: { mode: NamespaceMode.POD, uids: map, gids: map } } },
+        },
+      }),
+    );
+    const info = await world.info(id);
+    assert.match(await readFile(`/proc/${info.pid}/uid_map`, 'utf8'), /^\s*0\s+200000\s+65536$/m);
+    assert.match(await readFile(`/proc/${info.pid}/status`, 'utf8'), /^Uid:\s+200000\s/m);
+    assert.notEqual(await nsInode(`/proc/${info.pid}/ns/user`), await nsInode('/proc/self/ns/user'));
+    // The netns belongs to the host's user namespace, so Stove wrote its sysctls from outside.
+    const sysctl = async (name: string) => (await execInNetns(info.netnsPath, ['cat', `/proc/sys/${name}`])).stdout.trim();
+    assert.equal(await sysctl('net/ipv4/ip_local_port_range'), '21000\t31000');
+    assert.equal(await sysctl('net/ipv4/ip_unprivileged_port_start'), '0');
+    assert.equal(await ping((await world.status(id)).status!.network!.ip), true);
+  });
+
   it('refuses bad requests before creating anything', async () => {
     await rejectsWith(world.run(world.pod({ metadata: { name: 'x', namespace: 'y' } })), 'INVALID_ARGUMENT', /config\.metadata\.uid is required/);
     await rejectsWith(world.runtime.runPodSandbox({ config: undefined, runtimeHandler: '' }), 'INVALID_ARGUMENT', /config is required/);

@@ -144,6 +144,9 @@ export class FakeHost implements SandboxHost {
     this.calls.push(`host.removeCgroup ${path}`);
     this.cgroups.delete(path);
   }
+  async writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void> {
+    this.calls.push(`host.writeNetnsSysctls ${netnsPath} ${JSON.stringify(sysctls)}`);
+  }
   async removeEmptyCgroup(path: string): Promise<void> {
     this.calls.push(`host.removeEmptyCgroup ${path}`);
   }

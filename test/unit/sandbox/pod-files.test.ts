@@ -7,6 +7,7 @@ import { DNSConfig, Protocol } from '../../../src/gen/runtime/v1/api.js';
 import { ownsShm, podFilePaths, resolvConfFor, writePodFiles } from '../../../src/sandbox/pod-files.js';
 import { portMappings } from '../../../src/sandbox/pod-config.js';
 import { throwsKind } from '../spec/helpers.js';
+import { sysctlPath } from '../../../src/sandbox/host.js';
 
 describe('pod files', () => {
   it('puts the files in the state dir; host IPC shares /dev/shm, which is never Stove\'s to unmount', () => {
@@ -42,6 +43,11 @@ describe('pod files', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('finds a sysctl under /proc/sys, keeping dots inside device names', () => {
+    assert.equal(sysctlPath('net.ipv4.ip_local_port_range'), '/proc/sys/net/ipv4/ip_local_port_range');
+    assert.equal(sysctlPath('net.ipv4.conf.eth0/100.rp_filter'), '/proc/sys/net/ipv4/conf/eth0.100/rp_filter');
   });
 
   it('turns CRI port mappings into CNI portMappings, skipping those without a host port', () => {

@@ -125,6 +125,21 @@ describe('sandbox service', () => {
     assert.deepEqual(types, ['mount']);
   });
 
+  it('writes the netns sysctls from the host for a pod with its own user namespace', async () => {
+    const userns = { mode: NamespaceMode.POD, uids: [{ hostId: 200000, containerId: 0, length: 65536 }], gids: [{ hostId: 200000, containerId: 0, length: 65536 }] };
+    const r = await h.service.run(
+      pod({ linux: { sysctls: { 'net.ipv4.ip_local_port_range': '20000 30000', 'kernel.shmmax': '1000000' }, securityContext: { namespaceOptions: { usernsOptions: userns } } } }),
+      '',
+    );
+    const write = h.calls.find((c) => c.startsWith('host.writeNetnsSysctls'))!;
+    assert.equal(write, `host.writeNetnsSysctls ${r.netnsPath} {"net.ipv4.ip_local_port_range":"20000 30000","net.ipv4.ip_unprivileged_port_start":"0"}`);
+    assert.ok(h.calls.indexOf(write) < h.calls.indexOf(`pause.create ${r.id} `));
+    const spec = h.pause.containers.get(r.id)!.spec;
+    assert.deepEqual(spec.linux!.sysctl, { 'kernel.shmmax': '1000000' }, 'IPC sysctls stay: the pause process owns that namespace');
+    assert.deepEqual(r.userns, { uidMappings: [{ containerId: 0, hostId: 200000, size: 65536 }], gidMappings: [{ containerId: 0, hostId: 200000, size: 65536 }] });
+    assert.equal(r.namespaces.user, `/proc/${r.pausePid}/ns/user`);
+  });
+
   it('runs the pause container after CNI when a sysctl names the pod interface', async () => {
     const r = await h.service.run(pod({ linux: { sysctls: { 'net.ipv4.conf.eth0.rp_filter': '2' } } }), '');
     assert.ok(h.calls.indexOf(`network.setup ${r.id}`) < h.calls.indexOf(`pause.create ${r.id} `));
