@@ -83,6 +83,8 @@ export function rejectUpgrade(socket: Duplex, code: number, message: string, hea
     'Connection: close',
     ...headers.map(([k, v]) => `${k}: ${v}`),
   ];
+  // Destroy once written: the socket is half-open-capable and a client may never close its side.
+  socket.once('finish', () => socket.destroy());
   socket.end(lines.join('\r\n') + '\r\n\r\n' + body);
 }
 

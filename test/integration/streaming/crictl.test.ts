@@ -241,6 +241,24 @@ describe('streaming server with the real crictl', function () {
     assert.match(r.stderr, /err:one\nerr:quit\n/);
   });
 
+  it('attaches without stdin_once: stdin EOF ends the attach, the process keeps its stdin', async () => {
+    const c = backend.startContainer('att2', 'while read l; do echo "got:$l"; done; echo stdin-closed', { stdin: true, stdinOnce: false });
+    // Output that comes after the client's stdin ended is not the client's any more, so type, read, then end.
+    for (const word of ['one', 'two']) {
+      const child = spawn(CRICTL, [...globalArgs, 'attach', '-i', 'att2'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      child.stdin.write(`${word}\n`);
+      const deadline = Date.now() + 10_000;
+      while (!out.includes(`got:${word}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      child.stdin.end();
+      assert.equal(await exited, 0);
+      assert.equal(out, `got:${word}\n`);
+    }
+    assert.equal(c.process.exitCode, null);
+  });
+
   it('kills the process when the client goes away', async () => {
     const pidFile = join(dir, 'sleeper.pid');
     const child = spawn(CRICTL, [...globalArgs, 'exec', 'ctr1', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 60`], { stdio: 'ignore' });
