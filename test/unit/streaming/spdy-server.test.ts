@@ -409,6 +409,43 @@ describe('streaming server over SPDY', function () {
       assert.equal((await e2.readAll()).length, 0);
     });
 
+    it('reports a connection reset by the target as recoverable (no closeConnection)', async () => {
+      const resetting = net.createServer((sock) => sock.once('data', () => sock.resetAndDestroy()));
+      await new Promise<void>((resolve) => resetting.listen(0, '127.0.0.1', resolve));
+      const port = String((resetting.address() as net.AddressInfo).port);
+      try {
+        const client = await pfClient();
+        const e = await client.open({ streamtype: 'error', port, requestid: '0' });
+        const d = await client.open({ streamtype: 'data', port, requestid: '0' });
+        d.write('trigger');
+        const body = JSON.parse((await e.readAll()).toString());
+        assert.equal(body.closeConnection, undefined);
+        assert.match(body.message, /ECONNRESET/);
+        await d.readAll();
+      } finally {
+        resetting.close();
+      }
+    });
+
+    it('closes the target connection when the client goes away', async () => {
+      let closed = false;
+      const holder = net.createServer((sock) => sock.on('close', () => (closed = true)));
+      await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+      const port = String((holder.address() as net.AddressInfo).port);
+      try {
+        const client = await pfClient();
+        await client.open({ streamtype: 'error', port, requestid: '0' });
+        await client.open({ streamtype: 'data', port, requestid: '0' });
+        await waitFor(() => backend.forwards.length === 1);
+        await new Promise((r) => setTimeout(r, 50));
+        assert.equal(closed, false);
+        client.close();
+        await waitFor(() => closed);
+      } finally {
+        holder.close();
+      }
+    });
+
     it('refuses streams with a bad port or stream type and reports incomplete or duplicate pairs', async () => {
       const quick = await startServer({ streamCreationTimeoutMs: 200 });
       const { url } = await quick.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
