@@ -109,8 +109,14 @@ export function podConfigFor(sandbox: SandboxRecord): PodSandboxConfig {
  * Runs the acquisition steps of a create under `cleanup` and returns the record (already stored).
  * The name is reserved by the caller.
  */
-export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack): Promise<ContainerRecord> {
+export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, steps: Record<string, number> = {}): Promise<ContainerRecord> {
   const { id, config, sandbox, image } = plan;
+  let mark = performance.now();
+  const lap = (name: string) => {
+    const now = performance.now();
+    steps[name] = +(now - mark).toFixed(1);
+    mark = now;
+  };
   const bundleDir = o.containerStateDir(id);
   const rootfsDir = join(bundleDir, 'rootfs');
   const persistDir = o.containerDir(id);
@@ -122,6 +128,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   // Pushed first: a mount that fails after the image hold was written must still release it.
   cleanup.push('remove root filesystem', () => o.images.removeRootfs(id));
   await o.images.mountRootfs(image.id, id, rootfsDir);
+  lap('rootfs');
 
   let host;
   try {
@@ -148,6 +155,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     settings: o.specSettings,
   });
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
+  lap('spec');
 
   if (plan.logPath) {
     const made = await mkdir(dirname(plan.logPath), { recursive: true, mode: 0o755 });
@@ -166,6 +174,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     stdin: config.stdin,
     stdinOnce: config.stdinOnce,
   });
+  lap('conmon');
   cleanup.push('delete runtime container', () =>
     destroyRuntimeContainer(o.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime }),
   );
@@ -202,5 +211,6 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     process: (spec.process ?? {}) as unknown as Record<string, unknown>,
   };
   await o.store.put(record);
+  lap('record');
   return record;
 }

@@ -161,11 +161,12 @@ export class ContainerService {
       targetPid: targetPidFor((c) => this.store.find(c), config, sandbox.id),
     };
     const log = this.log.child({ container: shortId(id), name });
+    const steps: Record<string, number> = {};
     const record = await this.locks.run(id, () =>
       withCleanup(log, async (cleanup) => {
         this.store.names.reserve(name, id, 'container');
         cleanup.push('release container name', () => this.store.names.release(name, id));
-        const created = await createSteps(this.o, plan, cleanup);
+        const created = await createSteps(this.o, plan, cleanup, steps);
         cleanup.push('forget record', () => this.store.delete(id));
         this.emit(ContainerEventType.CONTAINER_CREATED_EVENT, created);
         return created;
@@ -173,7 +174,7 @@ export class ContainerService {
     ).catch((err: unknown) => {
       throw wrap(err, `failed to create container "${config.metadata?.name}" in sandbox "${sandbox.id}"`);
     });
-    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +(performance.now() - started).toFixed(1) });
+    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +(performance.now() - started).toFixed(1), steps });
     return record;
   }
 
@@ -189,6 +190,7 @@ export class ContainerService {
         throw failedPrecondition(`container "${id}" is ${r.state.toUpperCase()}: only a CREATED container can be started`);
       }
       const runtime = this.runtimeOf(r);
+      const started = performance.now();
       try {
         await runtime.start(id);
       } catch (err) {
@@ -200,7 +202,7 @@ export class ContainerService {
         c.startedAt = nowNs();
       });
       this.emit(ContainerEventType.CONTAINER_STARTED_EVENT, updated);
-      this.log.info('container started', { id: shortId(id), pid: r.pid });
+      this.log.info('container started', { id: shortId(id), pid: r.pid, ms: +(performance.now() - started).toFixed(1) });
     });
   }
 

@@ -1,0 +1,324 @@
+/**
+ * Container benchmark: Stove vs containerd (Debian's 1.6 with its CRI plugin) in one run.
+ *
+ *   node dist/bench/containers.js [--cycles 20] [--warmup 2] [--pods 50] [--per-pod 2] [--only stove|containerd]
+ *
+ * 1. Start latency: `cycles` sequential pod + container starts of a busybox `sleep` (RunPodSandbox →
+ *    CreateContainer → StartContainer), then StopContainer → RemoveContainer → StopPodSandbox →
+ *    RemovePodSandbox; median and p90 per step and the Stove/containerd ratio.
+ * 2. Scale: `pods` × `per-pod` running containers; ListContainers and ListContainerStats latency; the
+ *    daemon's RSS idle and with them; memory per container of the daemon plus its monitor processes
+ *    (Stove: conmon for every container and pause; containerd: one containerd-shim-runc-v2 per pod),
+ *    as RSS and as PSS (shared pages split between the processes that map them).
+ *
+ * Both runtimes use the Debian CNI plugins (bridge + host-local + portmap, a bridge and range each),
+ * the same images from a loopback registry, and pod cgroups made beforehand as a kubelet makes them.
+ * Everything it starts is stopped and removed afterwards.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { ContainerConfig, PodSandboxConfig, PullImageRequest } from '../src/gen/runtime/v1/api.js';
+import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
+import { startRegistry, type TestRegistry } from '../test/helpers/registry.js';
+import { pushBusyboxImage, pushImage } from '../test/helpers/image-builder.js';
+import { REPO_ROOT, startStove, type StoveProcess } from '../test/helpers/stove-process.js';
+import type { CriClients } from '../test/helpers/cri-client.js';
+import { TestNet } from '../test/integration/network/host-net.js';
+import { CONTAINERD_BIN } from './lib/containerd.js';
+import { startPodContainerd, type PodContainerd } from './lib/containerd-pods.js';
+import { median, ms, table } from './lib/stats.js';
+
+const { values } = parseArgs({
+  options: {
+    cycles: { type: 'string', default: '20' },
+    warmup: { type: 'string', default: '2' },
+    pods: { type: 'string', default: '50' },
+    'per-pod': { type: 'string', default: '2' },
+    only: { type: 'string' },
+  },
+});
+const CYCLES = Number(values.cycles);
+const WARMUP = Number(values.warmup);
+const PODS = Number(values.pods);
+const PER_POD = Number(values['per-pod']);
+
+const STEPS = ['RunPodSandbox', 'CreateContainer', 'StartContainer', 'StopContainer', 'RemoveContainer', 'StopPodSandbox', 'RemovePodSandbox'] as const;
+type Step = (typeof STEPS)[number];
+
+interface Runtime {
+  name: 'stove' | 'containerd';
+  clients: CriClients;
+  times: Record<Step | 'start total', number[]>;
+  /** Pids of the daemon and of its per-container/per-pod monitor processes. */
+  daemonPid(): number;
+  monitorPids(): Promise<number[]>;
+  scale?: { listContainers: number; listContainerStats: number; idle: Memory; loaded: Memory; containers: number };
+}
+
+interface Memory {
+  daemonRss: number;
+  monitorsRss: number;
+  daemonPss: number;
+  monitorsPss: number;
+  monitors: number;
+}
+
+const tag = randomBytes(3).toString('hex');
+const CGROUP_ROOT = `/stove-bench-${tag}`;
+const LOGS = `/tmp/stove-bench-logs-${tag}`;
+
+function p90(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.9) - 1)]!;
+}
+
+function podConfig(rt: string, i: number | string): PodSandboxConfig {
+  const uid = `${rt}-${tag}-${i}`;
+  return PodSandboxConfig.fromPartial({
+    metadata: { name: `bench-${i}`, namespace: 'bench', uid, attempt: 0 },
+    hostname: `bench-${i}`,
+    logDirectory: `${LOGS}/${uid}`,
+    labels: { app: 'bench', 'io.kubernetes.pod.uid': uid },
+    linux: { cgroupParent: `${CGROUP_ROOT}/pod${uid}`, securityContext: { namespaceOptions: {} } },
+  });
+}
+
+function containerConfig(image: string, name: string): ContainerConfig {
+  return ContainerConfig.fromPartial({
+    metadata: { name, attempt: 0 },
+    image: { image },
+    command: ['sleep', '3600'],
+    logPath: `${name}/0.log`,
+    labels: { 'io.kubernetes.container.name': name },
+    linux: { resources: { cpuShares: 2n, memoryLimitInBytes: 64n << 20n, oomScoreAdj: 1000n }, securityContext: { namespaceOptions: {} } },
+  });
+}
+
+async function timed<T>(rt: Runtime, step: Step, body: () => Promise<T>, record: boolean): Promise<T> {
+  const started = performance.now();
+  const result = await body();
+  if (record) rt.times[step].push(performance.now() - started);
+  return result;
+}
+
+async function cycle(rt: Runtime, image: string, i: number, record: boolean): Promise<void> {
+  const config = podConfig(rt.name, i);
+  const layout = await detectCgroups();
+  await createCgroup(layout, config.linux!.cgroupParent);
+  const r = rt.clients.runtime;
+  try {
+    const t = performance.now();
+    const { podSandboxId } = await timed(rt, 'RunPodSandbox', () => r.runPodSandbox({ config, runtimeHandler: '' }), record);
+    const { containerId } = await timed(rt, 'CreateContainer', () => r.createContainer({ podSandboxId, config: containerConfig(image, 'app'), sandboxConfig: config }), record);
+    await timed(rt, 'StartContainer', () => r.startContainer({ containerId }), record);
+    if (record) rt.times['start total'].push(performance.now() - t);
+    await timed(rt, 'StopContainer', () => r.stopContainer({ containerId, timeout: 0n }), record);
+    await timed(rt, 'RemoveContainer', () => r.removeContainer({ containerId }), record);
+    await timed(rt, 'StopPodSandbox', () => r.stopPodSandbox({ podSandboxId }), record);
+    await timed(rt, 'RemovePodSandbox', () => r.removePodSandbox({ podSandboxId }), record);
+  } finally {
+    await removeCgroup(layout, config.linux!.cgroupParent).catch(() => {});
+  }
+}
+
+/** RSS and PSS of a process in KiB (0 when it is gone). */
+async function memoryOf(pid: number): Promise<{ rss: number; pss: number }> {
+  const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
+  return { rss: field('Rss'), pss: field('Pss') };
+}
+
+async function measure(rt: Runtime): Promise<Memory> {
+  const daemon = await memoryOf(rt.daemonPid());
+  const pids = await rt.monitorPids();
+  const monitors = await Promise.all(pids.map(memoryOf));
+  return {
+    daemonRss: daemon.rss,
+    daemonPss: daemon.pss,
+    monitorsRss: monitors.reduce((a, m) => a + m.rss, 0),
+    monitorsPss: monitors.reduce((a, m) => a + m.pss, 0),
+    monitors: pids.length,
+  };
+}
+
+/** Processes whose command line matches. */
+async function pidsWhere(match: (argv: string[]) => boolean): Promise<number[]> {
+  const out: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (match(argv)) out.push(Number(name));
+  }
+  return out;
+}
+
+async function settle(): Promise<void> {
+  if (global.gc) global.gc();
+  await new Promise((r) => setTimeout(r, 3000));
+}
+
+/** Runs PODS × PER_POD containers, times the list calls, measures memory, and removes everything. */
+async function scale(rt: Runtime, image: string): Promise<void> {
+  const r = rt.clients.runtime;
+  await settle();
+  const idle = await measure(rt);
+  const layout = await detectCgroups();
+  const pods: { id: string; parent: string }[] = [];
+  try {
+    for (let p = 0; p < PODS; p++) {
+      const config = podConfig(rt.name, `s${p}`);
+      await createCgroup(layout, config.linux!.cgroupParent);
+      const { podSandboxId } = await r.runPodSandbox({ config, runtimeHandler: '' });
+      pods.push({ id: podSandboxId, parent: config.linux!.cgroupParent });
+      for (let c = 0; c < PER_POD; c++) {
+        const { containerId } = await r.createContainer({ podSandboxId, config: containerConfig(image, `app${c}`), sandboxConfig: config });
+        await r.startContainer({ containerId });
+      }
+      if ((p + 1) % 10 === 0) process.stderr.write(`  ${rt.name}: ${p + 1}/${PODS} pods running\n`);
+    }
+    const containers = (await r.listContainers({ filter: undefined })).containers.length;
+    const list: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const t = performance.now();
+      await r.listContainers({ filter: undefined });
+      list.push(performance.now() - t);
+    }
+    const stats: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = performance.now();
+      const res = await r.listContainerStats({ filter: undefined });
+      stats.push(performance.now() - t);
+      if (res.stats.length !== containers) throw new Error(`${rt.name}: ListContainerStats gave ${res.stats.length} of ${containers}`);
+    }
+    await settle();
+    const loaded = await measure(rt);
+    rt.scale = { listContainers: median(list), listContainerStats: median(stats), idle, loaded, containers };
+  } finally {
+    for (const pod of pods) {
+      await r.stopPodSandbox({ podSandboxId: pod.id }).catch(() => {});
+      await r.removePodSandbox({ podSandboxId: pod.id }).catch(() => {});
+      await removeCgroup(layout, pod.parent).catch(() => {});
+    }
+  }
+}
+
+async function pushPauseImage(registry: TestRegistry): Promise<string> {
+  const pause = readFileSync(join(REPO_ROOT, 'rootfs/pause/bin/pause'));
+  const image = await pushImage(registry, 'stove/pause:bench', {
+    layers: [[{ type: 'dir', path: 'bin' }, { path: 'bin/pause', content: pause, mode: 0o755 }]],
+    entrypoint: ['/bin/pause'],
+  });
+  return image.reference;
+}
+
+const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
+
+function report(runtimes: Runtime[]): void {
+  const s = runtimes.find((r) => r.name === 'stove');
+  const c = runtimes.find((r) => r.name === 'containerd');
+  const containerdVersion = execFileSync(CONTAINERD_BIN, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ');
+  const rows = [['step', 'containerd median', 'containerd p90', 'stove median', 'stove p90', 'stove/containerd']];
+  for (const step of ['start total', ...STEPS] as const) {
+    const cell = (rt: Runtime | undefined, f: (v: number[]) => number) => (rt ? ms(f(rt.times[step])) : '-');
+    const ratio = s && c ? `${(median(s.times[step]) / median(c.times[step])).toFixed(2)}×` : '-';
+    const label = step === 'start total' ? '**pod + container start** (runp → create → start)' : step;
+    rows.push([label, cell(c, median), cell(c, p90), cell(s, median), cell(s, p90), ratio]);
+  }
+  process.stdout.write(
+    `\nContainer benchmark (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerdVersion}; ` +
+      `${CYCLES} cycles after ${WARMUP} warm-up; busybox sleep, 64 MiB limit, bridge + host-local + portmap)\n\n${table(rows)}\n`,
+  );
+  const scaled = runtimes.filter((r) => r.scale);
+  if (!scaled.length) return;
+  const n = scaled[0]!.scale!.containers;
+  const rows2 = [['with ' + n + ' running containers (' + PODS + ' pods)', ...scaled.map((r) => r.name)]];
+  const add = (label: string, f: (x: NonNullable<Runtime['scale']>) => string) => rows2.push([label, ...scaled.map((r) => f(r.scale!))]);
+  add('ListContainers median', (x) => ms(x.listContainers));
+  add('ListContainerStats median', (x) => ms(x.listContainerStats));
+  add('daemon RSS idle', (x) => mib(x.idle.daemonRss));
+  add('daemon RSS with the containers', (x) => mib(x.loaded.daemonRss));
+  add('monitor processes', (x) => String(x.loaded.monitors));
+  add('monitors RSS total', (x) => mib(x.loaded.monitorsRss));
+  add('per container: daemon growth + monitors, RSS', (x) => mib((x.loaded.daemonRss - x.idle.daemonRss + x.loaded.monitorsRss - x.idle.monitorsRss) / x.containers));
+  add('per container: daemon growth + monitors, PSS', (x) => mib((x.loaded.daemonPss - x.idle.daemonPss + x.loaded.monitorsPss - x.idle.monitorsPss) / x.containers));
+  process.stdout.write(`\n${table(rows2)}\n`);
+}
+
+async function main(): Promise<void> {
+  if (process.getuid?.() !== 0) throw new Error('run as root (network namespaces, mounts, cgroups)');
+  let registry: TestRegistry | undefined;
+  let stove: StoveProcess | undefined;
+  let containerd: PodContainerd | undefined;
+  const nets: TestNet[] = [];
+  try {
+    registry = await startRegistry();
+    const image = (await pushBusyboxImage(registry, 'bench/sleep:1', { cmd: ['sleep', '3600'] })).reference;
+    const runtimes: Runtime[] = [];
+    const empty = () => Object.fromEntries([...STEPS, 'start total'].map((k) => [k, [] as number[]])) as Runtime['times'];
+    if (values.only !== 'containerd') {
+      const net = await TestNet.create();
+      nets.push(net);
+      await net.writeConf();
+      stove = await startStove({
+        configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n`,
+        extraArgs: ['--log-level', 'info'],
+      });
+      const dir = stove.dir;
+      const pid = stove.child.pid!;
+      runtimes.push({
+        name: 'stove',
+        clients: stove.clients,
+        times: empty(),
+        daemonPid: () => pid,
+        monitorPids: () => pidsWhere((a) => a[0]!.endsWith('conmon') && a.some((x) => x.startsWith(dir + '/'))),
+      });
+    }
+    if (values.only !== 'stove') {
+      const sandboxImage = await pushPauseImage(registry);
+      const net = await TestNet.create();
+      nets.push(net);
+      await net.writeConf();
+      containerd = await startPodContainerd({ sandboxImage, cniConfDir: net.confDir, cniBinDir: '/usr/lib/cni' });
+      const dir = containerd.dir;
+      const daemon = (await pidsWhere((a) => a[0] === CONTAINERD_BIN && a.includes(join(dir, 'config.toml'))))[0]!;
+      runtimes.push({
+        name: 'containerd',
+        clients: containerd.clients,
+        times: empty(),
+        daemonPid: () => daemon,
+        monitorPids: () => pidsWhere((a) => a[0]!.endsWith('containerd-shim-runc-v2') && a.some((x) => x.includes(dir))),
+      });
+    }
+    for (const rt of runtimes) await rt.clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } }));
+    for (let i = 0; i < WARMUP; i++) for (const rt of runtimes) await cycle(rt, image, -1 - i, false);
+    for (let i = 0; i < CYCLES; i++) {
+      // Alternate who goes first so neither always follows the other's teardown.
+      for (const rt of i % 2 === 0 ? runtimes : [...runtimes].reverse()) await cycle(rt, image, i, true);
+      if ((i + 1) % 10 === 0) process.stderr.write(`  ${i + 1}/${CYCLES} cycles\n`);
+    }
+    if (PODS > 0) for (const rt of runtimes) await scale(rt, image);
+    report(runtimes);
+  } finally {
+    if (stove) {
+      const pods = await stove.clients.runtime.listPodSandbox({ filter: undefined }).catch(() => ({ items: [] }));
+      for (const pod of pods.items) await stove.clients.runtime.removePodSandbox({ podSandboxId: pod.id }).catch(() => {});
+      await stove.stop().catch(() => {});
+      await stove.cleanup().catch(() => {});
+    }
+    await containerd?.stop().catch(() => {});
+    await registry?.stop().catch(() => {});
+    for (const net of nets) await net.cleanup().catch(() => {});
+    execFileSync('rm', ['-rf', LOGS]);
+    await removeCgroup(await detectCgroups(), CGROUP_ROOT).catch(() => {});
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
