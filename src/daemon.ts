@@ -11,7 +11,7 @@ import type { Logger } from './common/logger.js';
 import { implement } from './api/services.js';
 import { serveGrpc, type GrpcEndpoint } from './api/server.js';
 import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
-import { RuntimeInfo } from './cri/runtime-info.js';
+import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
 import { PodNetworkManager } from './network/pod-network.js';
 import { pathsFor } from './config/paths.js';
 import { ImageService } from './images/image-service.js';
@@ -92,12 +92,13 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     execDir: join(config.state, 'exec'),
     log: log.child({ module: 'monitor' }),
   });
+  const handlerFeatures = await describeRuntimeHandlers(runtimes);
   const specSettings = await detectSpecSettings(
     {
       defaultCapabilities: config.runtime.defaultCapabilities,
       cgroupDriver: config.runtime.cgroupDriver,
       seccompProfile: config.runtime.seccompProfile,
-      runtimeSupportsRro: (await runtimes.get('runc').features().catch(() => undefined))?.mountOptions?.includes('rro') ?? false,
+      runtimeSupportsRro: handlerFeatures[0]?.features?.recursiveReadOnlyMounts ?? false,
     },
     log.child({ module: 'spec' }),
   );
@@ -156,7 +157,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     version: stoveVersion(),
     log: log.child({ module: 'runtime-info' }),
     networkReadiness: () => podNetwork.readiness(),
-    runtimeHandlers: () => [],
+    runtimeHandlers: () => handlerFeatures,
   });
 
   const runtimeHandlers: Partial<RuntimeHandlers> = {

@@ -13,6 +13,7 @@ import {
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../common/logger.js';
 import { stringifyJson } from '../common/json.js';
+import type { RuntimeHandlerSet } from '../sandbox/runtime-handlers.js';
 
 export const RUNTIME_NAME = 'stove';
 export const RUNTIME_API_VERSION = 'v1';
@@ -70,6 +71,8 @@ export class RuntimeInfo {
       },
       info,
       runtimeHandlers: this.deps.runtimeHandlers(),
+      // The spec module resolves the policy and reports the effective groups in ContainerStatus.
+      features: { supplementalGroupsPolicy: true },
     });
   }
 
@@ -87,4 +90,24 @@ export class RuntimeInfo {
     }
     return UpdateRuntimeConfigResponse.fromPartial({});
   }
+}
+
+/**
+ * The runtime handlers Status advertises, the default ('') first, with what each supports. The kubelet
+ * refuses user-namespaced pods and recursive read-only mounts on a handler that does not claim them.
+ * User namespaces work with runc 1.1 without idmapped mounts: the sandbox module gives the pod's mapped
+ * root access to its files, so every handler Stove runs claims them.
+ */
+export async function describeRuntimeHandlers(runtimes: RuntimeHandlerSet): Promise<RuntimeHandler[]> {
+  const described: RuntimeHandler[] = [];
+  for (const name of runtimes.names()) {
+    const features = await runtimes.get(name).features().catch(() => undefined);
+    const handlerFeatures = {
+      recursiveReadOnlyMounts: features?.mountOptions?.includes('rro') ?? false,
+      userNamespaces: true,
+    };
+    if (described.length === 0) described.push({ name: '', features: handlerFeatures });
+    described.push({ name, features: handlerFeatures });
+  }
+  return described;
 }
