@@ -218,7 +218,18 @@ async function pushPauseImage(registry: TestRegistry): Promise<string> {
 
 const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
 
-function report(runtimes: Runtime[]): void {
+/** Medians of Stove's per-step timings of CreateContainer (its `container created` log lines). */
+function stoveCreateSteps(output: string): string[][] {
+  const steps = new Map<string, number[]>();
+  for (const line of output.split('\n')) {
+    if (!line.includes('"msg":"container created"')) continue;
+    const entry = JSON.parse(line) as { ms: number; steps: Record<string, number> };
+    for (const [k, v] of Object.entries({ ...entry.steps, total: entry.ms })) steps.set(k, [...(steps.get(k) ?? []), v]);
+  }
+  return [['CreateContainer step', 'median'], ...[...steps].map(([k, v]) => [k, ms(median(v))])];
+}
+
+function report(runtimes: Runtime[], stoveOutput: string): void {
   const s = runtimes.find((r) => r.name === 'stove');
   const c = runtimes.find((r) => r.name === 'containerd');
   const containerdVersion = execFileSync(CONTAINERD_BIN, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ');
@@ -233,6 +244,7 @@ function report(runtimes: Runtime[]): void {
     `\nContainer benchmark (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerdVersion}; ` +
       `${CYCLES} cycles after ${WARMUP} warm-up; busybox sleep, 64 MiB limit, bridge + host-local + portmap)\n\n${table(rows)}\n`,
   );
+  if (s) process.stdout.write(`\nWhere Stove's CreateContainer time goes (rootfs: overlay mount and image hold; spec: user, mounts, config.json; conmon: runc create, overlapping the first two):\n\n${table(stoveCreateSteps(stoveOutput))}\n`);
   const scaled = runtimes.filter((r) => r.scale);
   if (!scaled.length) return;
   const n = scaled[0]!.scale!.containers;
@@ -302,7 +314,7 @@ async function main(): Promise<void> {
       if ((i + 1) % 10 === 0) process.stderr.write(`  ${i + 1}/${CYCLES} cycles\n`);
     }
     if (PODS > 0) for (const rt of runtimes) await scale(rt, image);
-    report(runtimes);
+    report(runtimes, stove?.output() ?? '');
   } finally {
     if (stove) {
       const pods = await stove.clients.runtime.listPodSandbox({ filter: undefined }).catch(() => ({ items: [] }));

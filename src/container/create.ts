@@ -18,7 +18,7 @@ import type { ImageInfo } from '../images/image-service.js';
 import { removeCgroup } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
 import { isReady, podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import { buildContainerSpec, prepareContainerHost, specToJson, type Spec } from '../spec/index.js';
+import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../spec/index.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord } from './model.js';
@@ -121,50 +121,24 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   const rootfsDir = join(bundleDir, 'rootfs');
   const persistDir = o.containerDir(id);
 
-  await mkdir(bundleDir, { recursive: true, mode: 0o711 });
+  const [, logDirMade] = await Promise.all([
+    mkdir(bundleDir, { recursive: true, mode: 0o711 }),
+    plan.logPath ? mkdir(dirname(plan.logPath), { recursive: true, mode: 0o755 }) : undefined,
+  ]);
   cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
   cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
+  if (logDirMade) cleanup.push('remove log dir', () => rm(logDirMade, { recursive: true, force: true }));
+  const cgroupsPath = cgroupsPathFor(sandbox.cgroupParent, id, o.specSettings.cgroupDriver);
+  cleanup.push('remove cgroup', () => removeCgroup(o.cgroups, cgroupsPath));
 
-  // Pushed first: a mount that fails after the image hold was written must still release it.
+  // Pushed before the mount (a mount that fails after the image hold was written must still release
+  // it) and before conmon (whose container is deleted before its root filesystem goes).
   cleanup.push('remove root filesystem', () => o.images.removeRootfs(id));
-  await o.images.mountRootfs(image.id, id, rootfsDir);
-  lap('rootfs');
 
-  let host;
-  try {
-    host = await prepareContainerHost({ config, image: image.config, rootfsPath: rootfsDir, settings: o.specSettings });
-  } catch (err) {
-    throw wrap(err, 'failed to prepare the container');
-  }
-  const spec: Spec = buildContainerSpec({
-    id,
-    config,
-    image: image.config,
-    imageName: plan.imageName,
-    sandbox: {
-      id: sandbox.id,
-      config: plan.podConfig,
-      hostname: sandbox.hostname,
-      pausePid: sandbox.pausePid,
-      netnsPath: sandbox.netnsPath || undefined,
-      files: sandbox.files,
-      cgroupParent: sandbox.cgroupParent,
-    },
-    host,
-    targetPid: plan.targetPid,
-    settings: o.specSettings,
-  });
-  await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
-  lap('spec');
-
-  if (plan.logPath) {
-    const made = await mkdir(dirname(plan.logPath), { recursive: true, mode: 0o755 });
-    if (made) cleanup.push('remove log dir', () => rm(made, { recursive: true, force: true }));
-  }
-
-  const cgroupsPath = spec.linux?.cgroupsPath ?? '';
-  if (cgroupsPath) cleanup.push('remove cgroup', () => removeCgroup(o.cgroups, cgroupsPath));
-  const created = await o.monitor.createContainer(plan.runtime, {
+  // conmon starts now and sets itself up while the bundle is prepared; it runs `runc create` only once
+  // the gate opens (its start pipe). A failed preparation closes the gate and the monitor undoes conmon.
+  const gate = deferred();
+  const creating = o.monitor.createContainer(plan.runtime, {
     id,
     name: plan.name,
     bundle: bundleDir,
@@ -173,11 +147,27 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     tty: config.tty,
     stdin: config.stdin,
     stdinOnce: config.stdinOnce,
+    beforeStart: () => gate.promise,
   });
+  cleanup.push('delete runtime container', async () => {
+    const created = await creating.catch(() => undefined);
+    if (created) await destroyRuntimeContainer(o.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime });
+  });
+
+  let spec: Spec;
+  let host: ContainerHostInputs;
+  try {
+    await o.images.mountRootfs(image.id, id, rootfsDir);
+    lap('rootfs');
+    ({ spec, host } = await writeBundle(o, plan, bundleDir, rootfsDir));
+    lap('spec');
+    gate.resolve();
+  } catch (err) {
+    gate.reject(err);
+    throw err;
+  }
+  const created = await creating;
   lap('conmon');
-  cleanup.push('delete runtime container', () =>
-    destroyRuntimeContainer(o.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime }),
-  );
 
   const record: ContainerRecord = {
     id,
@@ -204,7 +194,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     bundleDir,
     rootfsDir,
     persistDir,
-    cgroupsPath,
+    cgroupsPath: spec.linux?.cgroupsPath ?? cgroupsPath,
     sharedPidNamespace: !spec.linux?.namespaces?.some((n) => n.type === 'pid' && !n.path),
     resources: LinuxContainerResources.toJSON(config.linux?.resources ?? LinuxContainerResources.fromPartial({})),
     user: { uid: host.user.uid, gid: host.user.gid, additionalGids: [...host.user.additionalGids] },
@@ -213,4 +203,47 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   await o.store.put(record);
   lap('record');
   return record;
+}
+
+/** Resolves the user, prepares mounts and devices, builds the OCI spec and writes config.json. */
+async function writeBundle(o: ContainerServiceOptions, plan: CreatePlan, bundleDir: string, rootfsDir: string): Promise<{ spec: Spec; host: ContainerHostInputs }> {
+  const { config, sandbox, image } = plan;
+  let host: ContainerHostInputs;
+  try {
+    host = await prepareContainerHost({ config, image: image.config, rootfsPath: rootfsDir, settings: o.specSettings });
+  } catch (err) {
+    throw wrap(err, 'failed to prepare the container');
+  }
+  const spec = buildContainerSpec({
+    id: plan.id,
+    config,
+    image: image.config,
+    imageName: plan.imageName,
+    sandbox: {
+      id: sandbox.id,
+      config: plan.podConfig,
+      hostname: sandbox.hostname,
+      pausePid: sandbox.pausePid,
+      netnsPath: sandbox.netnsPath || undefined,
+      files: sandbox.files,
+      cgroupParent: sandbox.cgroupParent,
+    },
+    host,
+    targetPid: plan.targetPid,
+    settings: o.specSettings,
+  });
+  await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
+  return { spec, host };
+}
+
+/** A promise with its resolve and reject (the gate conmon waits at). */
+function deferred(): { promise: Promise<void>; resolve: () => void; reject: (err: unknown) => void } {
+  let resolve!: () => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => {}); // observed through `creating`
+  return { promise, resolve, reject };
 }

@@ -386,9 +386,11 @@ export class ContainerService {
   /** Runtime container, monitor files, root filesystem, bundle and cgroup; each step tolerates absence. */
   private async removeResources(r: ContainerRecord): Promise<void> {
     await destroyRuntimeContainer(this.o.monitor, this.runtimeOf(r), r.id, { pid: r.conmonPid, startTime: r.conmonStartTime });
-    await this.o.images.removeRootfs(r.id);
-    await rm(r.bundleDir, { recursive: true, force: true });
-    if (r.cgroupsPath) await removeCgroup(this.o.cgroups, r.cgroupsPath);
+    // Independent once no process is left: the root filesystem (then the bundle holding its mount point) and the cgroup.
+    await Promise.all([
+      this.o.images.removeRootfs(r.id).then(() => rm(r.bundleDir, { recursive: true, force: true })),
+      r.cgroupsPath ? removeCgroup(this.o.cgroups, r.cgroupsPath) : undefined,
+    ]);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -481,6 +483,7 @@ export class ContainerService {
    * they are now (`deleted`: the container is gone and not among them). Events go out in call order.
    */
   emit(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
+    if (this.events.size === 0) return;
     const createdAt = nowNs();
     // Snapshot now: the statuses must be those of this moment, not of when the event is built.
     const statuses = this.store.ofSandbox(record.sandboxId).map(toContainerStatus);
@@ -490,6 +493,7 @@ export class ContainerService {
 
   /** A pod sandbox's own event (the kubelet's evented PLEG wants these too), in the same order. */
   emitSandboxEvent(sandboxId: string, type: ContainerEventType): void {
+    if (this.events.size === 0) return;
     const statuses = this.store.ofSandbox(sandboxId).map(toContainerStatus);
     this.enqueueEvent(sandboxId, sandboxId, type, nowNs(), statuses);
   }

@@ -32,11 +32,15 @@ interface CpuSample {
 
 const u64 = (value: bigint | undefined) => (value === undefined ? undefined : { value });
 
+/** CPU samples older than this are dropped (the kubelet asks every 10–15 s). */
+const SAMPLE_TTL_NS = 10n * 60n * 1_000_000_000n;
+
 /** Pod network interface the kubelet reports (the CNI convention). */
 const POD_INTERFACE = 'eth0';
 
 export class StatsReader {
   private readonly samples = new Map<string, CpuSample>();
+  private lastPrune = 0n;
 
   constructor(private readonly o: StatsReaderOptions) {}
 
@@ -85,10 +89,10 @@ export class StatsReader {
     });
   }
 
-  /** Forgets the CPU sample of a removed container or pod. */
-  forget(id: string): void {
-    this.samples.delete(id);
-    this.samples.delete(`pod:${id}`);
+  /** Forgets samples nobody asked about for a while (removed containers and pods). */
+  private prune(now: bigint): void {
+    this.lastPrune = now;
+    for (const [key, sample] of this.samples) if (now - sample.timestampNs > SAMPLE_TTL_NS) this.samples.delete(key);
   }
 
   private async cgroupStats(cgroupsPath: string): Promise<CgroupStats | undefined> {
@@ -105,6 +109,7 @@ export class StatsReader {
     const usageNs = cg.cpu.usageNs;
     const previous = this.samples.get(key);
     this.samples.set(key, { timestampNs: timestamp, usageNs });
+    if (this.samples.size > 64 && timestamp - this.lastPrune > SAMPLE_TTL_NS) this.prune(timestamp);
     let nanoCores: bigint | undefined;
     if (previous && timestamp > previous.timestampNs && usageNs >= previous.usageNs) {
       nanoCores = ((usageNs - previous.usageNs) * 1_000_000_000n) / (timestamp - previous.timestampNs);

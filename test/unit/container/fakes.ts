@@ -143,6 +143,7 @@ export class FakeMonitor {
 
   async createContainer(_rt: Runc, opts: CreateContainerOptions): Promise<CreatedContainer> {
     this.calls.push(`create ${opts.id}`);
+    if (opts.beforeStart) await opts.beforeStart(99);
     if (this.failCreate) throw this.failCreate;
     this.runtime.states.set(opts.id, 'created');
     return { pid: 100, pidStartTime: 1n, conmonPid: 99, conmonStartTime: 1n };
