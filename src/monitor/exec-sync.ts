@@ -1,16 +1,24 @@
 /**
- * ExecSync through conmon, as CRI-O does: `conmon -e --sync --exec-process-spec … -l <tmp log> [-T n]`.
- * conmon runs `runc exec`, kills the process group after the timeout, writes the output in the CRI
- * log format and reports `{"exit_code": N}` (or `{"exit_code": -1, "message": …}`) on the sync pipe.
+ * ExecSync through conmon, as CRI-O does: `conmon -e --sync --exec-process-spec … -l <tmp log>`.
+ * conmon runs `runc exec`, writes the output in the CRI log format and reports `{"exit_code": N}` (or
+ * `{"exit_code": -1, "message": …}`) on the sync pipe.
+ *
+ * The timeout is enforced here, not by conmon's `-T`: on expiry conmon SIGKILLs only its direct child
+ * and exits without reaping it, so the process lingers (at best as a zombie handed to the host's init)
+ * after the caller was told it timed out, and a probe that looks right away still sees it. Stove kills
+ * the process and everything it started while conmon is still there to reap it, waits for conmon to
+ * report the exit, and only then answers DEADLINE_EXCEEDED. conmon's `-T` stays as a backstop (a few
+ * seconds later) for a daemon that dies mid-exec.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import { StoveError } from '../common/errors.js';
 import { runtimeErrorKind, runtimeMessage, type Runc } from '../runtime/runc.js';
 import { detachConmon, releaseConmon, spawnConmon, type ConmonConfig } from './conmon.js';
 import { parseCriLog } from './cri-log.js';
 import { MonitorError } from './errors.js';
 import { createExecDir, type ExecDir, type OciProcess } from './exec-dir.js';
-import { signalProcess } from './process.js';
+import { isSameProcessAlive, processStartTime, signalProcess } from './process.js';
 
 /** At most this much output is returned (stdout + stderr together), as in CRI-O. */
 export const EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024;
@@ -19,8 +27,14 @@ export const EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024;
  * grow past the output cap; twice the cap keeps the full 16 MiB for lines of typical length.
  */
 const EXEC_SYNC_MAX_LOG = 2 * EXEC_SYNC_MAX_OUTPUT;
-/** conmon's message when `-T` expired. */
+/** conmon's message when `-T` expired (also the message of Stove's own timeout). */
 const TIMED_OUT = 'command timed out';
+/** conmon's own `-T` fires this long after Stove's timeout: only if Stove is gone. */
+const CONMON_TIMEOUT_BACKSTOP_SECONDS = 10;
+/** How often the processes of a timed-out exec are killed again (runc may still be starting one). */
+const KILL_INTERVAL_MS = 100;
+/** How long to wait for killed processes to die. */
+const GONE_TIMEOUT_MS = 5000;
 
 /** What an ExecSync produced. */
 export interface ExecSyncResult {
@@ -59,7 +73,7 @@ export function execSyncArgs(
     '--log-global-size-max', String(EXEC_SYNC_MAX_LOG),
   ];
   if (tty) args.push('-t');
-  if (timeoutSeconds > 0) args.push('-T', String(timeoutSeconds));
+  if (timeoutSeconds > 0) args.push('-T', String(timeoutSeconds + CONMON_TIMEOUT_BACKSTOP_SECONDS));
   args.push('--exec-process-spec', dir.processFile);
   for (const arg of runtime.globalArgs()) args.push('--runtime-arg', arg);
   return args;
@@ -83,9 +97,17 @@ export async function execSync(
     const args = execSyncArgs(config, runtime, containerId, dir, proc.terminal === true, timeoutSeconds, options.name);
     const conmon = await spawnConmon(config, args, dir.dir);
     let exit;
+    const deadline = timeoutSeconds > 0 ? new ExecDeadline(conmon.child.pid!, timeoutSeconds) : undefined;
     try {
       releaseConmon(conmon);
       exit = await waitWithSafetyNet(conmon.exited, timeoutSeconds, () => signalProcess(conmon.child.pid!, 'SIGKILL'));
+      deadline?.stop();
+      if (deadline?.killedAny) {
+        // conmon reaped the exec'd process before it exited; whatever that process started went to the
+        // container's init: wait for all of it to be dead.
+        await deadline.waitGone();
+        throw new MonitorError('DeadlineExceeded', TIMED_OUT, containerId);
+      }
       const message = await conmon.sync.next(1000, () => new Error('no exit code'));
       const result = await execResult(containerId, dir, message, exit, conmon.output());
       if (result.truncated) {
@@ -96,6 +118,7 @@ export async function execSync(
       if (err instanceof StoveError) throw err;
       throw new MonitorError('Internal', `failed to exec in container "${containerId}": ${(err as Error).message}`, containerId, { cause: err });
     } finally {
+      deadline?.stop();
       detachConmon(conmon);
     }
   } finally {
@@ -103,10 +126,83 @@ export async function execSync(
   }
 }
 
+/**
+ * The timeout of one ExecSync: when it expires, every process below conmon (runc while it starts the
+ * process, the process, its children) is SIGKILLed, and again every KILL_INTERVAL_MS until stop().
+ */
+class ExecDeadline {
+  private readonly killed = new Map<number, bigint>();
+  private readonly timer: NodeJS.Timeout;
+  private stopped = false;
+
+  constructor(
+    private readonly conmonPid: number,
+    timeoutSeconds: number,
+  ) {
+    this.timer = setTimeout(() => void this.killLoop().catch(() => {}), timeoutSeconds * 1000);
+  }
+
+  /** True once the deadline killed a process (a command that ended just in time keeps its result). */
+  get killedAny(): boolean {
+    return this.killed.size > 0;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  private async killLoop(): Promise<void> {
+    while (!this.stopped) {
+      for (const pid of await descendantsOf(this.conmonPid)) {
+        const started = await processStartTime(pid);
+        if (started === undefined) continue;
+        signalProcess(pid, 'SIGKILL');
+        this.killed.set(pid, started);
+      }
+      await delay(KILL_INTERVAL_MS);
+    }
+  }
+
+  /**
+   * Resolves once every killed process is dead (reaped, or a zombie waiting for the container's init),
+   * or after GONE_TIMEOUT_MS.
+   */
+  async waitGone(): Promise<void> {
+    const until = Date.now() + GONE_TIMEOUT_MS;
+    for (const [pid, started] of this.killed) {
+      while ((await isSameProcessAlive(pid, started)) && Date.now() < until) await delay(10);
+    }
+  }
+}
+
+/** Host pids of every process below `root` (not `root` itself), from /proc's parent links. */
+export async function descendantsOf(root: number): Promise<number[]> {
+  const children = new Map<number, number[]>();
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    if (!stat) continue;
+    // Field 4 (ppid) follows the state after the command name, which may contain spaces and parentheses.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const list = children.get(ppid) ?? [];
+    list.push(Number(name));
+    children.set(ppid, list);
+  }
+  const out: number[] = [];
+  const queue = [...(children.get(root) ?? [])];
+  while (queue.length > 0) {
+    const pid = queue.shift()!;
+    out.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
 /** Waits for conmon; if it outlives its own timeout by far, kills it (a hung runtime). */
 async function waitWithSafetyNet<T>(exited: Promise<T>, timeoutSeconds: number, kill: () => void): Promise<T> {
   if (timeoutSeconds <= 0) return exited;
-  const timer = setTimeout(kill, (timeoutSeconds + 30) * 1000);
+  const timer = setTimeout(kill, (timeoutSeconds + CONMON_TIMEOUT_BACKSTOP_SECONDS + 30) * 1000);
   try {
     return await exited;
   } finally {

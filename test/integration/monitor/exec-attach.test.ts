@@ -41,6 +41,19 @@ class Collector extends Writable {
   }
 }
 
+/** Processes (zombies included) whose command name is `name`: pid, state, and arguments (empty for a zombie). */
+async function processesNamed(name: string): Promise<{ pid: number; state: string; args: string }[]> {
+  const out: { pid: number; state: string; args: string }[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== name) continue;
+    const args = (await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')).split('\0').join(' ');
+    out.push({ pid: Number(entry), state: stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3), args });
+  }
+  return out;
+}
+
 describe('monitor: exec and attach through conmon', function () {
   this.timeout(20_000);
   let fx: MonitorFixture;
@@ -81,6 +94,21 @@ describe('monitor: exec and attach through conmon', function () {
       assert.ok(Date.now() - started < 4000, 'returned soon after the timeout');
       const leftover = await fx.runc.pids(sleeper.id);
       assert.equal(leftover.length, 1, `the timed-out process was killed (pids ${leftover})`);
+    });
+
+    it('a timeout returns only once the process and its children are dead, the process reaped', async () => {
+      // Copies of busybox under names of their own, so the processes can be told apart in /proc.
+      const name = `busybox${Math.random().toString(36).slice(2, 8)}`; // busybox runs its first argument as the applet
+      const c = await fx.run({ args: ['sleep', '1000'] });
+      const script = `cp /bin/busybox /tmp/${name}m && cp /bin/busybox /tmp/${name}c && { /tmp/${name}c sleep 4322 & exec /tmp/${name}m sleep 4321; }`;
+      const err = await fx.monitor.execSync(fx.runc, c.id, execProcess(c.bundle.spec.process, ['sh', '-c', script], false), 1).then(() => undefined, (e: unknown) => e);
+      assert.ok(isKind(err, 'DeadlineExceeded'), String(err));
+      // The exec'd process was reaped by conmon: not even a zombie is left.
+      assert.deepEqual(await processesNamed(`${name}m`), []);
+      // Its child went to the container's init, which (being `sleep`) never reaps: a zombie at most.
+      const child = await processesNamed(`${name}c`);
+      assert.deepEqual(child.filter((p) => p.state !== 'Z'), [], `left running: ${JSON.stringify(child)}`);
+      assert.deepEqual(await fx.runc.pids(c.id), [c.pid]);
     });
 
     it('runs 20 concurrent execs in one container', async () => {

@@ -51,7 +51,7 @@ describe('monitor: conmon command lines', () => {
     const dir = { pidFile: '/x/pidfile', logFile: '/x/log', processFile: '/x/process.json' };
     const args = execSyncArgs(config, runc, 'c1', dir, false, 5);
     assert.ok(args.includes('--sync') && args.includes('-e') && !args.includes('-t') && !args.includes('-b'));
-    assert.equal(flag(args, '-T'), '5');
+    assert.equal(flag(args, '-T'), '15', 'conmon\'s own timeout is only a backstop');
     assert.equal(flag(args, '-l'), 'k8s-file:/x/log');
     assert.equal(flag(args, '--exec-process-spec'), '/x/process.json');
     assert.equal(flag(args, '--log-global-size-max'), String(32 * 1024 * 1024));
