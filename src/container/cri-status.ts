@@ -45,8 +45,22 @@ export function toContainerStatus(record: ContainerRecord): ContainerStatus {
   });
 }
 
-/** The ListContainers entry of a record. */
+const listed = new WeakMap<ContainerRecord, Container>();
+
+/**
+ * The ListContainers entry of a record, built once per record object (records are replaced on every
+ * change, so the cache never goes stale; callers must not modify the result).
+ */
 export function toCriContainer(record: ContainerRecord): Container {
+  let entry = listed.get(record);
+  if (!entry) {
+    entry = buildCriContainer(record);
+    listed.set(record, entry);
+  }
+  return entry;
+}
+
+function buildCriContainer(record: ContainerRecord): Container {
   const config = containerConfigOf(record);
   return Container.fromPartial({
     id: record.id,
