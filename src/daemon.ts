@@ -41,6 +41,8 @@ import { reopenContainerLog, updateContainerResources } from './cri/container-up
 import { execSync } from './cri/exec-sync.js';
 import { getContainerEvents } from './cri/events.js';
 import { containerStats, listContainerStats, listPodSandboxStats, podSandboxStats } from './cri/stats.js';
+import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
+import { CriStreamingBackend, streamingLookup } from './cri/streaming-backend.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -160,6 +162,16 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     runtimeHandlers: () => handlerFeatures,
   });
 
+  // Exec, Attach and PortForward hand out URLs of this server; it listens before the API answers.
+  const streamingDeps = { containers, sandboxes, monitor, log: log.child({ module: 'streaming' }) };
+  const streaming = new StreamingServer({
+    ...streamingOptionsFromConfig(config.streaming),
+    backend: new CriStreamingBackend(streamingDeps),
+    lookup: streamingLookup(streamingDeps),
+    log: streamingDeps.log,
+  });
+  await streaming.start();
+
   const runtimeHandlers: Partial<RuntimeHandlers> = {
     version: (r) => info.version(r),
     status: (r) => info.status(r),
@@ -179,6 +191,9 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     updateContainerResources: (r) => updateContainerResources(containers, r),
     reopenContainerLog: (r) => reopenContainerLog(containers, r),
     execSync: (r) => execSync(containers, r),
+    exec: (r) => streaming.exec(r),
+    attach: (r) => streaming.attach(r),
+    portForward: (r) => streaming.portForward(r),
     containerStats: (r) => containerStats({ containers, sandboxes, stats }, r),
     listContainerStats: (r) => listContainerStats({ containers, sandboxes, stats }, r),
     podSandboxStats: (r) => podSandboxStats({ containers, sandboxes, stats }, r),
@@ -201,13 +216,18 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
       { definition: ImageServiceService, implementation: implement(ImageServiceService, imageHandlers, apiLog) },
     ],
     log,
-  );
+  ).catch(async (err: unknown) => {
+    await streaming.stop();
+    throw err;
+  });
 
   return {
     endpoint,
     async stop() {
       containers.events.close();
       await endpoint.shutdown();
+      // Ends live exec/attach/port-forward sessions: their exec'd processes are killed.
+      await streaming.stop();
       exits.stop();
       await images.close();
     },
