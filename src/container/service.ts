@@ -87,6 +87,8 @@ export class ContainerService {
   private readonly log: Logger;
   /** Events are built and published one at a time, in order. */
   private eventChain: Promise<void> = Promise.resolve();
+  /** The last event published for each pod sandbox. */
+  private readonly lastSandboxEvent = new Map<string, ContainerEventType>();
 
   constructor(readonly o: ContainerServiceOptions) {
     this.store = o.store;
@@ -493,6 +495,10 @@ export class ContainerService {
 
   /** A pod sandbox's own event (the kubelet's evented PLEG wants these too), in the same order. */
   emitSandboxEvent(sandboxId: string, type: ContainerEventType): void {
+    // A StopPodSandbox and the pause process's exit file both report the stop: publish it once.
+    if (this.lastSandboxEvent.get(sandboxId) === type) return;
+    if (type === ContainerEventType.CONTAINER_DELETED_EVENT) this.lastSandboxEvent.delete(sandboxId);
+    else this.lastSandboxEvent.set(sandboxId, type);
     if (this.events.size === 0) return;
     const statuses = this.store.ofSandbox(sandboxId).map(toContainerStatus);
     this.enqueueEvent(sandboxId, sandboxId, type, nowNs(), statuses);

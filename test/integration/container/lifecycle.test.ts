@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { ContainerEventType, ContainerFilter, ContainerState, ImageSpec, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerEventType, ContainerFilter, ContainerState, ImageSpec, PodSandboxState, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { ContainerWorld, eventually, pidAlive, rejectsWith, skipReason } from './world.js';
 
 const exists = (p: string) => access(p).then(() => true, () => false);
@@ -233,6 +233,19 @@ describe('containers: lifecycle (real runc, conmon and CNI)', function () {
       assert.equal(stoppedStatus.exitCode, 2);
       assert.equal(mine[3]!.containersStatuses.find((s) => s.id === id), undefined);
       for (let i = 1; i < mine.length; i++) assert.ok(mine[i]!.createdAt >= mine[i - 1]!.createdAt);
+    }
+    // The pod has events of its own, with its ID as container_id.
+    await rt.stopPodSandbox({ podSandboxId: pod.id });
+    await rt.removePodSandbox({ podSandboxId: pod.id });
+    for (const { events, call } of subscribers) {
+      await eventually('pod events', async () => events.filter((e) => e.containerId === pod.id).length >= 4);
+      const podEvents = events.filter((e) => e.containerId === pod.id);
+      assert.deepEqual(
+        podEvents.map((e) => ContainerEventType[e.containerEventType]),
+        ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT', 'CONTAINER_DELETED_EVENT'],
+      );
+      assert.equal(podEvents[1]!.podSandboxStatus!.state, PodSandboxState.SANDBOX_READY);
+      assert.equal(podEvents[2]!.podSandboxStatus!.state, PodSandboxState.SANDBOX_NOTREADY);
       call.cancel();
     }
   });
