@@ -39,7 +39,7 @@ import { createContainer, removeContainer, startContainer, stopContainer } from 
 import { containerStatus, listContainers } from './cri/container-query.js';
 import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
 import { execSync } from './cri/exec-sync.js';
-import { getContainerEvents } from './cri/events.js';
+import { dispatchExit, getContainerEvents, withSandboxEvents } from './cri/events.js';
 import { containerStats, listContainerStats, listPodSandboxStats, podSandboxStats } from './cri/stats.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './cri/streaming-backend.js';
@@ -143,7 +143,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
   const exits = new ExitWatcher({
     exitsDir: paths.exitsDir,
     onExit: async (exit) => {
-      if (!(await sandboxes.handleExit(exit))) await containers.handleExit(exit);
+      await dispatchExit(exit, sandboxes, containers);
     },
     log: log.child({ module: 'exits' }),
   });
@@ -200,6 +200,8 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     listPodSandboxStats: (r) => listPodSandboxStats({ containers, sandboxes, stats }, r),
     getContainerEvents: (r, sink) => getContainerEvents(containers, r, sink),
   };
+  // Pod sandboxes publish their own lifecycle events too (the kubelet's evented PLEG wants them).
+  Object.assign(runtimeHandlers, withSandboxEvents(containers, sandboxes, runtimeHandlers as Parameters<typeof withSandboxEvents>[2]));
   const imageHandlers: Partial<ImageHandlers> = {
     pullImage: (r) => pullImage(images, r),
     listImages: (r) => listImages(images, r),
