@@ -11,6 +11,7 @@ import { startRegistry, type TestRegistry } from '../../helpers/registry.js';
 import { pushBusyboxImage, type BusyboxImageOptions, type PushedImage } from '../../helpers/image-builder.js';
 import { conmonsUnder, PodWorld, skipReason as podSkipReason } from '../sandbox/world.js';
 import { mountPoints } from '../../../src/platform/mount.js';
+import { cgroupPathOf, detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
 import { execa } from 'execa';
 
 export { codeOf, eventually, pidAlive, rejectsWith, conmonsUnder } from '../sandbox/world.js';
@@ -172,6 +173,12 @@ export class ContainerWorld {
     if (containers.length) out.push(`runc containers: ${containers.join(' ')}`);
     const conmons = await conmonsUnder(join(state, 'containers'));
     if (conmons.length) out.push(`conmon processes: ${conmons.join(' ')}`);
+    const layout = await detectCgroups();
+    for (const h of layout.hierarchies) {
+      const d = dirIn(h, cgroupPathOf(this.pods.cgroupRoot));
+      const children = (await readdir(d, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory() && !pods.has(e.name));
+      if (children.length) out.push(`container cgroups in ${d}: ${children.map((e) => e.name).join(' ')}`);
+    }
     return out;
   }
 
