@@ -96,7 +96,10 @@ export class CriStreamingBackend implements StreamingBackend {
       if (!r.done) first = r.value;
     }
     if (io.signal.aborted) throw new Error('the client went away');
-    const session = await this.deps.monitor.exec(target.runtime, target.id, execProcess(target.process, request.cmd, io.tty), {
+    const proc = execProcess(target.process, request.cmd, io.tty);
+    // runc sizes the new terminal before the process runs (a resize through conmon would come after).
+    if (first && first.width > 0 && first.height > 0) proc['consoleSize'] = { width: first.width, height: first.height };
+    const session = await this.deps.monitor.exec(target.runtime, target.id, proc, {
       tty: io.tty,
       stdin: io.stdin,
       stdout: io.stdout,
