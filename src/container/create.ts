@@ -8,7 +8,7 @@
  * Each acquisition pushes its undo at once, so a failed create leaves no mount, cgroup, conmon, runc
  * container, name reservation or directory behind.
  */
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { CleanupStack } from '../common/cleanup.js';
@@ -128,6 +128,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
   cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
   if (logDirMade) cleanup.push('remove log dir', () => rm(logDirMade, { recursive: true, force: true }));
+  if (sandbox.userns) await checkSearchable(bundleDir, sandbox.id);
   const cgroupsPath = cgroupsPathFor(sandbox.cgroupParent, id, o.specSettings.cgroupDriver);
   cleanup.push('remove cgroup', () => removeCgroup(o.cgroups, cgroupsPath));
 
@@ -157,7 +158,15 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   let spec: Spec;
   let host: ContainerHostInputs;
   try {
-    await o.images.mountRootfs(image.id, id, rootfsDir);
+    // In a pod with its own user namespace the runtime sets the container up as the pod's mapped root,
+    // which must own the root filesystem to make mount points in it and to write to it. Its owners are
+    // chowned into the pod's range (storage/idshift.ts) because Debian 12's runc 1.1.5 has no idmapped
+    // mounts and crun 1.8, which has them, refuses this host's hybrid cgroups. With a runtime that has
+    // them (runc >= 1.2: `mountExtensions.idmap` in `runc features`), the root filesystem would instead be
+    // an idmapped mount of the same overlay (the kernel shifts ids on access, nothing is chowned or
+    // copied up), as containerd 2 and CRI-O do.
+    const idShift = sandbox.userns ? { uids: sandbox.userns.uidMappings, gids: sandbox.userns.gidMappings } : undefined;
+    await o.images.mountRootfs(image.id, id, rootfsDir, idShift ? { idShift } : {});
     lap('rootfs');
     ({ spec, host } = await writeBundle(o, plan, bundleDir, rootfsDir));
     lap('spec');
@@ -234,6 +243,24 @@ async function writeBundle(o: ContainerServiceOptions, plan: CreatePlan, bundleD
   });
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
   return { spec, host };
+}
+
+/**
+ * The OCI runtime sets a user-namespace container up as the pod's mapped root, an unprivileged user on
+ * the host: every directory above the bundle (and so the root filesystem) must let others through.
+ * Stove makes its own dirs 0711; this names a parent that does not, instead of the runtime's bare EACCES.
+ */
+async function checkSearchable(bundleDir: string, sandboxId: string): Promise<void> {
+  for (let dir = dirname(bundleDir); ; dir = dirname(dir)) {
+    const { mode } = await stat(dir);
+    if (!(mode & 0o001)) {
+      throw failedPrecondition(
+        `sandbox "${sandboxId}" has its own user namespace, whose root cannot reach the container's root filesystem: ` +
+          `"${dir}" (mode ${(mode & 0o777).toString(8).padStart(4, '0')}) does not let other users through; make it 0711 or 0755`,
+      );
+    }
+    if (dir === '/') return;
+  }
 }
 
 /** A promise with its resolve and reject (the gate conmon waits at). */

@@ -19,6 +19,7 @@ import { BlobStore } from '../storage/blobs.js';
 import { LayerStore } from '../storage/layers.js';
 import { UnpackPool } from '../storage/unpack-pool.js';
 import { diskUsage, mountOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
+import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord } from './image-store.js';
 import { RegistryClient, type RegistryHostSettings } from './registry-client.js';
 import { Leases, Puller } from './pull.js';
@@ -60,6 +61,8 @@ interface Hold {
   imageId: string;
   /** Where the overlay is mounted, while it is. */
   target?: string;
+  /** The owners were shifted into a user namespace's range (the overlay is mounted `metacopy=on`). */
+  idShifted?: boolean;
 }
 
 export interface FsUsage {
@@ -320,18 +323,29 @@ export class ImageService {
   /**
    * Mounts a container's root filesystem at `target`: overlay of the image's layers with the
    * container's own upper/work dirs (created on first use, kept across mounts). Holds the image.
+   * With `idShift` (a pod with its own user namespace), every file's owner is moved to the host ids
+   * the namespace maps it to (idshift.ts); the layers themselves stay untouched.
    */
-  async mountRootfs(imageSpec: string, containerId: string, target: string): Promise<void> {
+  async mountRootfs(imageSpec: string, containerId: string, target: string, options: { idShift?: IdShift } = {}): Promise<void> {
     const image = await this.holdImage(imageSpec, containerId);
     const record = this.store.get(image.id)!;
     const lower = record.layers.length ? this.layers.lowerDirs(record.layers.map((l) => l.chainId)) : [this.layers.emptyDir];
     const fs = this.fsDir(containerId);
+    const idShifted = options.idShift !== undefined || this.holds.get(containerId)?.idShifted === true;
     try {
-      await mountOverlay({ baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target });
+      await mountOverlay({ baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target, metacopy: idShifted });
     } catch (err) {
       throw wrap(err, `failed to mount the root filesystem of container "${containerId}"`);
     }
-    await this.saveHold({ containerId, imageId: image.id, target });
+    await this.saveHold({ containerId, imageId: image.id, target, ...(idShifted ? { idShifted } : {}) });
+    if (!options.idShift) return;
+    const started = performance.now();
+    try {
+      const result = await shiftOwnership(target, options.idShift);
+      this.log.debug('root filesystem owners shifted', { container: shortId(containerId), ...result, ms: +(performance.now() - started).toFixed(1) });
+    } catch (err) {
+      throw wrap(err, `failed to shift the owners of the root filesystem of container "${containerId}" into its user namespace`);
+    }
   }
 
   /** Unmounts a container's root filesystem (its writable layer and the hold stay). */
@@ -339,7 +353,7 @@ export class ImageService {
     const hold = this.holds.get(containerId);
     if (!hold?.target) return;
     await unmountOverlay(hold.target);
-    await this.saveHold({ containerId, imageId: hold.imageId });
+    await this.saveHold({ containerId, imageId: hold.imageId, ...(hold.idShifted ? { idShifted: true } : {}) });
   }
 
   /** Unmounts, deletes the writable layer, and releases the image. */

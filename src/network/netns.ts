@@ -6,12 +6,13 @@
  *
  * `unshare --net=<file>` makes the namespace and the bind mount in one step. It works with the
  * private mount propagation of this host's `/` (a pin in a shared mount would also be fine).
+ * `pin` bind-mounts a namespace some process already has (`ip netns attach`).
  */
 import { mkdir, open, readdir, realpath, statfs, unlink } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { execa } from 'execa';
 import { alreadyExists, internal, invalidArgument } from '../common/errors.js';
-import { isMountPoint, unmount } from '../platform/mount.js';
+import { bindMount, isMountPoint, unmount } from '../platform/mount.js';
 
 /** statfs(2) f_type of nsfs, the filesystem behind /proc/<pid>/ns/* and their bind mounts. */
 const NSFS_MAGIC = 0x6e736673;
@@ -55,6 +56,30 @@ export class NetnsStore {
     if (r.exitCode !== 0 || !(await isNetns(path))) {
       await this.removePin(path).catch(() => {});
       throw internal(`failed to create network namespace ${path}: ${String(r.stderr || r.stdout || r.shortMessage || '').trim()}`);
+    }
+    return path;
+  }
+
+  /**
+   * Pins a network namespace that already exists, e.g. `/proc/<pid>/ns/net` of a process that made its
+   * own (a pod with a user namespace: its netns must be owned by that user namespace, so the pod's
+   * pause process creates it), at `pathFor(sandboxId)`.
+   */
+  async pin(sandboxId: string, source: string): Promise<string> {
+    const path = this.pathFor(sandboxId);
+    if (!(await isNetns(source))) throw invalidArgument(`${source} is not a network namespace`);
+    await mkdir(this.dir, { recursive: true, mode: 0o755 });
+    try {
+      await (await open(path, 'wx', 0o444)).close();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw alreadyExists(`network namespace ${path} already exists`);
+      throw err;
+    }
+    try {
+      await bindMount(source, path);
+    } catch (err) {
+      await this.removePin(path).catch(() => {});
+      throw internal(`failed to pin network namespace ${source} at ${path}: ${(err as Error).message}`);
     }
     return path;
   }

@@ -4,7 +4,9 @@
  * error texts, and an on-disk attachment cache).
  *
  * Caller pattern (RunPodSandbox): `createNetns` → `setup` → start pause joining the netns path; on a
- * later failure `teardown` then `removeNetns`. A failed `setup` has already undone its own ADDs.
+ * later failure `teardown` then `removeNetns`. A pod with its own user namespace instead creates the
+ * pause container (which makes the netns) → `pinNetns(id, /proc/<pid>/ns/net)` → `setup`.
+ * A failed `setup` has already undone its own ADDs.
  * StopPodSandbox: `teardown` (before removing the netns: some plugins, e.g. bridge 1.1's ipMasq,
  * clean up only while the pod interface still exists), then `removeNetns`.
  */
@@ -95,6 +97,14 @@ export class PodNetworkManager {
   /** Creates and pins a network namespace for the sandbox (lo up); returns its path. */
   createNetns(sandboxId: string): Promise<string> {
     return this.netns.create(sandboxId);
+  }
+
+  /**
+   * Pins the network namespace at `source` (e.g. `/proc/<pid>/ns/net`) as the sandbox's; returns the
+   * pin path. For a pod whose pause process made its own netns (pods with a user namespace).
+   */
+  pinNetns(sandboxId: string, source: string): Promise<string> {
+    return this.netns.pin(sandboxId, source);
   }
 
   /** Unpins and deletes a namespace file; missing is fine. */

@@ -9,6 +9,11 @@
  *
  * The pause container joins the pinned netns by path, so it does not wait for CNI, unless a sysctl
  * names a pod interface (`net.ipv4.conf.eth0.*`), which must exist before runc writes it.
+ *
+ * A pod with its own user namespace on the pod network goes the other way round (podOwnedNetnsSteps):
+ *
+ *   pod files + shm, cgroup parent check → pause create (runc makes the netns) → pin its netns
+ *   → CNI ADD (→ sysctls naming the pod interface, written from the host) ∥ pause start
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -42,7 +47,8 @@ export async function runSandbox(o: SandboxServiceOptions, config: PodSandboxCon
     config,
     rootPath: o.pauseRootfs,
     hostname: plan.hostname,
-    netnsPath: plan.modes.hostNetwork ? undefined : NETNS_PENDING,
+    // Absent, the pause container gets a new netns of its own (pods with a user namespace).
+    netnsPath: plan.modes.hostNetwork || ownsNetns(plan) ? undefined : NETNS_PENDING,
     shmPath: files.shmPath,
     cgroupParent: plan.cgroupParent,
     imageName: PAUSE_IMAGE_NAME,
@@ -92,16 +98,10 @@ class PodRun {
     await this.createLogDirectory();
 
     const t = this.timer;
-    const netns = t.time('netns', () => this.createNetns());
     const podFiles = t.time('podFiles', () => this.setupPodFiles());
     const cgroups = t.time('cgroupParent', () => this.prepareCgroups());
-    const network = netns.then((netnsPath) => t.time('cni', () => this.setupNetwork(netnsPath)));
-    const hostSysctls = this.takeHostWrittenSysctls();
-    const pause = Promise.all([netns, podFiles, cgroups, needsInterface(spec) ? network : undefined]).then(async ([netnsPath]) => {
-      if (netnsPath) setNetnsPath(spec, netnsPath);
-      if (hostSysctls) await t.time('netnsSysctls', () => this.writeNetnsSysctls(netnsPath, hostSysctls));
-      return this.startPause();
-    });
+    const hostReady = Promise.all([podFiles, cgroups]);
+    const { netns, network, pause } = ownsNetns(plan) ? this.podOwnedNetnsSteps(hostReady) : this.pinnedNetnsSteps(hostReady);
     const [netnsPath, , createdCgroups, ips, proc] = await settleAll([netns, podFiles, cgroups, network, pause] as const);
 
     const record: SandboxRecord = {
@@ -132,17 +132,63 @@ class PodRun {
   }
 
   /**
-   * A pod with its own user namespace cannot write the sysctls of the pinned netns (the host's user
-   * namespace owns it): those move from the pause spec to a write from the host, before the pause starts.
+   * Pin a new netns, attach it with CNI and let the pause container join it by path. The pause does
+   * not wait for CNI unless a sysctl names the pod interface, which runc can only write once it exists.
    */
-  private takeHostWrittenSysctls(): Record<string, string> | undefined {
-    const { plan, spec } = this.input;
+  private pinnedNetnsSteps(hostReady: Promise<unknown>): NetworkSteps {
+    const { spec } = this.input;
+    const t = this.timer;
+    const netns = t.time('netns', () => this.createNetns());
+    const network = netns.then((netnsPath) => t.time('cni', () => this.setupNetwork(netnsPath)));
+    const pause = Promise.all([netns, hostReady, needsInterface(spec) ? network : undefined]).then(async ([netnsPath]) => {
+      if (netnsPath) setNetnsPath(spec, netnsPath);
+      const proc = await this.createPause();
+      await this.startPause();
+      return proc;
+    });
+    return { netns, network, pause };
+  }
+
+  /**
+   * A pod with its own user namespace (containerd 2's order for such pods). Its containers join the
+   * pod's user namespace first and the other namespaces after; the kernel lets a process setns into
+   * a namespace only with CAP_SYS_ADMIN in the user namespace that owns it, so a netns pinned by the
+   * host (owned by the host's user namespace) is out of their reach ("setns into net namespace:
+   * Operation not permitted"). So the pause container is created first with a new netns, which runc
+   * makes inside the pod's user namespace; Stove pins `/proc/<pause pid>/ns/net` and runs CNI on the
+   * pin, while the pause process starts. The pod's other net.* sysctls are written by runc in that
+   * netns as usual; those naming the pod interface need CNI first and are written from the host (whose
+   * root is privileged over every user namespace) once the interface exists. Idmapped mounts change
+   * nothing here (they concern the root filesystem, see container/create.ts): the order is the same with
+   * any runtime.
+   */
+  private podOwnedNetnsSteps(hostReady: Promise<unknown>): NetworkSteps {
+    const t = this.timer;
+    const interfaceSysctls = this.takeInterfaceSysctls();
+    const created = hostReady.then(() => this.createPause());
+    const netns = created.then((proc) => t.time('netns', () => this.pinNetns(proc.pid)));
+    const network = netns.then(async (netnsPath) => {
+      const ips = await t.time('cni', () => this.setupNetwork(netnsPath));
+      if (interfaceSysctls) await t.time('netnsSysctls', () => this.writeNetnsSysctls(netnsPath, interfaceSysctls));
+      return ips;
+    });
+    const pause = netns.then(async () => {
+      await this.startPause();
+      return created;
+    });
+    return { netns, network, pause };
+  }
+
+  /** Removes the sysctls naming a pod interface from the pause spec and returns them (if any). */
+  private takeInterfaceSysctls(): Record<string, string> | undefined {
+    const { spec } = this.input;
     const sysctl = spec.linux?.sysctl;
-    if (!plan.modes.userns || plan.modes.hostNetwork || !sysctl) return undefined;
-    const net = Object.fromEntries(Object.entries(sysctl).filter(([k]) => k.startsWith('net.')));
-    for (const k of Object.keys(net)) delete sysctl[k];
+    if (!sysctl) return undefined;
+    const taken = Object.fromEntries(Object.entries(sysctl).filter(([k]) => namesPodInterface(k)));
+    if (Object.keys(taken).length === 0) return undefined;
+    for (const k of Object.keys(taken)) delete sysctl[k];
     if (Object.keys(sysctl).length === 0) delete spec.linux!.sysctl;
-    return net;
+    return taken;
   }
 
   private async writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void> {
@@ -172,6 +218,18 @@ class PodRun {
       path = await this.o.network.createNetns(this.id);
     } catch (err) {
       throw wrap(err, `failed to create network namespace for sandbox "${this.id}"`);
+    }
+    this.cleanup.push('remove network namespace', () => this.o.network.removeNetns(path));
+    return path;
+  }
+
+  /** Pins the network namespace the (created) pause process made. */
+  private async pinNetns(pausePid: number): Promise<string> {
+    let path: string;
+    try {
+      path = await this.o.network.pinNetns(this.id, `/proc/${pausePid}/ns/net`);
+    } catch (err) {
+      throw wrap(err, `failed to pin the network namespace of sandbox "${this.id}"`);
     }
     this.cleanup.push('remove network namespace', () => this.o.network.removeNetns(path));
     return path;
@@ -219,7 +277,8 @@ class PodRun {
     return result.ips;
   }
 
-  private async startPause(): Promise<PauseProcess> {
+  /** Creates the pause container (runtime state `created`: its namespaces exist, /bin/pause does not run yet). */
+  private async createPause(): Promise<PauseProcess> {
     const { id } = this;
     const { runtimeHandler: handler, spec } = this.input;
     let proc: PauseProcess;
@@ -232,21 +291,42 @@ class PodRun {
       await this.o.pause.destroy(id, handler, pauseRefs(proc.pid, proc.pidStartTime, proc.conmonPid, proc.conmonStartTime));
       await this.o.pause.forget(id);
     });
+    return proc;
+  }
+
+  private async startPause(): Promise<void> {
+    const { id } = this;
     try {
-      await this.timer.time('pauseStart', () => this.o.pause.start(id, handler));
+      await this.timer.time('pauseStart', () => this.o.pause.start(id, this.input.runtimeHandler));
     } catch (err) {
       throw wrap(err, `failed to start pause container for sandbox "${id}"`);
     }
-    return proc;
   }
+}
+
+/** The netns, CNI and pause steps of a run (their order depends on who makes the netns). */
+interface NetworkSteps {
+  /** The pinned netns ('' for host network). */
+  netns: Promise<string>;
+  /** The pod IPs. */
+  network: Promise<string[]>;
+  pause: Promise<PauseProcess>;
+}
+
+/** True when the pause container makes the pod's netns (pods with their own user namespace). */
+function ownsNetns(plan: PodPlan): boolean {
+  return plan.modes.userns && !plan.modes.hostNetwork;
 }
 
 /** Sysctls of a named pod interface need the interface, so CNI runs first. */
 function needsInterface(spec: Spec): boolean {
-  return Object.keys(spec.linux?.sysctl ?? {}).some((k) => {
-    const m = /^net\.ipv[46]\.(?:conf|neigh)\.([^.]+)\./.exec(k);
-    return m !== null && !['all', 'default', 'lo'].includes(m[1]!);
-  });
+  return Object.keys(spec.linux?.sysctl ?? {}).some(namesPodInterface);
+}
+
+/** `net.ipv4.conf.eth0.rp_filter` names an interface CNI makes; `…conf.all.…`, `default`, `lo` do not. */
+function namesPodInterface(sysctl: string): boolean {
+  const m = /^net\.ipv[46]\.(?:conf|neigh)\.([^.]+)\./.exec(sysctl);
+  return m !== null && !['all', 'default', 'lo'].includes(m[1]!);
 }
 
 /** Replaces the placeholder network namespace path in a pause spec. */

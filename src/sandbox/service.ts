@@ -27,7 +27,7 @@ import type { PodContainers, SandboxStore } from './store.js';
 /** The network operations a pod needs (PodNetworkManager; faked in unit tests). */
 export type PodNetwork = Pick<
   PodNetworkManager,
-  'createNetns' | 'removeNetns' | 'listNetns' | 'attachedSandboxes' | 'setup' | 'teardown' | 'status'
+  'createNetns' | 'pinNetns' | 'removeNetns' | 'listNetns' | 'attachedSandboxes' | 'setup' | 'teardown' | 'status'
 >;
 
 export interface SandboxServiceOptions {

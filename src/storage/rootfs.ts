@@ -20,11 +20,17 @@ export interface OverlaySpec {
   upperDir: string;
   workDir: string;
   target: string;
+  /**
+   * `metacopy=on`: a change of owner or mode copies up only the inode, not the file's data (used when
+   * the whole tree is chowned, see idshift.ts). Every later mount of the same upper dir needs it too.
+   */
+  metacopy?: boolean;
 }
 
 /** The option list for an overlay mount; throws if it cannot fit in the mount data page. */
 export function overlayOptions(spec: OverlaySpec): string[] {
   const options = [`lowerdir=${spec.lowerDirs.join(':')}`, `upperdir=${spec.upperDir}`, `workdir=${spec.workDir}`];
+  if (spec.metacopy) options.push('metacopy=on');
   const length = options.join(',').length + 1;
   if (length > MOUNT_DATA_LIMIT)
     throw internal(`overlay mount options for ${spec.lowerDirs.length} layers take ${length} bytes, more than the ${MOUNT_DATA_LIMIT}-byte limit`);

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { access, copyFile, mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { randomInt } from 'node:crypto';
 import { execa } from 'execa';
 import { isMountPoint } from '../../../src/platform/mount.js';
@@ -84,6 +84,31 @@ describe('network (real CNI plugins)', function () {
     assert.equal(await isMountPoint(path), false);
     await net.manager.removeNetns(path);
     await assert.rejects(net.manager.removeNetns('/etc/passwd'), /is not under/);
+  });
+
+  it('pins the network namespace a process made for itself, which outlives it, and attaches it', async () => {
+    await net.writeConf();
+    // A process with a netns of its own (as a pause container in a user namespace makes).
+    const proc = execa('unshare', ['--net', 'sleep', '60'], { reject: false });
+    try {
+      await eventually('the process has its own netns', async () => (await execa('readlink', [`/proc/${proc.pid}/ns/net`])).stdout !== (await execa('readlink', ['/proc/self/ns/net'])).stdout);
+      const path = await net.manager.pinNetns('pin-own', `/proc/${proc.pid}/ns/net`);
+      net.sandboxes.set('pin-own', path);
+      assert.equal(await isNetns(path), true);
+      assert.equal((await execa('stat', ['-L', '-c', '%i', path])).stdout, (await execa('stat', ['-L', '-c', '%i', `/proc/${proc.pid}/ns/net`])).stdout);
+      await assert.rejects(net.manager.pinNetns('pin-own', `/proc/${proc.pid}/ns/net`), /already exists/);
+      await assert.rejects(net.manager.pinNetns('pin-bad', '/etc/passwd'), /is not a network namespace/);
+      assert.equal(await exists(join(dirname(path), 'pin-bad')), false, 'a refused pin leaves no file');
+      proc.kill('SIGKILL');
+      await proc;
+      const result = await net.manager.setup(net.request('pin-own', path));
+      assert.equal(await ping(result.primaryIp), true, 'the host pings the pod in the pinned namespace');
+      await net.manager.teardown({ sandboxId: 'pin-own', netnsPath: path });
+      await net.manager.removeNetns(path);
+      await assertNothingLeft({ sandboxId: 'pin-own', netnsPath: path });
+    } finally {
+      proc.kill('SIGKILL');
+    }
   });
 
   it('gives a pod an IP in the range that the host can ping, and tears it down after a restart', async () => {

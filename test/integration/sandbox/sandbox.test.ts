@@ -200,7 +200,7 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     const id = await world.run(
       world.pod({
         linux: {
-          sysctls: { 'net.ipv4.ip_local_port_range': '21000 31000' },
+          sysctls: { 'net.ipv4.ip_local_port_range': '21000 31000', 'net.ipv4.conf.eth0.rp_filter': '2' },
           securityContext: { namespaceOptions: { usernsOptions: { mode: NamespaceMode.POD, uids: map, gids: map } } },
         },
       }),
@@ -209,10 +209,14 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     assert.match(await readFile(`/proc/${info.pid}/uid_map`, 'utf8'), /^\s*0\s+200000\s+65536$/m);
     assert.match(await readFile(`/proc/${info.pid}/status`, 'utf8'), /^Uid:\s+200000\s/m);
     assert.notEqual(await nsInode(`/proc/${info.pid}/ns/user`), await nsInode('/proc/self/ns/user'));
-    // The netns belongs to the host's user namespace, so Stove wrote its sysctls from outside.
+    // The pause process made the netns inside the pod's user namespace (so the pod's containers may
+    // join it) and Stove pinned that one.
+    assert.equal(await nsInode(info.netnsPath), await nsInode(`/proc/${info.pid}/ns/net`));
     const sysctl = async (name: string) => (await execInNetns(info.netnsPath, ['cat', `/proc/sys/${name}`])).stdout.trim();
     assert.equal(await sysctl('net/ipv4/ip_local_port_range'), '21000\t31000');
     assert.equal(await sysctl('net/ipv4/ip_unprivileged_port_start'), '0');
+    // A sysctl of the pod interface needs CNI first: written from the host once eth0 exists.
+    assert.equal(await sysctl('net/ipv4/conf/eth0/rp_filter'), '2');
     assert.equal(await ping((await world.status(id)).status!.network!.ip), true);
   });
 

@@ -36,6 +36,12 @@ export class FakeNetwork implements PodNetwork {
     this.pins.add(path);
     return path;
   }
+  async pinNetns(id: string, source: string): Promise<string> {
+    this.calls.push(`network.pinNetns ${id} ${source}`);
+    const path = `/fake/netns/${id}`;
+    this.pins.add(path);
+    return path;
+  }
   async removeNetns(path: string): Promise<void> {
     this.calls.push(`network.removeNetns ${path}`);
     this.pins.delete(path);

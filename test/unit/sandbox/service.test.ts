@@ -125,19 +125,39 @@ describe('sandbox service', () => {
     assert.deepEqual(types, ['mount']);
   });
 
-  it('writes the netns sysctls from the host for a pod with its own user namespace', async () => {
+  it('lets the pause container of a user-namespace pod make the netns, then pins it and runs CNI on the pin', async () => {
     const userns = { mode: NamespaceMode.POD, uids: [{ hostId: 200000, containerId: 0, length: 65536 }], gids: [{ hostId: 200000, containerId: 0, length: 65536 }] };
-    const r = await h.service.run(
-      pod({ linux: { sysctls: { 'net.ipv4.ip_local_port_range': '20000 30000', 'kernel.shmmax': '1000000' }, securityContext: { namespaceOptions: { usernsOptions: userns } } } }),
-      '',
-    );
-    const write = h.calls.find((c) => c.startsWith('host.writeNetnsSysctls'))!;
-    assert.equal(write, `host.writeNetnsSysctls ${r.netnsPath} {"net.ipv4.ip_local_port_range":"20000 30000","net.ipv4.ip_unprivileged_port_start":"0"}`);
-    assert.ok(h.calls.indexOf(write) < h.calls.indexOf(`pause.create ${r.id} `));
+    const sysctls = { 'net.ipv4.ip_local_port_range': '20000 30000', 'net.ipv4.conf.eth0.rp_filter': '2', 'kernel.shmmax': '1000000' };
+    const r = await h.service.run(pod({ linux: { sysctls, securityContext: { namespaceOptions: { usernsOptions: userns } } } }), '');
+    const order = (call: string) => {
+      const i = h.calls.indexOf(call);
+      assert.ok(i >= 0, `${call} in ${h.calls.join(', ')}`);
+      return i;
+    };
+    const pin = order(`network.pinNetns ${r.id} /proc/${r.pausePid}/ns/net`);
+    assert.ok(!h.calls.some((c) => c.startsWith('network.createNetns')), 'no netns made by the host');
+    assert.ok(order(`pause.create ${r.id} `) < pin, 'the pause container exists before its netns is pinned');
+    assert.ok(pin < order(`network.setup ${r.id}`), 'CNI runs on the pin');
+    // Only the sysctl naming the pod interface waits for CNI and is written from the host.
+    const write = order(`host.writeNetnsSysctls ${r.netnsPath} {"net.ipv4.conf.eth0.rp_filter":"2"}`);
+    assert.ok(order(`network.setup ${r.id}`) < write);
     const spec = h.pause.containers.get(r.id)!.spec;
-    assert.deepEqual(spec.linux!.sysctl, { 'kernel.shmmax': '1000000' }, 'IPC sysctls stay: the pause process owns that namespace');
+    assert.deepEqual(spec.linux!.sysctl, { 'net.ipv4.ip_local_port_range': '20000 30000', 'net.ipv4.ip_unprivileged_port_start': '0', 'kernel.shmmax': '1000000' });
+    assert.deepEqual(spec.linux!.namespaces!.find((n) => n.type === 'network'), { type: 'network' }, 'a new netns, no path');
     assert.deepEqual(r.userns, { uidMappings: [{ containerId: 0, hostId: 200000, size: 65536 }], gidMappings: [{ containerId: 0, hostId: 200000, size: 65536 }] });
     assert.equal(r.namespaces.user, `/proc/${r.pausePid}/ns/user`);
+    assert.equal(r.namespaces.network, r.netnsPath);
+    await h.service.stop(r.id);
+    await h.service.remove(r.id);
+    await assertNothingLeft();
+  });
+
+  it('undoes the pause container of a user-namespace pod whose CNI ADD fails', async () => {
+    const userns = { mode: NamespaceMode.POD, uids: [{ hostId: 200000, containerId: 0, length: 65536 }], gids: [{ hostId: 200000, containerId: 0, length: 65536 }] };
+    h.network.failSetup = boom('plugin type="bridge" failed (add)');
+    await rejectsKind(h.service.run(pod({ linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } } }), ''), 'Internal', /bridge/);
+    await assertNothingLeft();
+    assert.ok(h.calls.some((c) => c.startsWith('network.removeNetns')), 'the pin goes');
   });
 
   it('runs the pause container after CNI when a sysctl names the pod interface', async () => {

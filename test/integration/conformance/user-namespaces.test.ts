@@ -1,0 +1,120 @@
+/**
+ * The CRI conformance suite's user namespace spec (critest "UserNamespaces … runtime should support
+ * NamespaceMode_POD"), checked through the CRI against a real daemon so that CI, which has no critest,
+ * guards it: a container in a pod with its own user namespace must be created (it joins the pod's
+ * network namespace after its user namespace, so that netns must belong to the pod's user namespace)
+ * and print the pod's uid map. Beyond the spec: the container's root owns its root filesystem (the
+ * runtime made mount points in it and the process writes to it), the image's set-user-ID bits and
+ * file capabilities survive, and the pod is reachable on its IP.
+ */
+import assert from 'node:assert/strict';
+import { chmod, readFile, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
+import { pushBusyboxImage } from '../../helpers/image-builder.js';
+import { ContainerWorld, rejectsWith, skipReason } from '../container/world.js';
+
+const require = createRequire(import.meta.url);
+const xattr = require('@napi-rs/xattr') as { getAttribute(path: string, name: string): Promise<Buffer | null> };
+
+/** critest maps 0 → 1000 for 100000 ids; the same shape on a range no other test uses. */
+const HOST_BASE = 700000;
+const LENGTH = 100000;
+const mapping = [{ containerId: 0, hostId: HOST_BASE, length: LENGTH }];
+const userns = { mode: NamespaceMode.POD, uids: mapping, gids: mapping };
+
+/** A v2 `security.capability` value granting CAP_NET_RAW (as `setcap cap_net_raw+ep`). */
+function netRawCaps(): Buffer {
+  const b = Buffer.alloc(20);
+  b.writeUInt32LE(0x02000001, 0);
+  b.writeUInt32LE(1 << 13, 4);
+  return b;
+}
+
+describe('conformance: containers in a pod with its own user namespace (real runc, conmon and CNI)', function () {
+  this.timeout(90_000);
+  const world = new ContainerWorld();
+  let image = '';
+
+  before(async function () {
+    const reason = skipReason();
+    if (reason) {
+      console.log(`    skipping user namespace conformance tests: ${reason}`);
+      this.skip();
+    }
+    await world.start();
+    const pushed = await pushBusyboxImage(world.registry, 'conformance/userns:1', {
+      extraFiles: [
+        { path: 'usr/local/bin/setuid-tool', content: '#!/bin/sh\n', mode: 0o4755 },
+        { path: 'usr/local/bin/pinger', content: 'x', mode: 0o755, xattrs: { 'security.capability': netRawCaps() } },
+        { type: 'dir', path: 'home/app', uid: 1000, gid: 1000, mode: 0o750 },
+      ],
+    });
+    image = pushed.reference;
+    world.images.set('userns', pushed);
+    await world.runtime.pull(image);
+  });
+
+  afterEach(async function () {
+    if (!world.pods.daemon) return;
+    await world.removeAll().catch(() => {});
+    const left = await world.leftovers();
+    if (this.currentTest?.state === 'passed' && left.length) throw new Error(`test left things behind: ${left.join('; ')}`);
+  });
+
+  after(async () => {
+    await world.cleanup();
+  });
+
+  it('runs a container that joins the pod user and network namespaces and sees the pod uid map', async () => {
+    const pod = await world.pod({ linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } } });
+    const script = [
+      'cat /proc/self/uid_map',
+      'touch /made-by-root && echo wrote-rootfs',
+      'stat -c "%u:%g %a %n" /usr/local/bin/setuid-tool /home/app',
+      'sleep 3600',
+    ].join('; ');
+    const config = world.config('userns', {
+      command: ['sh', '-c', script],
+      linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } },
+    });
+    // The test daemon lives in a 0700 temp dir: the pod's root (an unprivileged host uid) could not
+    // reach the root filesystem, and Stove says so before the runtime fails with a bare EACCES.
+    await chmod(world.daemon.dir, 0o700);
+    await rejectsWith(world.create(pod, config), 'FAILED_PRECONDITION', /"[^"]+" \(mode 0700\) does not let other users through/);
+    await chmod(world.daemon.dir, 0o711);
+    const id = await world.run(pod, config);
+    const logPath = join(pod.config.logDirectory, config.logPath);
+    let lines: string[] = [];
+    for (let i = 0; i < 100 && lines.length < 5; i++) {
+      lines = (await world.logLines(logPath)).map((l) => l.text);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // critest's check: `\s+0\s+1000\s+100000\n` in the container's stdout.
+    assert.match(lines[0] ?? '', new RegExp(`^\\s+0\\s+${HOST_BASE}\\s+${LENGTH}$`), lines.join('\n'));
+    assert.ok(lines.includes('wrote-rootfs'), `root writes its root filesystem: ${lines.join('\n')}`);
+    assert.ok(lines.includes('0:0 4755 /usr/local/bin/setuid-tool'), lines.join('\n'));
+    assert.ok(lines.includes('1000:1000 750 /home/app'), lines.join('\n'));
+
+    // Host view: the process runs as the mapped root; its files are owned by the mapped ids.
+    const info = await world.info(id);
+    const status = await readFile(`/proc/${info.pid}/status`, 'utf8');
+    assert.match(status, new RegExp(`^Uid:\\s+${HOST_BASE}\\s`, 'm'));
+    const hostFile = join(`/proc/${info.pid}/root`, 'usr/local/bin/pinger');
+    assert.equal((await stat(hostFile)).uid, HOST_BASE);
+    const caps = (await xattr.getAttribute(hostFile, 'security.capability'))!;
+    assert.equal(caps.readUInt32LE(20), HOST_BASE, 'file capabilities owned by the pod root (v3)');
+
+    // The container shares the pause process's user and network namespaces.
+    const podInfo = await world.pods.info(pod.id);
+    for (const ns of ['user', 'net']) {
+      assert.equal((await stat(`/proc/${info.pid}/ns/${ns}`)).ino, (await stat(`/proc/${podInfo.pid}/ns/${ns}`)).ino, ns);
+    }
+    assert.equal((await world.exec(id, ['id', '-u'])).stdout, '0\n');
+    const ip = (await world.pods.status(pod.id)).status!.network!.ip;
+    const ping = await execa('busybox', ['ping', '-c', '1', '-W', '2', ip], { reject: false, timeout: 10_000 });
+    assert.equal(ping.exitCode, 0, `ping ${ip}: ${ping.stdout}`);
+  });
+});
