@@ -88,6 +88,8 @@ describe('containers: spec rules seen from inside (real runc, conmon and CNI)', 
       }),
     );
     assert.equal((await world.exec(strict, ['id', '-G'])).stdout, '1000 2000\n');
+    // critest SupplementalGroupsPolicy=Strict: the status reports the effective user without the image's groups.
+    assert.deepEqual((await world.status(strict)).status!.user!.linux, { uid: 1000n, gid: 1000n, supplementalGroups: [1000n, 2000n] });
     // An unknown user name is refused before anything runs.
     await rejectsWith(
       rt.createContainer({ podSandboxId: pod.id, config: world.config('busybox', { linux: { securityContext: { runAsUsername: 'ghost' } } }), sandboxConfig: pod.config }),
