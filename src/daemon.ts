@@ -164,9 +164,10 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
 
   // Exec, Attach and PortForward hand out URLs of this server; it listens before the API answers.
   const streamingDeps = { containers, sandboxes, monitor, log: log.child({ module: 'streaming' }) };
+  const streamingBackend = new CriStreamingBackend(streamingDeps);
   const streaming = new StreamingServer({
     ...streamingOptionsFromConfig(config.streaming),
-    backend: new CriStreamingBackend(streamingDeps),
+    backend: streamingBackend,
     lookup: streamingLookup(streamingDeps),
     log: streamingDeps.log,
   });
@@ -230,6 +231,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
       await endpoint.shutdown();
       // Ends live exec/attach/port-forward sessions: their exec'd processes are killed.
       await streaming.stop();
+      await streamingBackend.drain();
       exits.stop();
       await images.close();
     },

@@ -77,14 +77,47 @@ export function streamingLookup(deps: Pick<StreamingBackendDeps, 'containers' | 
 
 export class CriStreamingBackend implements StreamingBackend {
   private readonly log: Logger;
+  /** Sessions in progress, so that a stopping daemon can wait for their cleanup. */
+  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: StreamingBackendDeps) {
     this.log = deps.log;
   }
 
+  /**
+   * Waits (at most `timeoutMs`) for the sessions in progress to settle, e.g. after the streaming
+   * server stopped and aborted them: their processes are then killed and their scratch files gone.
+   */
+  async drain(timeoutMs = 5000): Promise<void> {
+    if (this.inFlight.size === 0) return;
+    const all = Promise.allSettled([...this.inFlight]);
+    await Promise.race([all, delay(timeoutMs, undefined, { ref: false })]);
+  }
+
+  private track<T>(session: Promise<T>): Promise<T> {
+    this.inFlight.add(session);
+    void session.then(
+      () => this.inFlight.delete(session),
+      () => this.inFlight.delete(session),
+    );
+    return session;
+  }
+
+  exec(request: ExecRequest, io: StreamIO): Promise<number> {
+    return this.track(this.runExec(request, io));
+  }
+
+  attach(request: AttachRequest, io: StreamIO): Promise<void> {
+    return this.track(this.runAttach(request, io));
+  }
+
+  portForward(podSandboxId: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
+    return this.track(this.runPortForward(podSandboxId, port, stream, signal));
+  }
+
   // ---- exec ---------------------------------------------------------------------------------------
 
-  async exec(request: ExecRequest, io: StreamIO): Promise<number> {
+  private async runExec(request: ExecRequest, io: StreamIO): Promise<number> {
     const target = this.runningTarget(request.containerId);
     const sizes = io.tty && io.resize ? io.resize[Symbol.asyncIterator]() : undefined;
     // The first size normally arrives with the streams: start the process on a terminal of that size.
@@ -125,7 +158,7 @@ export class CriStreamingBackend implements StreamingBackend {
 
   // ---- attach -------------------------------------------------------------------------------------
 
-  async attach(request: AttachRequest, io: StreamIO): Promise<void> {
+  private async runAttach(request: AttachRequest, io: StreamIO): Promise<void> {
     const target = this.runningTarget(request.containerId);
     // Input goes only to a container that has some (a stdin pipe or a terminal); else it is drained.
     const stdin = io.stdin && (target.stdin || target.tty) ? io.stdin : undefined;
@@ -157,7 +190,7 @@ export class CriStreamingBackend implements StreamingBackend {
 
   // ---- port-forward -------------------------------------------------------------------------------
 
-  async portForward(podSandboxId: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
+  private async runPortForward(podSandboxId: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
     const sandbox = this.deps.sandboxes.find(podSandboxId);
     if (!sandbox) throw new Error(`pod sandbox "${podSandboxId}" not found`);
     if (sandbox.state !== 'ready') throw new Error(`pod sandbox "${sandbox.id}" is not ready`);

@@ -301,6 +301,18 @@ describe('streaming: exec, attach and port-forward into real containers', functi
     });
   });
 
+  describe('daemon stop', () => {
+    it('ends live sessions: the exec\'d process is killed, the container runs on', async () => {
+      const url = await world.execUrl({ containerId: shell, cmd: ['sh', '-c', 'echo started; exec sleep 4343'], stdout: true });
+      const s = await world.openCommand(url, { stdout: true });
+      await waitForText(s.stdout!, 'started');
+      await world.pods.restart('SIGTERM');
+      await s.client.waitClosed();
+      assert.equal((await world.status(shell)).status!.state, ContainerState.CONTAINER_RUNNING);
+      await eventually('the exec to be killed', async () => !(await world.exec(shell, ['ps', '-o', 'args'])).stdout.includes('sleep 4343'));
+    });
+  });
+
   describe('afterwards', () => {
     it('leaves nothing behind once the pods are removed', async () => {
       world.closeClients();
