@@ -35,6 +35,10 @@ export function podNamespaceModes(ns: NamespaceOption | undefined): PodNamespace
   if (own && (userns.uids.length === 0 || userns.gids.length === 0)) {
     throw invalidArgument('user namespace mode POD needs uid and gid mappings');
   }
+  if (own) {
+    checkIdMappings('uids', userns.uids);
+    checkIdMappings('gids', userns.gids);
+  }
   return {
     hostNetwork: ns?.network === NamespaceMode.NODE,
     hostPid: ns?.pid === NamespaceMode.NODE,
@@ -43,6 +47,24 @@ export function podNamespaceModes(ns: NamespaceOption | undefined): PodNamespace
     uidMappings: own ? userns.uids.map(idMapping) : [],
     gidMappings: own ? userns.gids.map(idMapping) : [],
   };
+}
+
+/** Mappings the kernel would take: non-empty ranges in 32 bits, disjoint on both sides, root mapped. */
+function checkIdMappings(field: 'uids' | 'gids', mappings: IDMapping[]): void {
+  const what = `linux.security_context.namespace_options.userns_options.${field}`;
+  const MAX = 2 ** 32;
+  mappings.forEach((m, i) => {
+    if (m.length <= 0 || m.containerId + m.length > MAX || m.hostId + m.length > MAX) {
+      throw invalidArgument(`${what}[${i}] (container_id ${m.containerId}, host_id ${m.hostId}, length ${m.length}) is not a range of 32-bit ids`);
+    }
+    for (const [j, o] of mappings.slice(0, i).entries()) {
+      const overlaps = (a: number, b: number) => a < b + o.length && b < a + m.length;
+      if (overlaps(m.containerId, o.containerId) || overlaps(m.hostId, o.hostId)) {
+        throw invalidArgument(`${what}[${i}] overlaps ${field}[${j}]`);
+      }
+    }
+  });
+  if (!mappings.some((m) => m.containerId === 0)) throw invalidArgument(`${what} must map container id 0`);
 }
 
 function idMapping(m: IDMapping): LinuxIDMapping {

@@ -103,6 +103,18 @@ describe('buildPauseSpec', () => {
     throwsKind(() => pause(hostNs({ usernsOptions: { mode: NamespaceMode.POD } })), 'InvalidArgument', /needs uid and gid mappings/);
   });
 
+  it('refuses user namespace mappings the kernel would not take (critest: two mappings, container id 0 unmapped)', () => {
+    const pod = (uids: { containerId: number; hostId: number; length: number }[]) =>
+      pause(hostNs({ usernsOptions: { mode: NamespaceMode.POD, uids, gids: [{ containerId: 0, hostId: 1000, length: 100000 }] } }));
+    throwsKind(() => pod([{ containerId: 0, hostId: 1000, length: 100000 }, { containerId: 0, hostId: 2000, length: 100000 }]), 'InvalidArgument', /userns_options\.uids\[1\] overlaps uids\[0\]/);
+    throwsKind(() => pod([{ containerId: 1, hostId: 1000, length: 100000 }]), 'InvalidArgument', /userns_options\.uids must map container id 0/);
+    throwsKind(() => pod([{ containerId: 0, hostId: 1000, length: 0 }]), 'InvalidArgument', /not a range of 32-bit ids/);
+    throwsKind(() => pod([{ containerId: 0, hostId: 2 ** 32 - 10, length: 100 }]), 'InvalidArgument', /not a range of 32-bit ids/);
+    // Several disjoint ranges are fine.
+    const spec = pod([{ containerId: 0, hostId: 100000, length: 1000 }, { containerId: 1000, hostId: 300000, length: 1000 }]);
+    assert.equal(spec.linux!.uidMappings!.length, 2);
+  });
+
   it('run_as_user, run_as_group and supplemental groups of the sandbox', () => {
     const spec = pause(podConfig({ linux: { securityContext: { runAsUser: { value: 65535n }, runAsGroup: { value: 65535n }, supplementalGroups: [5n] } } }));
     assert.deepEqual(spec.process!.user, { uid: 65535, gid: 65535, additionalGids: [5, 65535] });
