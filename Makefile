@@ -45,5 +45,12 @@ test: setup
 test-unit: build
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'
 
+# Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).
+bench: setup
+	@command -v containerd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd >/dev/null
+	$(NODE) --enable-source-maps dist/bench/pull.js
+	$(NODE) --enable-source-maps dist/bench/sandbox.js
+	$(NODE) --enable-source-maps dist/bench/containers.js
+
 clean:
 	rm -rf dist rootfs/pause/bin
