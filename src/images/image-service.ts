@@ -21,12 +21,14 @@ import { UnpackPool } from '../storage/unpack-pool.js';
 import { diskUsage, mountOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
 import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord } from './image-store.js';
-import { RegistryClient, type RegistryHostSettings } from './registry-client.js';
+import { RegistryClient } from './registry-client.js';
+import type { RegistryConfig } from '../config/schema.js';
 import { Leases, Puller } from './pull.js';
 import { credentialsFromAuthConfig, type AuthConfigLike } from './auth.js';
 import { digestReference, formatReference, parseReference, repositoryName, tagReference } from './reference.js';
 import { progressFile } from './progress.js';
-import type { ImageConfigSection, Platform } from './manifest.js';
+import type { Platform } from './manifest.js';
+import type { ImageConfig } from '../spec/types.js';
 
 export interface ImageServiceOptions {
   imagesDir: string;
@@ -36,7 +38,7 @@ export interface ImageServiceOptions {
   containerDir: (containerId: string) => string;
   maxConcurrentDownloads: number;
   stallTimeoutSeconds: number;
-  registries: Record<string, RegistryHostSettings>;
+  registries: Record<string, RegistryConfig>;
   /** References reported as pinned (never garbage-collected by the kubelet). */
   pinnedImages?: string[];
   /** fdatasync each blob before committing it (default true). */
@@ -50,7 +52,7 @@ export interface ImageInfo {
   repoTags: string[];
   repoDigests: string[];
   /** The OCI image config's `config` section (Entrypoint, Cmd, Env, WorkingDir, User, StopSignal, …). */
-  config: ImageConfigSection;
+  config: ImageConfig;
   platform: Partial<Platform>;
   /** Absolute paths of the unpacked layers, bottom first. */
   layerDirs: string[];

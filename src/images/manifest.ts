@@ -6,6 +6,7 @@
 import { failedPrecondition, internal } from '../common/errors.js';
 import { digestProblem } from './reference.js';
 import { MANIFEST_MEDIA_TYPES as MT } from './registry-client.js';
+import type { ImageConfigFile } from '../spec/types.js';
 
 export interface Descriptor {
   mediaType: string;
@@ -34,28 +35,8 @@ export interface ImageManifest {
   layers: Descriptor[];
 }
 
-/** The OCI image config fields Stove uses (the whole document is kept as well). */
-export interface ImageConfigSection {
-  User?: string;
-  ExposedPorts?: Record<string, object>;
-  Env?: string[];
-  Entrypoint?: string[] | null;
-  Cmd?: string[] | null;
-  Volumes?: Record<string, object>;
-  WorkingDir?: string;
-  Labels?: Record<string, string>;
-  StopSignal?: string;
-}
-
-export interface ImageConfig {
-  architecture?: string;
-  os?: string;
-  variant?: string;
-  created?: string;
-  config?: ImageConfigSection;
-  rootfs: { type: string; diff_ids: string[] };
-  history?: unknown[];
-}
+/** An image config as parseImageConfig accepts it: its rootfs lists the layers' diff IDs. */
+export type ImageConfig = ImageConfigFile & Required<Pick<ImageConfigFile, 'rootfs'>>;
 
 const LAYER_MEDIA_TYPES = new Set([
   'application/vnd.oci.image.layer.v1.tar',

@@ -18,19 +18,10 @@ import {
   type Challenge,
   type Credentials,
 } from './auth.js';
-
-/** Per-host settings (the `[registries."host"]` config slice). */
-export interface RegistryHostSettings {
-  mirrors: string[];
-  insecure: boolean;
-  username: string;
-  password: string;
-  auth: string;
-  identityToken: string;
-}
+import type { RegistryConfig } from '../config/schema.js';
 
 export interface RegistryClientOptions {
-  registries: Record<string, RegistryHostSettings>;
+  registries: Record<string, RegistryConfig>;
   /** A transfer with no bytes for this long fails. */
   stallTimeoutMs: number;
   log: Logger;
