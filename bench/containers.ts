@@ -15,32 +15,21 @@
  * the same images from a loopback registry, and pod cgroups made beforehand as a kubelet makes them.
  * Everything it starts is stopped and removed afterwards.
  */
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import { cpus } from 'node:os';
-import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { randomBytes } from 'node:crypto';
-import { ContainerConfig, PodSandboxConfig, PullImageRequest } from '../src/gen/runtime/v1/api.js';
+import { ContainerConfig, PullImageRequest } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
-import { startRegistry, type TestRegistry } from '../test/helpers/registry.js';
-import { pushBusyboxImage, pushImage } from '../test/helpers/image-builder.js';
-import { REPO_ROOT, startStove, type StoveProcess } from '../test/helpers/stove-process.js';
+import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
-import { TestNet } from '../test/integration/network/host-net.js';
-import { CONTAINERD_BIN } from './lib/containerd.js';
-import { startPodContainerd, type PodContainerd } from './lib/containerd-pods.js';
-import { median, ms, table } from './lib/stats.js';
+import { PodBench, runCycles, stoveStepMedians, timed } from './lib/pods.js';
+import { benchOptions, heading, runBench } from './lib/run.js';
+import { comparisonRows, median, ms, table } from './lib/stats.js';
 
-const { values } = parseArgs({
-  options: {
-    cycles: { type: 'string', default: '20' },
-    warmup: { type: 'string', default: '2' },
-    pods: { type: 'string', default: '50' },
-    'per-pod': { type: 'string', default: '2' },
-    only: { type: 'string' },
-  },
+const values = benchOptions('node dist/bench/containers.js [--cycles 20] [--warmup 2] [--pods 50] [--per-pod 2] [--only stove|containerd]', {
+  cycles: { type: 'string', default: '20' },
+  warmup: { type: 'string', default: '2' },
+  pods: { type: 'string', default: '50' },
+  'per-pod': { type: 'string', default: '2' },
+  only: { type: 'string' },
 });
 const CYCLES = Number(values.cycles);
 const WARMUP = Number(values.warmup);
@@ -68,25 +57,7 @@ interface Memory {
   monitors: number;
 }
 
-const tag = randomBytes(3).toString('hex');
-const CGROUP_ROOT = `/stove-bench-${tag}`;
-const LOGS = `/tmp/stove-bench-logs-${tag}`;
-
-function p90(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.9) - 1)]!;
-}
-
-function podConfig(rt: string, i: number | string): PodSandboxConfig {
-  const uid = `${rt}-${tag}-${i}`;
-  return PodSandboxConfig.fromPartial({
-    metadata: { name: `bench-${i}`, namespace: 'bench', uid, attempt: 0 },
-    hostname: `bench-${i}`,
-    logDirectory: `${LOGS}/${uid}`,
-    labels: { app: 'bench', 'io.kubernetes.pod.uid': uid },
-    linux: { cgroupParent: `${CGROUP_ROOT}/pod${uid}`, securityContext: { namespaceOptions: {} } },
-  });
-}
+const bench = new PodBench();
 
 function containerConfig(image: string, name: string): ContainerConfig {
   return ContainerConfig.fromPartial({
@@ -99,28 +70,21 @@ function containerConfig(image: string, name: string): ContainerConfig {
   });
 }
 
-async function timed<T>(rt: Runtime, step: Step, body: () => Promise<T>, record: boolean): Promise<T> {
-  const started = performance.now();
-  const result = await body();
-  if (record) rt.times[step].push(performance.now() - started);
-  return result;
-}
-
 async function cycle(rt: Runtime, image: string, i: number, record: boolean): Promise<void> {
-  const config = podConfig(rt.name, i);
+  const config = bench.podConfig(rt.name, i);
   const layout = await detectCgroups();
   await createCgroup(layout, config.linux!.cgroupParent);
   const r = rt.clients.runtime;
   try {
     const t = performance.now();
-    const { podSandboxId } = await timed(rt, 'RunPodSandbox', () => r.runPodSandbox({ config, runtimeHandler: '' }), record);
-    const { containerId } = await timed(rt, 'CreateContainer', () => r.createContainer({ podSandboxId, config: containerConfig(image, 'app'), sandboxConfig: config }), record);
-    await timed(rt, 'StartContainer', () => r.startContainer({ containerId }), record);
+    const { podSandboxId } = await timed(rt.times, 'RunPodSandbox', () => r.runPodSandbox({ config, runtimeHandler: '' }), record);
+    const { containerId } = await timed(rt.times, 'CreateContainer', () => r.createContainer({ podSandboxId, config: containerConfig(image, 'app'), sandboxConfig: config }), record);
+    await timed(rt.times, 'StartContainer', () => r.startContainer({ containerId }), record);
     if (record) rt.times['start total'].push(performance.now() - t);
-    await timed(rt, 'StopContainer', () => r.stopContainer({ containerId, timeout: 0n }), record);
-    await timed(rt, 'RemoveContainer', () => r.removeContainer({ containerId }), record);
-    await timed(rt, 'StopPodSandbox', () => r.stopPodSandbox({ podSandboxId }), record);
-    await timed(rt, 'RemovePodSandbox', () => r.removePodSandbox({ podSandboxId }), record);
+    await timed(rt.times, 'StopContainer', () => r.stopContainer({ containerId, timeout: 0n }), record);
+    await timed(rt.times, 'RemoveContainer', () => r.removeContainer({ containerId }), record);
+    await timed(rt.times, 'StopPodSandbox', () => r.stopPodSandbox({ podSandboxId }), record);
+    await timed(rt.times, 'RemovePodSandbox', () => r.removePodSandbox({ podSandboxId }), record);
   } finally {
     await removeCgroup(layout, config.linux!.cgroupParent).catch(() => {});
   }
@@ -171,7 +135,7 @@ async function scale(rt: Runtime, image: string): Promise<void> {
   const pods: { id: string; parent: string }[] = [];
   try {
     for (let p = 0; p < PODS; p++) {
-      const config = podConfig(rt.name, `s${p}`);
+      const config = bench.podConfig(rt.name, `s${p}`);
       await createCgroup(layout, config.linux!.cgroupParent);
       const { podSandboxId } = await r.runPodSandbox({ config, runtimeHandler: '' });
       pods.push({ id: podSandboxId, parent: config.linux!.cgroupParent });
@@ -207,44 +171,19 @@ async function scale(rt: Runtime, image: string): Promise<void> {
   }
 }
 
-async function pushPauseImage(registry: TestRegistry): Promise<string> {
-  const pause = readFileSync(join(REPO_ROOT, 'rootfs/pause/bin/pause'));
-  const image = await pushImage(registry, 'stove/pause:bench', {
-    layers: [[{ type: 'dir', path: 'bin' }, { path: 'bin/pause', content: pause, mode: 0o755 }]],
-    entrypoint: ['/bin/pause'],
-  });
-  return image.reference;
-}
-
 const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
 
-/** Medians of Stove's per-step timings of CreateContainer (its `container created` log lines). */
-function stoveCreateSteps(output: string): string[][] {
-  const steps = new Map<string, number[]>();
-  for (const line of output.split('\n')) {
-    if (!line.includes('"msg":"container created"')) continue;
-    const entry = JSON.parse(line) as { ms: number; steps: Record<string, number> };
-    for (const [k, v] of Object.entries({ ...entry.steps, total: entry.ms })) steps.set(k, [...(steps.get(k) ?? []), v]);
-  }
-  return [['CreateContainer step', 'median'], ...[...steps].map(([k, v]) => [k, ms(median(v))])];
-}
-
 function report(runtimes: Runtime[], stoveOutput: string): void {
-  const s = runtimes.find((r) => r.name === 'stove');
-  const c = runtimes.find((r) => r.name === 'containerd');
-  const containerdVersion = execFileSync(CONTAINERD_BIN, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ');
-  const rows = [['step', 'containerd median', 'containerd p90', 'stove median', 'stove p90', 'stove/containerd']];
-  for (const step of ['start total', ...STEPS] as const) {
-    const cell = (rt: Runtime | undefined, f: (v: number[]) => number) => (rt ? ms(f(rt.times[step])) : '-');
-    const ratio = s && c ? `${(median(s.times[step]) / median(c.times[step])).toFixed(2)}×` : '-';
-    const label = step === 'start total' ? '**pod + container start** (runp → create → start)' : step;
-    rows.push([label, cell(c, median), cell(c, p90), cell(s, median), cell(s, p90), ratio]);
-  }
+  const times = (name: Runtime['name']) => runtimes.find((r) => r.name === name)?.times;
+  const label = (step: string) => (step === 'start total' ? '**pod + container start** (runp → create → start)' : step);
+  const rows = comparisonRows('step', ['start total', ...STEPS] as const, times('containerd'), times('stove'), label);
   process.stdout.write(
-    `\nContainer benchmark (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerdVersion}; ` +
-      `${CYCLES} cycles after ${WARMUP} warm-up; busybox sleep, 64 MiB limit, bridge + host-local + portmap)\n\n${table(rows)}\n`,
+    heading('Container benchmark', `${CYCLES} cycles after ${WARMUP} warm-up; busybox sleep, 64 MiB limit, bridge + host-local + portmap`) + `${table(rows)}\n`,
   );
-  if (s) process.stdout.write(`\nWhere Stove's CreateContainer time goes (rootfs: overlay mount and image hold; spec: user, mounts, config.json; conmon: runc create, overlapping the first two):\n\n${table(stoveCreateSteps(stoveOutput))}\n`);
+  if (times('stove')) {
+    const steps = [['CreateContainer step', 'median'], ...stoveStepMedians(stoveOutput, 'container created')];
+    process.stdout.write(`\nWhere Stove's CreateContainer time goes (rootfs: overlay mount and image hold; spec: user, mounts, config.json; conmon: runc create, overlapping the first two):\n\n${table(steps)}\n`);
+  }
   const scaled = runtimes.filter((r) => r.scale);
   if (!scaled.length) return;
   const n = scaled[0]!.scale!.containers;
@@ -263,23 +202,13 @@ function report(runtimes: Runtime[], stoveOutput: string): void {
 
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('run as root (network namespaces, mounts, cgroups)');
-  let registry: TestRegistry | undefined;
-  let stove: StoveProcess | undefined;
-  let containerd: PodContainerd | undefined;
-  const nets: TestNet[] = [];
   try {
-    registry = await startRegistry();
+    const registry = await bench.startRegistry();
     const image = (await pushBusyboxImage(registry, 'bench/sleep:1', { cmd: ['sleep', '3600'] })).reference;
     const runtimes: Runtime[] = [];
     const empty = () => Object.fromEntries([...STEPS, 'start total'].map((k) => [k, [] as number[]])) as Runtime['times'];
     if (values.only !== 'containerd') {
-      const net = await TestNet.create();
-      nets.push(net);
-      await net.writeConf();
-      stove = await startStove({
-        configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n`,
-        extraArgs: ['--log-level', 'info'],
-      });
+      const stove = await bench.startStove();
       const dir = stove.dir;
       const pid = stove.child.pid!;
       runtimes.push({
@@ -291,46 +220,23 @@ async function main(): Promise<void> {
       });
     }
     if (values.only !== 'stove') {
-      const sandboxImage = await pushPauseImage(registry);
-      const net = await TestNet.create();
-      nets.push(net);
-      await net.writeConf();
-      containerd = await startPodContainerd({ sandboxImage, cniConfDir: net.confDir, cniBinDir: '/usr/lib/cni' });
+      const containerd = await bench.startContainerd();
       const dir = containerd.dir;
-      const daemon = (await pidsWhere((a) => a[0] === CONTAINERD_BIN && a.includes(join(dir, 'config.toml'))))[0]!;
       runtimes.push({
         name: 'containerd',
         clients: containerd.clients,
         times: empty(),
-        daemonPid: () => daemon,
+        daemonPid: () => containerd.pid,
         monitorPids: () => pidsWhere((a) => a[0]!.endsWith('containerd-shim-runc-v2') && a.some((x) => x.includes(dir))),
       });
     }
     for (const rt of runtimes) await rt.clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } }));
-    for (let i = 0; i < WARMUP; i++) for (const rt of runtimes) await cycle(rt, image, -1 - i, false);
-    for (let i = 0; i < CYCLES; i++) {
-      // Alternate who goes first so neither always follows the other's teardown.
-      for (const rt of i % 2 === 0 ? runtimes : [...runtimes].reverse()) await cycle(rt, image, i, true);
-      if ((i + 1) % 10 === 0) process.stderr.write(`  ${i + 1}/${CYCLES} cycles\n`);
-    }
+    await runCycles(runtimes, WARMUP, CYCLES, (rt, i, record) => cycle(rt, image, i, record));
     if (PODS > 0) for (const rt of runtimes) await scale(rt, image);
-    report(runtimes, stove?.output() ?? '');
+    report(runtimes, bench.stove?.output() ?? '');
   } finally {
-    if (stove) {
-      const pods = await stove.clients.runtime.listPodSandbox({ filter: undefined }).catch(() => ({ items: [] }));
-      for (const pod of pods.items) await stove.clients.runtime.removePodSandbox({ podSandboxId: pod.id }).catch(() => {});
-      await stove.stop().catch(() => {});
-      await stove.cleanup().catch(() => {});
-    }
-    await containerd?.stop().catch(() => {});
-    await registry?.stop().catch(() => {});
-    for (const net of nets) await net.cleanup().catch(() => {});
-    execFileSync('rm', ['-rf', LOGS]);
-    await removeCgroup(await detectCgroups(), CGROUP_ROOT).catch(() => {});
+    await bench.cleanup();
   }
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`bench: ${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+runBench(main);

@@ -8,24 +8,21 @@
  * uses (registry, containerd, stove) in temp dirs and removes them afterwards.
  */
 import { execFileSync } from 'node:child_process';
-import { cpus } from 'node:os';
-import { parseArgs } from 'node:util';
 import { startRegistry, type TestRegistry } from '../test/helpers/registry.js';
 import { startStove, type StoveProcess } from '../test/helpers/stove-process.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
 import type { PushedImage } from '../test/helpers/image-builder.js';
 import { PullImageRequest, RemoveImageRequest, ImageStatusRequest } from '../src/gen/runtime/v1/api.js';
-import { CONTAINERD_BIN, startContainerd, type Containerd } from './lib/containerd.js';
+import { startContainerd, type Containerd } from './lib/containerd.js';
 import { pushBigImage, pushSmallFilesImage } from './lib/images.js';
+import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: 'string', default: '3' },
-    'warm-runs': { type: 'string', default: '10' },
-    'big-mb': { type: 'string', default: '200' },
-    only: { type: 'string' },
-  },
+const values = benchOptions('node dist/bench/pull.js [--runs 3] [--warm-runs 10] [--big-mb 200] [--only big|small]', {
+  runs: { type: 'string', default: '3' },
+  'warm-runs': { type: 'string', default: '10' },
+  'big-mb': { type: 'string', default: '200' },
+  only: { type: 'string' },
 });
 const RUNS = Number(values.runs);
 const WARM_RUNS = Number(values['warm-runs']);
@@ -82,7 +79,7 @@ async function main(): Promise<void> {
     if (values.only !== 'big') images.push({ label: '30 layers of small files', image: await pushSmallFilesImage(registry, 'bench/small:1') });
 
     stove = await startStove({ configToml: '[images]\nmax_concurrent_downloads = 3\n', extraArgs: ['--log-level', 'info'] });
-    containerd = await startContainerd([registry.host], 3);
+    containerd = await startContainerd({ registries: [registry.host], maxConcurrentDownloads: 3 });
     const runtimes: Runtime[] = [
       { name: 'containerd', clients: containerd.clients },
       { name: 'stove', clients: stove.clients },
@@ -95,10 +92,8 @@ async function main(): Promise<void> {
       const s = r.get('stove')!;
       rows.push([label, ms(median(c.cold)), ms(median(s.cold)), `${(median(s.cold) / median(c.cold)).toFixed(2)}×`, ms(median(c.warm)), ms(median(s.warm))]);
     }
-    const containerdVersion = execFileSync(CONTAINERD_BIN, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ');
     process.stdout.write(
-      `\nPull benchmark (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerdVersion}; ` +
-        `medians of ${RUNS} cold and ${WARM_RUNS} warm pulls over the CRI from a loopback docker-registry)\n\n${table(rows)}\n`,
+      heading('Pull benchmark', `medians of ${RUNS} cold and ${WARM_RUNS} warm pulls over the CRI from a loopback docker-registry`) + `${table(rows)}\n`,
     );
   } finally {
     await stove?.stop().catch(() => {});
@@ -108,7 +103,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`bench: ${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+runBench(main);

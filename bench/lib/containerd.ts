@@ -1,9 +1,11 @@
 /**
- * Debian's containerd with its CRI plugin, started for a benchmark on its own socket, root and state
- * under a temp dir (nothing touches /var/lib/containerd or /run/containerd). Registries on loopback
- * are reached over plain http through the CRI plugin's mirror settings.
+ * Debian's containerd (1.6) with its CRI plugin, started for a benchmark on its own socket, root and
+ * state under a temp dir (nothing touches /var/lib/containerd or /run/containerd). Registries on
+ * loopback are reached over plain http through the CRI plugin's mirror settings; pods get the given
+ * sandbox (pause) image, CNI conf dir and plugins, and runc state under the temp dir.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile, access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,17 +17,34 @@ export const CONTAINERD_BIN = process.env.CONTAINERD_BIN ?? '/usr/bin/containerd
 export interface Containerd {
   socket: string;
   dir: string;
+  /** The daemon's pid. */
+  pid: number;
   clients: CriClients;
+  /** Removes every pod through the CRI, stops containerd and its shims, removes the dir. */
   stop(): Promise<void>;
 }
 
-function config(dir: string, registries: string[], maxConcurrentDownloads: number): string {
-  const mirrors = registries
+export interface ContainerdOptions {
+  /** Registry hosts (`host:port`) pulled from over plain http. */
+  registries?: string[];
+  /** `host:port/repo:tag` of the pause image (its registry host is reached over plain http too). */
+  sandboxImage?: string;
+  /** Default: an empty dir of its own (no pod networks). */
+  cniConfDir?: string;
+  cniBinDir?: string;
+  maxConcurrentDownloads?: number;
+}
+
+function config(dir: string, o: ContainerdOptions): string {
+  const hosts = new Set(o.registries ?? []);
+  if (o.sandboxImage) hosts.add(o.sandboxImage.split('/')[0]!);
+  const mirrors = [...hosts]
     .map((host) => `        [plugins."io.containerd.grpc.v1.cri".registry.mirrors."${host}"]\n          endpoint = ["http://${host}"]\n`)
     .join('');
   return `version = 2
 root = "${dir}/root"
 state = "${dir}/state"
+oom_score = 0
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
   address = "${dir}/containerd.sock"
@@ -37,35 +56,58 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.internal.v1.opt"]
     path = "${dir}/opt"
   [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "127.0.0.1:1/pause:3.10"
-    max_concurrent_downloads = ${maxConcurrentDownloads}
+    sandbox_image = "${o.sandboxImage ?? '127.0.0.1:1/pause:3.10'}"
+    max_concurrent_downloads = ${o.maxConcurrentDownloads ?? 3}
     disable_apparmor = true
     restrict_oom_score_adj = true
+    enable_unprivileged_ports = true
+    enable_unprivileged_icmp = true
+    tolerate_missing_hugetlb_controller = true
+    disable_hugetlb_controller = true
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
       default_runtime_name = "runc"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
         runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          BinaryName = "/usr/sbin/runc"
+          Root = "${dir}/state/runc"
     [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "${dir}/cni"
+      bin_dir = "${o.cniBinDir ?? '/usr/lib/cni'}"
+      conf_dir = "${o.cniConfDir ?? `${dir}/cni`}"
+      max_conf_num = 1
     [plugins."io.containerd.grpc.v1.cri".registry]
       [plugins."io.containerd.grpc.v1.cri".registry.mirrors]
 ${mirrors}`;
 }
 
+/** `containerd github.com/containerd/containerd 1.6.x`, for report headings. */
+export function containerdVersion(): string {
+  return execFileSync(CONTAINERD_BIN, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ');
+}
+
 /** Starts containerd and waits until its CRI answers. */
-export async function startContainerd(registries: string[], maxConcurrentDownloads = 3): Promise<Containerd> {
+export async function startContainerd(options: ContainerdOptions = {}): Promise<Containerd> {
   const dir = await mkdtemp(join(tmpdir(), 'stove-bench-containerd-'));
-  await mkdir(join(dir, 'cni'));
-  await writeFile(join(dir, 'config.toml'), config(dir, registries, maxConcurrentDownloads));
+  if (!options.cniConfDir) await mkdir(join(dir, 'cni'));
+  await writeFile(join(dir, 'config.toml'), config(dir, options));
   let out = '';
-  const child: ChildProcess = spawn(CONTAINERD_BIN, ['--config', join(dir, 'config.toml')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // The shims and runc are looked up on PATH, whatever the caller's.
+  const env = { ...process.env, PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
+  const child: ChildProcess = spawn(CONTAINERD_BIN, ['--config', join(dir, 'config.toml')], { stdio: ['ignore', 'pipe', 'pipe'], env });
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const socket = join(dir, 'containerd.sock');
+  let clients: CriClients | undefined;
   const stop = async () => {
+    if (clients && child.exitCode === null) {
+      const pods = await clients.runtime.listPodSandbox({ filter: undefined }).catch(() => ({ items: [] }));
+      for (const pod of pods.items) {
+        await clients.runtime.stopPodSandbox({ podSandboxId: pod.id }).catch(() => {});
+        await clients.runtime.removePodSandbox({ podSandboxId: pod.id }).catch(() => {});
+      }
+    }
     clients?.close();
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');
@@ -76,7 +118,6 @@ export async function startContainerd(registries: string[], maxConcurrentDownloa
     await unmountUnder(dir);
     await rm(dir, { recursive: true, force: true, maxRetries: 5 });
   };
-  let clients: CriClients | undefined;
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (child.exitCode !== null) {
@@ -96,5 +137,5 @@ export async function startContainerd(registries: string[], maxConcurrentDownloa
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  return { socket, dir, clients: clients!, stop };
+  return { socket, dir, pid: child.pid!, clients: clients!, stop };
 }

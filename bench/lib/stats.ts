@@ -5,6 +5,11 @@ export function median(values: number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+export function p90(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.9) - 1)]!;
+}
+
 /** Milliseconds as a short human string. */
 export function ms(value: number): string {
   return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(value < 10 ? 1 : 0)} ms`;
@@ -15,4 +20,24 @@ export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_c, i) => Math.max(...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
   return [line(rows[0]!), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(line)].join('\n');
+}
+
+/**
+ * The rows of a containerd vs Stove table: median and p90 per key for each runtime that ran ('-' for
+ * one that did not), and the ratio of the medians.
+ */
+export function comparisonRows<K extends string>(
+  header: string,
+  keys: readonly K[],
+  containerd: Record<K, number[]> | undefined,
+  stove: Record<K, number[]> | undefined,
+  label: (key: K) => string = (key) => key,
+): string[][] {
+  const rows = [[header, 'containerd median', 'containerd p90', 'stove median', 'stove p90', 'stove/containerd']];
+  for (const key of keys) {
+    const cell = (times: Record<K, number[]> | undefined, f: (v: number[]) => number) => (times ? ms(f(times[key])) : '-');
+    const ratio = stove && containerd ? `${(median(stove[key]) / median(containerd[key])).toFixed(2)}×` : '-';
+    rows.push([label(key), cell(containerd, median), cell(containerd, p90), cell(stove, median), cell(stove, p90), ratio]);
+  }
+  return rows;
 }

@@ -1,0 +1,35 @@
+/** What every benchmark script does around its measurements: options, the report heading, the exit. */
+import { cpus } from 'node:os';
+import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
+import { containerdVersion } from './containerd.js';
+
+type Values<O extends ParseArgsOptionsConfig> = ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean' } } }>>['values'];
+
+/** Parses the options; `--help` prints `usage` and exits, a bad option prints it and exits with 2. */
+export function benchOptions<O extends ParseArgsOptionsConfig>(usage: string, options: O): Values<O> {
+  let values: Values<O>;
+  try {
+    values = parseArgs({ options: { ...options, help: { type: 'boolean' } } }).values as Values<O>;
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\nusage: ${usage}\n`);
+    process.exit(2);
+  }
+  if ((values as { help?: boolean }).help) {
+    process.stdout.write(`usage: ${usage}\n`);
+    process.exit(0);
+  }
+  return values;
+}
+
+/** `\n<title> (<date>; <cores> × <cpu>; <containerd version>; <details>)\n\n`, above a report's first table. */
+export function heading(title: string, details: string): string {
+  return `\n${title} (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerdVersion()}; ${details})\n\n`;
+}
+
+/** Runs a benchmark's main; a failure prints its stack and exits with 1. */
+export function runBench(main: () => Promise<void>): void {
+  main().catch((err: unknown) => {
+    process.stderr.write(`bench: ${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  });
+}
