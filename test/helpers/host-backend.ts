@@ -137,18 +137,23 @@ export class HostBackend implements StreamingBackend, StreamingLookup {
   }
 
   portForward(_pod: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const conn = net.connect(port, '127.0.0.1');
-      conn.once('error', reject);
-      conn.once('connect', () => {
-        conn.off('error', reject);
-        relay(stream, conn, signal).then(resolve, reject);
-      });
-    });
+    return forwardToLoopback(port, stream, signal);
   }
 
   /** Kills every process this backend started. */
   killAll(): void {
     for (const c of this.children) c.kill('SIGKILL');
   }
+}
+
+/** Relays `stream` to a connection to `port` on 127.0.0.1 (a connect error rejects) until either side ends. */
+export function forwardToLoopback(port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const conn = net.connect(port, '127.0.0.1');
+    conn.once('error', reject);
+    conn.once('connect', () => {
+      conn.off('error', reject);
+      relay(stream, conn, signal).then(resolve, reject);
+    });
+  });
 }

@@ -165,17 +165,7 @@ export class ClientStream {
 
   /** Resolves when pred() holds (checked on every event of this stream). */
   until(pred: () => boolean, timeoutMs = 10_000): Promise<void> {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`stream ${this.id}: timed out`)), timeoutMs);
-      const check = () => {
-        if (pred()) {
-          clearTimeout(timer);
-          resolve();
-        } else this.waiters.push(check);
-      };
-      this.waiters.push(check);
-    });
+    return waitUntil(this.waiters, pred, timeoutMs, `stream ${this.id}: timed out`);
   }
 
   get received(): Buffer {
@@ -286,17 +276,7 @@ export class SpdyClient {
 
   /** Resolves when pred() holds, re-checked after every frame. */
   until(pred: () => boolean, timeoutMs = 10_000): Promise<void> {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('timed out waiting for the server')), timeoutMs);
-      const check = () => {
-        if (pred()) {
-          clearTimeout(timer);
-          resolve();
-        } else this.waiters.push(check);
-      };
-      this.waiters.push(check);
-    });
+    return waitUntil(this.waiters, pred, timeoutMs, 'timed out waiting for the server');
   }
 
   raw(bytes: Buffer): void {
@@ -354,3 +334,18 @@ export class SpdyClient {
 
 export const SPDY = { SYN_STREAM: 1, SYN_REPLY: 2, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, HEADERS: 8, WINDOW_UPDATE: 9 };
 export { control as controlFrameBytes, data as dataFrameBytes };
+
+/** Resolves when pred() holds, checked now and whenever the owner calls (and drains) `waiters`. */
+function waitUntil(waiters: (() => void)[], pred: () => boolean, timeoutMs: number, timeoutMessage: string): Promise<void> {
+  if (pred()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(timeoutMessage)), timeoutMs);
+    const check = () => {
+      if (pred()) {
+        clearTimeout(timer);
+        resolve();
+      } else waiters.push(check);
+    };
+    waiters.push(check);
+  });
+}

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
-import { ContainerWorld, rejectsWith, skipReason } from '../container/world.js';
+import { containerSuite, ContainerWorld, rejectsWith } from '../container/world.js';
 
 const require = createRequire(import.meta.url);
 const xattr = require('@napi-rs/xattr') as { getAttribute(path: string, name: string): Promise<Buffer | null> };
@@ -38,13 +38,9 @@ describe('conformance: containers in a pod with its own user namespace (real run
   const world = new ContainerWorld();
   let image = '';
 
-  before(async function () {
-    const reason = skipReason();
-    if (reason) {
-      console.log(`    skipping user namespace conformance tests: ${reason}`);
-      this.skip();
-    }
-    await world.start();
+  containerSuite(world, 'user namespace conformance tests', { scope: 'pods', setup });
+
+  async function setup(): Promise<void> {
     const pushed = await pushBusyboxImage(world.registry, 'conformance/userns:1', {
       extraFiles: [
         { path: 'usr/local/bin/setuid-tool', content: '#!/bin/sh\n', mode: 0o4755 },
@@ -55,18 +51,7 @@ describe('conformance: containers in a pod with its own user namespace (real run
     image = pushed.reference;
     world.images.set('userns', pushed);
     await world.runtime.pull(image);
-  });
-
-  afterEach(async function () {
-    if (!world.pods.daemon) return;
-    await world.removeAll().catch(() => {});
-    const left = await world.leftovers();
-    if (this.currentTest?.state === 'passed' && left.length) throw new Error(`test left things behind: ${left.join('; ')}`);
-  });
-
-  after(async () => {
-    await world.cleanup();
-  });
+  }
 
   it('runs a container that joins the pod user and network namespaces and sees the pod uid map', async () => {
     const pod = await world.pod({ linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } } });

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
+import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, skipReason } from './world.js';
 
 const CRICTL = process.env.CRICTL ?? '/usr/local/bin/crictl';
@@ -18,12 +19,14 @@ describe('containers: crictl by hand', function () {
   let podJson: string;
   let ctrJson: string;
 
-  before(async function () {
-    const reason = skipReason() ?? (existsSync(CRICTL) ? undefined : `${CRICTL} is not installed`);
-    if (reason) {
-      console.log(`    skipping crictl tests: ${reason}`);
-      this.skip();
-    }
+  suiteHooks({
+    what: 'crictl tests',
+    skipReason: () => skipReason() ?? (existsSync(CRICTL) ? undefined : `${CRICTL} is not installed`),
+    setup,
+    cleanup: () => world.cleanup(),
+  });
+
+  async function setup(): Promise<void> {
     await world.start();
     const endpoint = `unix://${world.daemon.socket}`;
     crictl = async (...args: string[]) => {
@@ -47,11 +50,7 @@ describe('containers: crictl by hand', function () {
         linux: {},
       }),
     );
-  });
-
-  after(async () => {
-    await world.cleanup();
-  });
+  }
 
   it('run, ps, inspect, logs, exec -s, stats, update, stop, rm', async () => {
     const id = (await crictl('run', '--no-pull', ctrJson, podJson)).split('\n').pop()!;

@@ -8,7 +8,7 @@ import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerEventType, ContainerFilter, ContainerState, ImageSpec, PodSandboxState, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
-import { ContainerWorld, eventually, pidAlive, rejectsWith, skipReason } from './world.js';
+import { containerSuite, ContainerWorld, eventually, pidAlive, rejectsWith } from './world.js';
 
 const exists = (p: string) => access(p).then(() => true, () => false);
 const nowNs = () => BigInt(Date.now()) * 1_000_000n;
@@ -17,25 +17,7 @@ describe('containers: lifecycle (real runc, conmon and CNI)', function () {
   this.timeout(60_000);
   const world = new ContainerWorld();
 
-  before(async function () {
-    const reason = skipReason();
-    if (reason) {
-      console.log(`    skipping container tests: ${reason}`);
-      this.skip();
-    }
-    await world.start();
-  });
-
-  afterEach(async function () {
-    if (!world.pods.daemon) return;
-    await world.removeAll().catch(() => {});
-    const left = await world.leftovers();
-    if (this.currentTest?.state === 'passed' && left.length) throw new Error(`test left things behind: ${left.join('; ')}`);
-  });
-
-  after(async () => {
-    await world.cleanup();
-  });
+  containerSuite(world, 'container tests', { scope: 'pods' });
 
   it('creates, starts, reports, lists, stops and removes a container', async () => {
     const rt = world.daemon.clients.runtime;

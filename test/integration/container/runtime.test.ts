@@ -10,34 +10,14 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerStatsFilter, PodSandboxStatsFilter, UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { execInNetns } from '../../../src/network/netns-exec.js';
-import { ContainerWorld, eventually, rejectsWith, skipReason } from './world.js';
+import { containerSuite, ContainerWorld, eventually, rejectsWith } from './world.js';
 
 describe('containers: logs, stats, updates, OOM and ExecSync (real runc, conmon and CNI)', function () {
   this.timeout(60_000);
   const world = new ContainerWorld();
   let pod: Awaited<ReturnType<ContainerWorld['pod']>>;
 
-  before(async function () {
-    const reason = skipReason();
-    if (reason) {
-      console.log(`    skipping container tests: ${reason}`);
-      this.skip();
-    }
-    await world.start();
-    pod = await world.pod();
-  });
-
-  afterEach(async function () {
-    if (!world.pods.daemon) return;
-    const rt = world.daemon.clients.runtime;
-    for (const c of (await rt.listContainers({ filter: undefined })).containers) await rt.removeContainer({ containerId: c.id });
-    const left = await world.containerLeftovers();
-    if (this.currentTest?.state === 'passed' && left.length) throw new Error(`test left things behind: ${left.join('; ')}`);
-  });
-
-  after(async () => {
-    await world.cleanup();
-  });
+  containerSuite(world, 'container tests', { scope: 'containers', setup: async () => { pod = await world.pod(); } });
 
   it('reports OOMKilled for a container the kernel killed at its memory limit', async () => {
     const id = await world.run(

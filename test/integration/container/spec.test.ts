@@ -11,34 +11,14 @@ import { execa } from 'execa';
 import { MountPropagation, NamespaceMode, SupplementalGroupsPolicy } from '../../../src/gen/runtime/v1/api.js';
 import { capabilitiesFromMask } from '../../../src/platform/proc.js';
 import { CONTAINERD_DEFAULT_CAPABILITIES } from '../../../src/config/schema.js';
-import { ContainerWorld, eventually, rejectsWith, skipReason } from './world.js';
+import { containerSuite, ContainerWorld, eventually, rejectsWith } from './world.js';
 
 describe('containers: spec rules seen from inside (real runc, conmon and CNI)', function () {
   this.timeout(60_000);
   const world = new ContainerWorld();
   let pod: Awaited<ReturnType<ContainerWorld['pod']>>;
 
-  before(async function () {
-    const reason = skipReason();
-    if (reason) {
-      console.log(`    skipping container tests: ${reason}`);
-      this.skip();
-    }
-    await world.start();
-    pod = await world.pod();
-  });
-
-  afterEach(async function () {
-    if (!world.pods.daemon) return;
-    const rt = world.daemon.clients.runtime;
-    for (const c of (await rt.listContainers({ filter: undefined })).containers) await rt.removeContainer({ containerId: c.id });
-    const left = await world.containerLeftovers();
-    if (this.currentTest?.state === 'passed' && left.length) throw new Error(`test left things behind: ${left.join('; ')}`);
-  });
-
-  after(async () => {
-    await world.cleanup();
-  });
+  containerSuite(world, 'container tests', { scope: 'containers', setup: async () => { pod = await world.pod(); } });
 
   /** Runs a container to completion and returns its log text (stdout and stderr lines). */
   async function output(config: ReturnType<typeof world.config>, p = pod): Promise<string> {

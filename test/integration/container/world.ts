@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerConfig, ContainerState, PullImageRequest, type DeepPartial, type PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { startRegistry, type TestRegistry } from '../../helpers/registry.js';
+import { suiteHooks } from '../../helpers/suite.js';
 import { pushBusyboxImage, type BusyboxImageOptions, type PushedImage } from '../../helpers/image-builder.js';
 import { conmonsUnder, PodWorld, skipReason as podSkipReason } from '../sandbox/world.js';
 import { mountPoints } from '../../../src/platform/mount.js';
@@ -18,6 +19,26 @@ export { codeOf, eventually, pidAlive, rejectsWith, conmonsUnder } from '../sand
 
 export function skipReason(): string | undefined {
   return podSkipReason();
+}
+
+/**
+ * The hooks of a suite over `world` (call it in a `describe` body): start it, then `setup`; after each
+ * test remove its containers (`scope: 'pods'`: every pod too) and fail a passing test that left
+ * anything of them behind; clean up.
+ */
+export function containerSuite(world: ContainerWorld, what: string, options: { scope: 'containers' | 'pods'; setup?: () => Promise<void> }): void {
+  const pods = options.scope === 'pods';
+  suiteHooks({
+    what,
+    skipReason,
+    setup: async () => {
+      await world.start();
+      await options.setup?.();
+    },
+    tidy: pods ? () => world.removeAll().catch(() => {}) : () => world.removeContainers(),
+    leftovers: pods ? () => world.leftovers() : () => world.containerLeftovers(),
+    cleanup: () => world.cleanup(),
+  });
 }
 
 /** The images every container test can use, by short name. */
@@ -138,11 +159,16 @@ export class ContainerWorld {
       });
   }
 
-  /** Removes every pod (and so every container) through the CRI. */
-  async removeAll(): Promise<void> {
+  /** Removes every container (but `keep`) through the CRI. */
+  async removeContainers(keep?: string): Promise<void> {
     const rt = this.daemon.clients.runtime;
     const { containers } = await rt.listContainers({ filter: undefined });
-    for (const c of containers) await rt.removeContainer({ containerId: c.id });
+    for (const c of containers) if (c.id !== keep) await rt.removeContainer({ containerId: c.id });
+  }
+
+  /** Removes every pod (and so every container) through the CRI. */
+  async removeAll(): Promise<void> {
+    await this.removeContainers();
     await this.pods.removeAllPods();
   }
 

@@ -2,95 +2,80 @@
 import assert from 'node:assert/strict';
 import { readdir, writeFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startRegistry, type TestRegistry } from '../../helpers/registry.js';
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
-import { openService, type ServiceFixture } from './service.js';
+import { imageSuite } from '../../helpers/image-service.js';
 import { isKind } from '../../../src/common/errors.js';
 
 describe('images: removal, sharing, holds and restarts', function () {
   this.timeout(60_000);
-  let registry: TestRegistry;
-  let fx: ServiceFixture;
+  const env = imageSuite();
 
-  before(async () => {
-    registry = await startRegistry();
-  });
-  after(async () => {
-    await registry?.stop();
-  });
-  beforeEach(async () => {
-    fx = await openService();
-  });
-  afterEach(async () => {
-    await fx?.cleanup();
-  });
-
-  const layerDirs = () => readdir(join(fx.options.imagesDir, 'layers'));
-  const blobs = () => readdir(join(fx.options.imagesDir, 'blobs/sha256'));
+  const layerDirs = () => readdir(join(env.fx.options.imagesDir, 'layers'));
+  const blobs = () => readdir(join(env.fx.options.imagesDir, 'blobs/sha256'));
 
   it('frees a shared layer only when the last image using it is removed', async () => {
-    const a = await pushBusyboxImage(registry, 'share/a:1', { extraFiles: [{ path: 'a', content: 'a' }] });
-    const b = await pushBusyboxImage(registry, 'share/b:1', { extraFiles: [{ path: 'b', content: 'b' }] });
-    await fx.images.pull(a.reference);
-    await fx.images.pull(b.reference);
+    const a = await pushBusyboxImage(env.registry, 'share/a:1', { extraFiles: [{ path: 'a', content: 'a' }] });
+    const b = await pushBusyboxImage(env.registry, 'share/b:1', { extraFiles: [{ path: 'b', content: 'b' }] });
+    await env.fx.images.pull(a.reference);
+    await env.fx.images.pull(b.reference);
     assert.equal((await layerDirs()).length, 3);
 
-    await fx.images.remove(a.reference);
-    assert.equal(fx.images.find(a.reference), undefined);
+    await env.fx.images.remove(a.reference);
+    assert.equal(env.fx.images.find(a.reference), undefined);
     assert.equal((await layerDirs()).length, 2);
-    const bLayers = fx.images.getImage(b.reference).layerDirs;
+    const bLayers = env.fx.images.getImage(b.reference).layerDirs;
     for (const dir of bLayers) await access(dir);
 
-    await fx.images.remove(b.configDigest);
+    await env.fx.images.remove(b.configDigest);
     assert.deepEqual(await layerDirs(), []);
     assert.deepEqual(await blobs(), []);
-    assert.deepEqual(await readdir(join(fx.options.imagesDir, 'l')), []);
+    assert.deepEqual(await readdir(join(env.fx.options.imagesDir, 'l')), []);
   });
 
   it('removing an unknown image is not an error', async () => {
-    await fx.images.remove('docker.io/library/nothing:here');
-    await fx.images.remove('sha256:' + 'f'.repeat(64));
+    await env.fx.images.remove('docker.io/library/nothing:here');
+    await env.fx.images.remove('sha256:' + 'f'.repeat(64));
   });
 
   it('refuses to remove an image a container uses, until the container lets go', async () => {
-    const img = await pushBusyboxImage(registry, 'held/busybox:1');
-    await fx.images.pull(img.reference);
-    const target = join(fx.dir, 'rootfs');
-    await fx.images.mountRootfs(img.reference, 'container-1', target);
+    const img = await pushBusyboxImage(env.registry, 'held/busybox:1');
+    await env.fx.images.pull(img.reference);
+    const target = join(env.fx.dir, 'rootfs');
+    await env.fx.images.mountRootfs(img.reference, 'container-1', target);
     await writeFile(join(target, 'written-by-container'), 'hello');
-    const usage = await fx.images.rootfsUsage('container-1');
+    const usage = await env.fx.images.rootfsUsage('container-1');
     assert.ok(usage.inodes >= 2n && usage.bytes > 0n, `usage ${usage.bytes}/${usage.inodes}`);
 
-    await assert.rejects(fx.images.remove(img.reference), (err: Error) => {
+    await assert.rejects(env.fx.images.remove(img.reference), (err: Error) => {
       assert.ok(isKind(err, 'FailedPrecondition'));
       assert.match(err.message, /is in use by container container-1/);
       return true;
     });
     // The hold survives a restart.
-    await fx.images.unmountRootfs('container-1');
-    await fx.reopen();
-    await assert.rejects(fx.images.remove(img.reference), /in use/);
+    await env.fx.images.unmountRootfs('container-1');
+    await env.fx.reopen();
+    await assert.rejects(env.fx.images.remove(img.reference), /in use/);
     // Remount keeps what the container wrote.
-    await fx.images.mountRootfs(img.configDigest, 'container-1', target);
+    await env.fx.images.mountRootfs(img.configDigest, 'container-1', target);
     await access(join(target, 'written-by-container'));
-    await fx.images.removeRootfs('container-1');
-    await fx.images.remove(img.reference);
+    await env.fx.images.removeRootfs('container-1');
+    await env.fx.images.remove(img.reference);
     assert.deepEqual(await layerDirs(), []);
   });
 
   it('keeps images, tags and layers across a restart and cleans up interrupted work', async () => {
-    const img = await pushBusyboxImage(registry, 'restart/busybox:1', { user: 'user' });
-    await fx.images.pull(img.reference);
+    const img = await pushBusyboxImage(env.registry, 'restart/busybox:1', { user: 'user' });
+    await env.fx.images.pull(img.reference);
     // Leftovers of a pull that died: an ingest file and a half-unpacked layer.
-    await writeFile(join(fx.options.imagesDir, 'ingest', 'partial'), 'x');
+    await writeFile(join(env.fx.options.imagesDir, 'ingest', 'partial'), 'x');
     const { mkdir } = await import('node:fs/promises');
-    await mkdir(join(fx.options.imagesDir, 'layers', '.tmp-dead', 'diff'), { recursive: true });
-    const images = await fx.reopen();
+    await mkdir(join(env.fx.options.imagesDir, 'layers', '.tmp-dead', 'diff'), { recursive: true });
+    const images = await env.fx.reopen();
     const record = images.find(img.reference);
     assert.equal(record?.id, img.configDigest);
     assert.deepEqual(record?.repoDigests, [img.digestReference]);
     assert.equal(images.getImage(img.reference).config.User, 'user');
-    assert.deepEqual(await readdir(join(fx.options.imagesDir, 'ingest')), []);
+    assert.deepEqual(await readdir(join(env.fx.options.imagesDir, 'ingest')), []);
     assert.deepEqual(await layerDirs(), [img.layers[0]!.diffId.slice(7)]);
     const started = performance.now();
     await images.pull(img.digestReference);

@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { lstat, readFile, readlink, readdir, stat, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
-import { startRegistry, type TestRegistry } from '../../helpers/registry.js';
 import {
   pushBusyboxImage,
   pushImage,
@@ -13,38 +12,24 @@ import {
   hostPlatform,
   type LayerEntry,
 } from '../../helpers/image-builder.js';
-import { openService, type ServiceFixture } from './service.js';
+import { imageSuite } from '../../helpers/image-service.js';
 import { isMountPoint } from '../../../src/platform/mount.js';
 
 const xattr = createRequire(import.meta.url)('@napi-rs/xattr') as { getAttributeSync(p: string, n: string): Buffer | null };
 
 describe('images: pulling and unpacking', function () {
   this.timeout(60_000);
-  let registry: TestRegistry;
-  let fx: ServiceFixture;
-
-  before(async () => {
-    registry = await startRegistry();
-  });
-  after(async () => {
-    await registry?.stop();
-  });
-  beforeEach(async () => {
-    fx = await openService();
-  });
-  afterEach(async () => {
-    await fx?.cleanup();
-  });
+  const env = imageSuite();
 
   it('pulls by tag and by digest, records tags and digests, and answers fast when present', async () => {
-    const img = await pushBusyboxImage(registry, 'pull/tag:v1', { user: '1000', env: ['A=b'], workdir: '/tmp', stopSignal: 'SIGINT' });
-    const record = await fx.images.pull(img.reference);
+    const img = await pushBusyboxImage(env.registry, 'pull/tag:v1', { user: '1000', env: ['A=b'], workdir: '/tmp', stopSignal: 'SIGINT' });
+    const record = await env.fx.images.pull(img.reference);
     assert.equal(record.id, img.configDigest);
     assert.deepEqual(record.repoTags, [img.reference]);
     assert.deepEqual(record.repoDigests, [img.digestReference]);
     assert.equal(record.size, img.config.length + img.layers[0]!.blob.length);
 
-    const info = fx.images.getImage(img.reference);
+    const info = env.fx.images.getImage(img.reference);
     assert.equal(info.config.User, '1000');
     assert.equal(info.config.WorkingDir, '/tmp');
     assert.equal(info.config.StopSignal, 'SIGINT');
@@ -53,46 +38,46 @@ describe('images: pulling and unpacking', function () {
     assert.equal(await readlink(join(info.layerDirs[0]!, 'bin/sh')), 'busybox');
 
     for (const spec of [img.configDigest, img.configDigest.slice(7), img.configDigest.slice(7, 19), img.digestReference])
-      assert.equal(fx.images.find(spec)?.id, img.configDigest, spec);
+      assert.equal(env.fx.images.find(spec)?.id, img.configDigest, spec);
 
     const started = performance.now();
-    await fx.images.pull(img.digestReference);
+    await env.fx.images.pull(img.digestReference);
     assert.ok(performance.now() - started < 20, 'a present image by digest answers in under 20 ms');
-    const again = await fx.images.pull(img.reference);
+    const again = await env.fx.images.pull(img.reference);
     assert.equal(again.id, img.configDigest);
   });
 
   it('pulls by digest only, verifying the manifest digest', async () => {
-    const img = await pushBusyboxImage(registry, 'pull/digest:v1', { untagged: true, cmd: ['true'] });
-    const record = await fx.images.pull(img.digestReference);
+    const img = await pushBusyboxImage(env.registry, 'pull/digest:v1', { untagged: true, cmd: ['true'] });
+    const record = await env.fx.images.pull(img.digestReference);
     assert.equal(record.id, img.configDigest);
     assert.deepEqual(record.repoTags, []);
-    await assert.rejects(fx.images.pull(`${img.repository}:nosuchtag`), /not found/);
+    await assert.rejects(env.fx.images.pull(`${img.repository}:nosuchtag`), /not found/);
   });
 
   it('pulls OCI and Docker media-type images', async () => {
-    const oci = await pushBusyboxImage(registry, 'media/oci:1', { mediaTypes: 'oci' });
-    const docker = await pushBusyboxImage(registry, 'media/docker:1', { mediaTypes: 'docker', cmd: ['echo', 'docker'] });
-    assert.equal((await fx.images.pull(oci.reference)).id, oci.configDigest);
-    assert.equal((await fx.images.pull(docker.reference)).id, docker.configDigest);
+    const oci = await pushBusyboxImage(env.registry, 'media/oci:1', { mediaTypes: 'oci' });
+    const docker = await pushBusyboxImage(env.registry, 'media/docker:1', { mediaTypes: 'docker', cmd: ['echo', 'docker'] });
+    assert.equal((await env.fx.images.pull(oci.reference)).id, oci.configDigest);
+    assert.equal((await env.fx.images.pull(docker.reference)).id, docker.configDigest);
     // Same base layer in both: unpacked once, shared.
-    assert.deepEqual(fx.images.getImage(oci.reference).layerDirs, fx.images.getImage(docker.reference).layerDirs);
+    assert.deepEqual(env.fx.images.getImage(oci.reference).layerDirs, env.fx.images.getImage(docker.reference).layerDirs);
   });
 
   for (const media of ['oci', 'docker'] as const) {
     it(`picks the host platform from a multi-arch ${media === 'oci' ? 'OCI index' : 'Docker manifest list'}`, async () => {
       const host = hostPlatform();
       const other = { architecture: host.architecture === 'arm64' ? 'amd64' : 'arm64', os: 'linux', variant: host.architecture === 'arm64' ? undefined : 'v8' };
-      const native = await pushBusyboxImage(registry, `multi/${media}`, { untagged: true, mediaTypes: media, platform: host });
-      const foreign = await pushImage(registry, `multi/${media}`, { untagged: true, mediaTypes: media, platform: other, layers: [[{ path: 'foreign', content: 'x' }]] });
-      const index = await pushIndex(registry, `multi/${media}:latest`, [foreign, native], media);
-      const record = await fx.images.pull(index.reference);
+      const native = await pushBusyboxImage(env.registry, `multi/${media}`, { untagged: true, mediaTypes: media, platform: host });
+      const foreign = await pushImage(env.registry, `multi/${media}`, { untagged: true, mediaTypes: media, platform: other, layers: [[{ path: 'foreign', content: 'x' }]] });
+      const index = await pushIndex(env.registry, `multi/${media}:latest`, [foreign, native], media);
+      const record = await env.fx.images.pull(index.reference);
       assert.equal(record.id, native.configDigest);
       assert.equal(record.manifestDigest, native.manifestDigest);
       assert.deepEqual(record.repoDigests, [index.digestReference]);
 
-      const only = await pushIndex(registry, `multi/${media}:foreign-only`, [foreign], media);
-      await assert.rejects(fx.images.pull(only.reference), (err: Error) => {
+      const only = await pushIndex(env.registry, `multi/${media}:foreign-only`, [foreign], media);
+      await assert.rejects(env.fx.images.pull(only.reference), (err: Error) => {
         assert.match(err.message, new RegExp(`no match for platform linux/${host.architecture}`));
         assert.match(err.message, new RegExp(`it has linux/${other.architecture}`));
         return true;
@@ -102,11 +87,11 @@ describe('images: pulling and unpacking', function () {
 
   it('refuses a single-platform image built for another architecture', async () => {
     const host = hostPlatform();
-    const img = await pushImage(registry, 'foreign/single:1', {
+    const img = await pushImage(env.registry, 'foreign/single:1', {
       platform: { os: 'linux', architecture: host.architecture === 's390x' ? 'amd64' : 's390x' },
       layers: [[{ path: 'a', content: 'b' }]],
     });
-    await assert.rejects(fx.images.pull(img.reference), /is for platform linux\/(s390x|amd64), not linux\//);
+    await assert.rejects(env.fx.images.pull(img.reference), /is for platform linux\/(s390x|amd64), not linux\//);
   });
 
   it('unpacks gzip, zstd and uncompressed layers (and sniffs a mislabelled one)', async () => {
@@ -117,9 +102,9 @@ describe('images: pulling and unpacking', function () {
       // gzip bytes labelled as a plain tar
       { ...buildLayer([{ path: 'mislabelled', content: 'sniffed' }], 'gzip'), compression: 'none' as const },
     ];
-    const img = await pushImage(registry, 'compress/all:1', { layers: [busyboxLayer('zstd'), ...layers] });
-    await fx.images.pull(img.reference);
-    const dirs = fx.images.getImage(img.reference).layerDirs;
+    const img = await pushImage(env.registry, 'compress/all:1', { layers: [busyboxLayer('zstd'), ...layers] });
+    await env.fx.images.pull(img.reference);
+    const dirs = env.fx.images.getImage(img.reference).layerDirs;
     assert.equal(await readFile(join(dirs[1]!, 'gz'), 'utf8'), 'gzip layer');
     assert.equal(await readFile(join(dirs[2]!, 'zst'), 'utf8'), 'zstd layer');
     assert.equal(await readFile(join(dirs[3]!, 'raw'), 'utf8'), 'plain layer');
@@ -145,9 +130,9 @@ describe('images: pulling and unpacking', function () {
       { path: 'bigid', content: 'x', uid: 3_000_000_000, gid: 3_000_000_001 },
     ];
     const gnu = buildLayer([{ path: gnuName, content: 'gnu long name' }], 'gzip', { longNames: 'gnu' });
-    const img = await pushImage(registry, 'entries/all:1', { layers: [entries, gnu] });
-    await fx.images.pull(img.reference);
-    const [dir, gnuDir] = fx.images.getImage(img.reference).layerDirs as [string, string];
+    const img = await pushImage(env.registry, 'entries/all:1', { layers: [entries, gnu] });
+    await env.fx.images.pull(img.reference);
+    const [dir, gnuDir] = env.fx.images.getImage(img.reference).layerDirs as [string, string];
 
     const file = await lstat(join(dir, 'd/file'));
     assert.equal(file.mode & 0o7777, 0o4755);
@@ -195,17 +180,17 @@ describe('images: pulling and unpacking', function () {
       { path: 'opaque/new', content: 'new' },
       { path: 'keep/b', content: 'b' },
     ];
-    const img = await pushBusyboxImage(registry, 'overlay/whiteouts:1', { extraLayers: [base, top] });
-    await fx.images.pull(img.reference);
-    const dirs = fx.images.getImage(img.reference).layerDirs;
+    const img = await pushBusyboxImage(env.registry, 'overlay/whiteouts:1', { extraLayers: [base, top] });
+    await env.fx.images.pull(img.reference);
+    const dirs = env.fx.images.getImage(img.reference).layerDirs;
     const topDir = dirs[2]!;
     const wh = await lstat(join(topDir, 'keep/gone'));
     assert.ok(wh.isCharacterDevice() && wh.rdev === 0, 'whiteout is a 0:0 char device');
     assert.equal(xattr.getAttributeSync(join(topDir, 'opaque'), 'trusted.overlay.opaque')?.toString(), 'y');
     assert.deepEqual((await readdir(topDir)).sort(), ['gonedir', 'keep', 'opaque']);
 
-    const target = join(fx.dir, 'merged');
-    await fx.images.mountRootfs(img.reference, 'c1', target);
+    const target = join(env.fx.dir, 'merged');
+    await env.fx.images.mountRootfs(img.reference, 'c1', target);
     try {
       assert.ok(await isMountPoint(target));
       assert.deepEqual((await readdir(join(target, 'keep'))).sort(), ['a', 'b']);
@@ -213,19 +198,19 @@ describe('images: pulling and unpacking', function () {
       await assert.rejects(access(join(target, 'gonedir')));
       assert.ok((await stat(join(target, 'bin/busybox'))).isFile());
     } finally {
-      await fx.images.removeRootfs('c1');
+      await env.fx.images.removeRootfs('c1');
     }
     assert.equal(await isMountPoint(target), false);
-    await assert.rejects(access(join(fx.dir, 'containers/c1/fs')));
+    await assert.rejects(access(join(env.fx.dir, 'containers/c1/fs')));
   });
 
   it('picks up a moved tag; the old image stays reachable by digest', async () => {
-    const v1 = await pushBusyboxImage(registry, 'moving/tag:latest', { cmd: ['echo', 'one'] });
-    assert.equal((await fx.images.pull(v1.reference)).id, v1.configDigest);
-    const v2 = await pushBusyboxImage(registry, 'moving/tag:latest', { cmd: ['echo', 'two'] });
-    assert.equal((await fx.images.pull(v2.reference)).id, v2.configDigest);
-    assert.equal(fx.images.find(v1.reference)?.id, v2.configDigest);
-    const old = fx.images.find(v1.digestReference);
+    const v1 = await pushBusyboxImage(env.registry, 'moving/tag:latest', { cmd: ['echo', 'one'] });
+    assert.equal((await env.fx.images.pull(v1.reference)).id, v1.configDigest);
+    const v2 = await pushBusyboxImage(env.registry, 'moving/tag:latest', { cmd: ['echo', 'two'] });
+    assert.equal((await env.fx.images.pull(v2.reference)).id, v2.configDigest);
+    assert.equal(env.fx.images.find(v1.reference)?.id, v2.configDigest);
+    const old = env.fx.images.find(v1.digestReference);
     assert.equal(old?.id, v1.configDigest);
     assert.deepEqual(old?.repoTags, []);
   });
@@ -233,15 +218,15 @@ describe('images: pulling and unpacking', function () {
   it('mounts an image of 130 layers (overlay options stay within one page)', async function () {
     this.timeout(120_000);
     const layers = Array.from({ length: 129 }, (_v, i) => [{ path: `layer-${i}`, content: String(i) }] as LayerEntry[]);
-    const img = await pushBusyboxImage(registry, 'many/layers:1', { extraLayers: layers });
-    await fx.images.pull(img.reference);
-    const target = join(fx.dir, 'many');
-    await fx.images.mountRootfs(img.reference, 'c-many', target);
+    const img = await pushBusyboxImage(env.registry, 'many/layers:1', { extraLayers: layers });
+    await env.fx.images.pull(img.reference);
+    const target = join(env.fx.dir, 'many');
+    await env.fx.images.mountRootfs(img.reference, 'c-many', target);
     try {
       assert.equal(await readFile(join(target, 'layer-0'), 'utf8'), '0');
       assert.equal(await readFile(join(target, 'layer-128'), 'utf8'), '128');
     } finally {
-      await fx.images.removeRootfs('c-many');
+      await env.fx.images.removeRootfs('c-many');
     }
   });
 });

@@ -14,6 +14,7 @@ import { MonitorError } from '../../../src/monitor/errors.js';
 import { RuncError } from '../../../src/runtime/runc.js';
 import { Monitor } from '../../../src/monitor/monitor.js';
 import { makeBundle, type BundleOptions, type OciSpec } from '../../helpers/bundle.js';
+import { suiteHooks } from '../../helpers/suite.js';
 import { MonitorFixture, missingPrerequisite } from './fixture.js';
 
 async function exists(path: string): Promise<boolean> {
@@ -41,17 +42,15 @@ describe('monitor: containers under conmon', function () {
   this.timeout(20_000);
   let fx: MonitorFixture;
 
-  before(async function () {
-    const why = await missingPrerequisite();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
-    fx = await MonitorFixture.create();
-  });
-
-  after(async () => {
-    await fx?.cleanup();
+  suiteHooks({
+    what: 'monitor tests',
+    skipReason: missingPrerequisite,
+    setup: async () => {
+      fx = await MonitorFixture.create();
+    },
+    cleanup: async () => {
+      await fx?.cleanup();
+    },
   });
 
   it('creates and starts a container whose output lands in the CRI log', async () => {

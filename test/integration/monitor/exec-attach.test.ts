@@ -11,6 +11,7 @@ import { execProcess } from '../../../src/monitor/exec-dir.js';
 import { EXEC_SYNC_MAX_OUTPUT } from '../../../src/monitor/exec-sync.js';
 import { MonitorError } from '../../../src/monitor/errors.js';
 import { isKind } from '../../../src/common/errors.js';
+import { suiteHooks } from '../../helpers/suite.js';
 import { MonitorFixture, missingPrerequisite, type TestContainer } from './fixture.js';
 
 /** A Writable that keeps everything written to it. */
@@ -60,18 +61,16 @@ describe('monitor: exec and attach through conmon', function () {
   let sleeper: TestContainer;
   const proc = (args: string[], terminal = false) => execProcess(sleeper.bundle.spec.process, args, terminal);
 
-  before(async function () {
-    const why = await missingPrerequisite();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
-    fx = await MonitorFixture.create();
-    sleeper = await fx.run({ args: ['sleep', '1000'] });
-  });
-
-  after(async () => {
-    await fx?.cleanup();
+  suiteHooks({
+    what: 'monitor tests',
+    skipReason: missingPrerequisite,
+    setup: async () => {
+      fx = await MonitorFixture.create();
+      sleeper = await fx.run({ args: ['sleep', '1000'] });
+    },
+    cleanup: async () => {
+      await fx?.cleanup();
+    },
   });
 
   describe('ExecSync', () => {

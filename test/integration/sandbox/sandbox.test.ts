@@ -12,6 +12,7 @@ import { NamespaceMode, PodSandboxState, Protocol, SecurityProfile_ProfileType }
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { execInNetns, spawnInNetns } from '../../../src/network/netns-exec.js';
 import { isMountPoint } from '../../../src/platform/mount.js';
+import { suiteHooks } from '../../helpers/suite.js';
 import { iptablesLinesMentioning, nsInode, pidAlive, PodWorld, rejectsWith, skipReason, eventually } from './world.js';
 
 const exists = (p: string) => access(p).then(() => true, () => false);
@@ -42,24 +43,13 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
   this.timeout(60_000);
   const world = new PodWorld();
 
-  before(async function () {
-    const reason = skipReason();
-    if (reason) {
-      console.log(`    skipping pod sandbox tests: ${reason}`);
-      this.skip();
-    }
-    await world.start();
-  });
-
-  afterEach(async function () {
-    if (!world.daemon) return;
-    await world.removeAllPods().catch(() => {});
-    const left = await world.leftovers();
-    if (this.currentTest?.state === 'passed' && left.length) throw new Error(`test left things behind: ${left.join('; ')}`);
-  });
-
-  after(async () => {
-    await world.cleanup();
+  suiteHooks({
+    what: 'pod sandbox tests',
+    skipReason,
+    setup: () => world.start(),
+    tidy: () => world.removeAllPods().catch(() => {}),
+    leftovers: () => world.leftovers(),
+    cleanup: () => world.cleanup(),
   });
 
   it('runs a pod the host can ping, whose pause process holds its namespaces, and stops and removes it', async () => {
@@ -360,18 +350,7 @@ describe('pod network readiness (real CNI conf dir)', function () {
   this.timeout(30_000);
   const world = new PodWorld();
 
-  before(async function () {
-    const reason = skipReason();
-    if (reason) {
-      console.log(`    skipping: ${reason}`);
-      this.skip();
-    }
-    await world.start(false);
-  });
-
-  after(async () => {
-    await world.cleanup();
-  });
+  suiteHooks({ what: 'pod network readiness tests', skipReason, setup: () => world.start(false), cleanup: () => world.cleanup() });
 
   it('reports NetworkReady false until a CNI config appears, then runs pods without a restart', async () => {
     const networkReady = async () => (await world.runtime.status({ verbose: false })).status!.conditions.find((c) => c.type === 'NetworkReady')!;

@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import http from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerState } from '../../../src/gen/runtime/v1/api.js';
+import { suiteHooks } from '../../helpers/suite.js';
 import { eventually, skipReason, StreamingWorld } from './world.js';
 
 const CRICTL = process.env.CRICTL ?? '/usr/local/bin/crictl';
@@ -31,31 +32,23 @@ describe('streaming: crictl exec, attach and port-forward against stove', functi
   let shell: string;
   let endpointArgs: string[];
 
-  before(async function () {
-    const reason = skipReason() ?? (existsSync(CRICTL) ? undefined : `${CRICTL} is not installed`) ?? (existsSync(SCRIPT) ? undefined : `${SCRIPT} is not installed`);
-    if (reason) {
-      console.log(`    skipping crictl streaming tests: ${reason}`);
-      this.skip();
-    }
-    await world.start();
-    const endpoint = `unix://${world.daemon.socket}`;
-    endpointArgs = ['--runtime-endpoint', endpoint, '--image-endpoint', endpoint, '--timeout', '20s'];
-    pod = await world.pod();
-    shell = await world.run(pod, world.config('busybox', { command: ['sleep', '3600'] }));
-  });
-
-  afterEach(async () => {
-    for (const child of running) child.kill('SIGKILL');
-    running.clear();
-    if (!world.pods.daemon) return;
-    const rt = world.daemon.clients.runtime;
-    for (const c of (await rt.listContainers({ filter: undefined })).containers) {
-      if (c.id !== shell) await rt.removeContainer({ containerId: c.id });
-    }
-  });
-
-  after(async () => {
-    await world.cleanup();
+  suiteHooks({
+    what: 'crictl streaming tests',
+    skipReason: () =>
+      skipReason() ?? (existsSync(CRICTL) ? undefined : `${CRICTL} is not installed`) ?? (existsSync(SCRIPT) ? undefined : `${SCRIPT} is not installed`),
+    setup: async () => {
+      await world.start();
+      const endpoint = `unix://${world.daemon.socket}`;
+      endpointArgs = ['--runtime-endpoint', endpoint, '--image-endpoint', endpoint, '--timeout', '20s'];
+      pod = await world.pod();
+      shell = await world.run(pod, world.config('busybox', { command: ['sleep', '3600'] }));
+    },
+    tidy: async () => {
+      for (const child of running) child.kill('SIGKILL');
+      running.clear();
+      await world.removeContainers(shell);
+    },
+    cleanup: () => world.cleanup(),
   });
 
   /** Starts `crictl <args>` (or `file args` when `viaFile` is given), feeding `input` when set. */

@@ -11,6 +11,7 @@ import net from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerState, NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { spdyUpgrade } from '../../helpers/spdy-client.js';
+import { suiteHooks } from '../../helpers/suite.js';
 import { eventually, listProcessesNamed, parseStatus, rejectsWith, skipReason, StreamingWorld, waitForText, writeChunked } from './world.js';
 
 describe('streaming: exec, attach and port-forward into real containers', function () {
@@ -20,35 +21,24 @@ describe('streaming: exec, attach and port-forward into real containers', functi
   /** A long-running busybox container in `pod`. */
   let shell: string;
 
-  before(async function () {
-    const reason = skipReason();
-    if (reason) {
-      console.log(`    skipping streaming tests: ${reason}`);
-      this.skip();
-    }
-    await world.start();
-    pod = await world.pod();
-    shell = await world.run(pod, world.config('busybox', { command: ['sleep', '3600'] }));
-  });
-
-  afterEach(async function () {
-    if (!world.pods.daemon) return;
-    world.closeClients();
-    const rt = world.daemon.clients.runtime;
-    for (const c of (await rt.listContainers({ filter: undefined })).containers) {
-      if (c.id !== shell) await rt.removeContainer({ containerId: c.id });
-    }
+  suiteHooks({
+    what: 'streaming tests',
+    skipReason,
+    setup: async () => {
+      await world.start();
+      pod = await world.pod();
+      shell = await world.run(pod, world.config('busybox', { command: ['sleep', '3600'] }));
+    },
+    tidy: async () => {
+      world.closeClients();
+      await world.removeContainers(shell);
+    },
     // Sessions end asynchronously once their client is gone; then none of their pieces may be left.
-    if (this.currentTest?.state === 'passed') {
-      await eventually('sessions to be cleaned up', async () => (await world.sessionLeftovers()).length === 0, 5000).catch(async () => {
-        throw new Error(`test left things behind: ${(await world.sessionLeftovers()).join('; ')}`);
-      });
-    }
-  });
-
-  after(async () => {
-    world.closeClients();
-    await world.cleanup();
+    leftovers: () => world.settledSessionLeftovers(),
+    cleanup: async () => {
+      world.closeClients();
+      await world.cleanup();
+    },
   });
 
   describe('exec', () => {

@@ -8,7 +8,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { AttachRequest, ExecRequest, PortForwardRequest } from '../../../src/gen/runtime/v1/api.js';
-import { ContainerWorld } from '../container/world.js';
+import { ContainerWorld, eventually } from '../container/world.js';
 import { spdyUpgrade, type ClientStream, type SpdyClient } from '../../helpers/spdy-client.js';
 
 export { codeOf, eventually, rejectsWith, skipReason } from '../container/world.js';
@@ -141,6 +141,17 @@ export class StreamingWorld extends ContainerWorld {
       if (argv[0]?.endsWith('conmon') && argv.includes('-e') && argv.some((a) => a.startsWith(dir + '/'))) out.push(`exec conmon ${name}`);
     }
     return out;
+  }
+
+  /** sessionLeftovers() once sessions had `timeoutMs` to end (they end asynchronously once their client is gone). */
+  async settledSessionLeftovers(timeoutMs = 5000): Promise<string[]> {
+    const settled = await eventually('sessions to be cleaned up', async () => (await this.sessionLeftovers()).length === 0, timeoutMs).then(
+      () => true,
+      () => false,
+    );
+    if (settled) return [];
+    const left = await this.sessionLeftovers();
+    return left.length ? left : [`sessions still ending after ${timeoutMs} ms`];
   }
 }
 

@@ -11,11 +11,10 @@
  *   sizes N           waits for N terminal sizes, writes them as WxH lines
  * Several commands can be chained with ';' as separate argv elements: ['echo', 'a', ';', 'exit', '3'].
  */
-import net from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import type { AttachRequest, ExecRequest } from '../../../src/gen/runtime/v1/api.js';
 import type { StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from '../../../src/streaming/backend.js';
-import { relay } from '../../../src/streaming/relay.js';
+import { forwardToLoopback } from '../../helpers/host-backend.js';
 
 function write(stream: Writable | undefined, data: string | Buffer): Promise<void> {
   if (!stream) return Promise.resolve();
@@ -128,13 +127,6 @@ export class FakeBackend implements StreamingBackend, StreamingLookup {
 
   portForward(pod: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
     this.forwards.push({ pod, port });
-    return new Promise((resolve, reject) => {
-      const conn = net.connect(port, '127.0.0.1');
-      conn.once('error', reject);
-      conn.once('connect', () => {
-        conn.off('error', reject);
-        relay(stream, conn, signal).then(resolve, reject);
-      });
-    });
+    return forwardToLoopback(port, stream, signal);
   }
 }

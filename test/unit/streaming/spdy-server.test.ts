@@ -10,6 +10,7 @@ import { AttachRequest, ExecRequest, PortForwardRequest } from '../../../src/gen
 import { silentLogger } from '../../../src/common/logger.js';
 import { StreamingServer, type StreamingServerOptions } from '../../../src/streaming/server.js';
 import { ClientStream, SPDY, SpdyClient, controlFrameBytes, dataFrameBytes, spdyUpgrade } from '../../helpers/spdy-client.js';
+import { echoServerEachTest } from '../../helpers/echo-server.js';
 import { FakeBackend } from './fake-backend.js';
 
 const V4 = ['v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'];
@@ -331,18 +332,10 @@ describe('streaming server over SPDY', function () {
   });
 
   describe('port-forward', () => {
-    let echo: net.Server;
-    let echoPort: number;
-
-    beforeEach(async () => {
-      echo = net.createServer((sock) => sock.pipe(sock));
-      await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
-      echoPort = (echo.address() as net.AddressInfo).port;
-    });
-    afterEach(() => echo.close());
+    const echo = echoServerEachTest();
 
     async function pfClient(): Promise<SpdyClient> {
-      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echoPort] }));
+      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echo.port] }));
       assert.match(url, /\/portforward\//);
       return connect(url, ['portforward.k8s.io']);
     }
@@ -352,7 +345,7 @@ describe('streaming server over SPDY', function () {
       const other = net.createServer((sock) => sock.end('other port'));
       await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
       const otherPort = String((other.address() as net.AddressInfo).port);
-      const port = String(echoPort);
+      const port = String(echo.port);
       try {
         // Interleaved creation, as concurrent accepts produce it.
         const e1 = await client.open({ streamtype: 'error', port, requestid: '1' });
@@ -370,7 +363,7 @@ describe('streaming server over SPDY', function () {
         assert.equal((await d2.readAll()).toString(), 'second');
         assert.equal((await d3.readAll()).toString(), 'other port');
         for (const e of [e1, e2, e3]) assert.equal((await e.readAll()).length, 0);
-        assert.deepEqual(backend.forwards.map((f) => f.port).sort(), [echoPort, echoPort, Number(otherPort)].sort());
+        assert.deepEqual(backend.forwards.map((f) => f.port).sort(), [echo.port, echo.port, Number(otherPort)].sort());
         assert.ok(backend.forwards.every((f) => f.pod === 'pod1'));
         // The session stays open for more connections.
         assert.equal(client.closed, false);
@@ -381,8 +374,8 @@ describe('streaming server over SPDY', function () {
 
     it('pairs streams of clients that send no requestid by stream id', async () => {
       const client = await pfClient();
-      const e = await client.open({ streamtype: 'error', port: String(echoPort) });
-      const d = await client.open({ streamtype: 'data', port: String(echoPort) });
+      const e = await client.open({ streamtype: 'error', port: String(echo.port) });
+      const d = await client.open({ streamtype: 'data', port: String(echo.port) });
       d.write('legacy', true);
       assert.equal((await d.readAll()).toString(), 'legacy');
       assert.equal((await e.readAll()).length, 0);
@@ -402,8 +395,8 @@ describe('streaming server over SPDY', function () {
       assert.equal(body.closeConnection, true);
       assert.match(body.message, new RegExp(`^error forwarding port ${dead} to pod pod1, uid : .*ECONNREFUSED`));
       // Another connection on the same session still works.
-      const e2 = await client.open({ streamtype: 'error', port: String(echoPort), requestid: '1' });
-      const d2 = await client.open({ streamtype: 'data', port: String(echoPort), requestid: '1' });
+      const e2 = await client.open({ streamtype: 'error', port: String(echo.port), requestid: '1' });
+      const d2 = await client.open({ streamtype: 'data', port: String(echo.port), requestid: '1' });
       d2.write('still fine', true);
       assert.equal((await d2.readAll()).toString(), 'still fine');
       assert.equal((await e2.readAll()).length, 0);
@@ -455,11 +448,11 @@ describe('streaming server over SPDY', function () {
       assert.equal((await client.open({ streamtype: 'stdout', port: '80', requestid: '9' })).reset, 3);
       assert.equal((await client.open({ streamtype: 'data', requestid: '9' })).reset, 3);
 
-      const lonely = await client.open({ streamtype: 'error', port: String(echoPort), requestid: '5' });
+      const lonely = await client.open({ streamtype: 'error', port: String(echo.port), requestid: '5' });
       assert.match((await lonely.readAll(3000)).toString(), /timed out waiting for streams/);
 
-      const e = await client.open({ streamtype: 'error', port: String(echoPort), requestid: '6' });
-      await client.open({ streamtype: 'error', port: String(echoPort), requestid: '6' });
+      const e = await client.open({ streamtype: 'error', port: String(echo.port), requestid: '6' });
+      await client.open({ streamtype: 'error', port: String(echo.port), requestid: '6' });
       await e.until(() => e.received.length > 0);
       assert.match(e.received.toString(), /error stream already assigned/);
       assert.equal(backend.forwards.length, 0);

@@ -12,6 +12,7 @@ import { ExecRequest, PortForwardRequest } from '../../../src/gen/runtime/v1/api
 import { silentLogger } from '../../../src/common/logger.js';
 import { StreamingServer } from '../../../src/streaming/server.js';
 import { SpdyClient } from '../../helpers/spdy-client.js';
+import { echoServerEachTest } from '../../helpers/echo-server.js';
 import { FakeBackend } from './fake-backend.js';
 
 interface Session {
@@ -116,14 +117,7 @@ describe('streaming server over WebSocket', function () {
   });
 
   describe('port-forward', () => {
-    let echo: net.Server;
-    let echoPort: number;
-    beforeEach(async () => {
-      echo = net.createServer((sock) => sock.pipe(sock));
-      await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
-      echoPort = (echo.address() as net.AddressInfo).port;
-    });
-    afterEach(() => echo.close());
+    const echo = echoServerEachTest();
 
     it('v4 channels: per port a data and an error channel, each opened with the port (u16 LE)', async () => {
       const dead = await new Promise<number>((resolve) => {
@@ -132,12 +126,12 @@ describe('streaming server over WebSocket', function () {
           t.close(() => resolve(p));
         });
       });
-      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echoPort, dead] }));
+      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echo.port, dead] }));
       const s = await open(url, ['v4.channel.k8s.io']);
       const deadline = Date.now() + 5000;
       while (s.messages.length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       const port = Buffer.alloc(2);
-      port.writeUInt16LE(echoPort);
+      port.writeUInt16LE(echo.port);
       assert.deepEqual(s.messages.filter((m) => m.data[0] === 0)[0]!.data.subarray(1), port);
       assert.deepEqual(s.messages.filter((m) => m.data[0] === 1)[0]!.data.subarray(1), port);
       s.ws.send(Buffer.concat([Buffer.from([0]), Buffer.from('over channels')]));
@@ -166,8 +160,8 @@ describe('streaming server over WebSocket', function () {
       assert.equal(protocol, 'SPDY/3.1+portforward.k8s.io');
       const client = new SpdyClient(stream);
       try {
-        const e = await client.open({ streamtype: 'error', port: String(echoPort), requestid: '0' });
-        const d = await client.open({ streamtype: 'data', port: String(echoPort), requestid: '0' });
+        const e = await client.open({ streamtype: 'error', port: String(echo.port), requestid: '0' });
+        const d = await client.open({ streamtype: 'data', port: String(echo.port), requestid: '0' });
         e.end();
         d.write('through the tunnel', true);
         assert.equal((await d.readAll()).toString(), 'through the tunnel');

@@ -1,10 +1,11 @@
-/** Opens an ImageService on a temp dir for in-process image tests. */
+/** In-process image tests: an ImageService on a temp dir, and a loopback registry to pull from. */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ImageService, type ImageServiceOptions } from '../../../src/images/image-service.js';
-import { silentLogger } from '../../../src/common/logger.js';
-import { unmount, mountPoints } from '../../../src/platform/mount.js';
+import { ImageService, type ImageServiceOptions } from '../../src/images/image-service.js';
+import { silentLogger } from '../../src/common/logger.js';
+import { unmount, mountPoints } from '../../src/platform/mount.js';
+import { startRegistry, type TestRegistry } from './registry.js';
 
 export interface ServiceFixture {
   dir: string;
@@ -44,4 +45,29 @@ export async function openService(overrides: Partial<ImageServiceOptions> = {}):
     },
   };
   return fixture;
+}
+
+/** What an image suite's tests use: the suite's registry, and the current test's service. */
+export interface ImageSuite {
+  registry: TestRegistry;
+  /** Opened before each test, cleaned up after it (a test may replace it). */
+  fx: ServiceFixture;
+}
+
+/** Registers the hooks (call it in a `describe` body): a registry for the suite, a fresh service for each test. */
+export function imageSuite(): ImageSuite {
+  const suite = {} as ImageSuite;
+  before(async () => {
+    suite.registry = await startRegistry();
+  });
+  after(async () => {
+    await suite.registry?.stop();
+  });
+  beforeEach(async () => {
+    suite.fx = await openService();
+  });
+  afterEach(async () => {
+    await suite.fx?.cleanup();
+  });
+  return suite;
 }
