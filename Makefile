@@ -5,12 +5,12 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build rootfs relay proto run stop test test-unit clean
+.PHONY: setup build rootfs relay mount-helper proto run stop test test-unit clean
 
 setup:
 	@scripts/setup.sh
 
-build: rootfs relay
+build: rootfs relay mount-helper
 	@$(TSC) -p tsconfig.json
 
 # The pause program for pod sandboxes, linked statically so its root filesystem needs nothing else.
@@ -25,6 +25,13 @@ rootfs/pause/bin/pause: rootfs/pause.c
 relay: dist/libexec/stove-attach-relay
 
 dist/libexec/stove-attach-relay: src/monitor/attach-relay.c
+	@mkdir -p dist/libexec
+	gcc -O2 -Wall -Wextra -Werror -o $@ $<
+
+# The daemon's long-lived helper for mount(2), umount2(2) and pinned network namespaces.
+mount-helper: dist/libexec/stove-mount-helper
+
+dist/libexec/stove-mount-helper: src/platform/mount-helper.c
 	@mkdir -p dist/libexec
 	gcc -O2 -Wall -Wextra -Werror -o $@ $<
 

@@ -4,8 +4,8 @@
  * survives the daemon restarting; CNI configures the namespace before the pause container exists,
  * and the pause container then joins it by path.
  *
- * `unshare --net=<file>` makes the namespace and the bind mount in one step. It works with the
- * private mount propagation of this host's `/` (a pin in a shared mount would also be fine).
+ * The mount helper (or `unshare --net=<file>`) makes the namespace and the bind mount in one step. It
+ * works with the private mount propagation of this host's `/` (a pin in a shared mount would also be fine).
  * `pin` bind-mounts a namespace some process already has (`ip netns attach`).
  */
 import { mkdir, open, readdir, realpath, statfs, unlink } from 'node:fs/promises';
@@ -13,6 +13,7 @@ import { join, resolve, sep } from 'node:path';
 import { execa } from 'execa';
 import { alreadyExists, internal, invalidArgument } from '../common/errors.js';
 import { bindMount, isMountPoint, unmount } from '../platform/mount.js';
+import { mountHelper } from '../platform/mount-helper.js';
 
 /** statfs(2) f_type of nsfs, the filesystem behind /proc/<pid>/ns/* and their bind mounts. */
 const NSFS_MAGIC = 0x6e736673;
@@ -25,6 +26,18 @@ export async function isNetns(path: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * A new network namespace with loopback up (as every runtime does for pods), bind-mounted on the
+ * existing file `path`: by the mount helper, else `unshare` running `ip` inside the new namespace.
+ * Returns why it failed, or undefined.
+ */
+async function newPinnedNetns(path: string): Promise<string | undefined> {
+  const helper = mountHelper();
+  if (helper) return helper.newNetns(path).then(() => undefined, (err: Error) => err.message);
+  const r = await execa('unshare', [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up'], { reject: false });
+  return r.exitCode === 0 ? undefined : String(r.stderr || r.stdout || r.shortMessage || '').trim();
 }
 
 /** Creates, lists and removes pinned network namespaces in one directory. */
@@ -51,11 +64,10 @@ export class NetnsStore {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw alreadyExists(`network namespace ${path} already exists`);
       throw err;
     }
-    // The command runs inside the new namespace: bring loopback up, as every runtime does for pods.
-    const r = await execa('unshare', [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up'], { reject: false });
-    if (r.exitCode !== 0 || !(await isNetns(path))) {
+    const failure = await newPinnedNetns(path);
+    if (failure !== undefined || !(await isNetns(path))) {
       await this.removePin(path).catch(() => {});
-      throw internal(`failed to create network namespace ${path}: ${String(r.stderr || r.stdout || r.shortMessage || '').trim()}`);
+      throw internal(`failed to create network namespace ${path}: ${failure ?? 'no namespace was pinned'}`);
     }
     return path;
   }

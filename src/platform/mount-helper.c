@@ -1,0 +1,154 @@
+/*
+ * stove-mount-helper: a long-lived child of the daemon that makes mount(2), umount2(2) and pinned network
+ * namespaces for it. Node has no binding for these, and spawning util-linux `mount`, `umount` or
+ * `unshare` costs a fork of the whole daemon plus the tool's own start-up for each call (several ms on a
+ * pod's critical path); a request here costs a pipe round trip.
+ *
+ * Requests on stdin, answers on stdout, one at a time, in order. Each message is a little-endian u32
+ * length and then that many bytes: NUL-terminated fields.
+ *
+ *   "M" id source target fstype flags data cwd   mount(source, target, fstype, flags, data) in cwd
+ *                                                 (overlay's relative lowerdirs); data "" = NULL
+ *   "U" id target flags                           umount2(target, flags)
+ *   "N" id path                                   new network namespace with `lo` up, bind-mounted on
+ *                                                 `path` (an existing file), made in a forked child so
+ *                                                 this process never leaves its own namespace
+ *
+ *   answer: id errno text    (errno in decimal, 0 = done; text = strerror)
+ *
+ * Exits on EOF of stdin, and when the daemon dies (PR_SET_PDEATHSIG).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_REQUEST (64 * 1024)
+#define MAX_FIELDS 8
+
+static int read_full(int fd, void *buf, size_t len) {
+  char *p = buf;
+  while (len > 0) {
+    ssize_t n = read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static void answer(const char *id, int err) {
+  char body[512];
+  int n = snprintf(body, sizeof body, "%s%c%d%c%s%c", id, 0, err, 0, err ? strerror(err) : "", 0);
+  if (n < 0 || (size_t)n >= sizeof body) exit(2);
+  uint32_t len = (uint32_t)n;
+  unsigned char head[4] = {len & 0xff, (len >> 8) & 0xff, (len >> 16) & 0xff, (len >> 24) & 0xff};
+  if (write_full(1, head, 4) < 0 || write_full(1, body, (size_t)n) < 0) exit(1);
+}
+
+static int do_mount(char **f) {
+  const char *cwd = f[7][0] ? f[7] : "/";
+  if (chdir(cwd) < 0) return errno;
+  unsigned long flags = strtoul(f[5], NULL, 10);
+  int rc = mount(f[2], f[3], f[4][0] ? f[4] : NULL, flags, f[6][0] ? f[6] : NULL);
+  int err = rc < 0 ? errno : 0;
+  if (chdir("/") < 0 && err == 0) err = errno;
+  return err;
+}
+
+static int do_umount(char **f) {
+  return umount2(f[2], (int)strtol(f[3], NULL, 10)) < 0 ? errno : 0;
+}
+
+/* In the child: a new netns, loopback up, pinned on path. Returns an errno. */
+static int make_netns(const char *path) {
+  if (unshare(CLONE_NEWNET) < 0) return errno;
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  strcpy(ifr.ifr_name, "lo");
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) return errno;
+  ifr.ifr_flags |= IFF_UP;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) return errno;
+  close(s);
+  if (mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) < 0) return errno;
+  return 0;
+}
+
+static int do_netns(char **f) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0) return errno;
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return err;
+  }
+  if (pid == 0) {
+    int err = make_netns(f[2]);
+    (void)!write(pipefd[1], &err, sizeof err);
+    _exit(err ? 1 : 0);
+  }
+  close(pipefd[1]);
+  int err = 0;
+  if (read_full(pipefd[0], &err, sizeof err) < 0) err = EIO;
+  close(pipefd[0]);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  return err;
+}
+
+int main(void) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 1; /* the daemon is already gone */
+  signal(SIGPIPE, SIG_IGN);
+  static char buf[MAX_REQUEST + 1];
+  for (;;) {
+    unsigned char head[4];
+    if (read_full(0, head, 4) < 0) return 0;
+    uint32_t len = head[0] | (head[1] << 8) | (head[2] << 16) | ((uint32_t)head[3] << 24);
+    if (len == 0 || len > MAX_REQUEST) return 2;
+    if (read_full(0, buf, len) < 0) return 2;
+    buf[len] = 0;
+    char *f[MAX_FIELDS] = {0};
+    int nf = 0;
+    for (size_t i = 0; i < len && nf < MAX_FIELDS; nf++) {
+      f[nf] = buf + i;
+      i += strlen(buf + i) + 1;
+    }
+    if (nf < 2) return 2;
+    int err;
+    if (strcmp(f[0], "M") == 0 && nf == 8) err = do_mount(f);
+    else if (strcmp(f[0], "U") == 0 && nf == 4) err = do_umount(f);
+    else if (strcmp(f[0], "N") == 0 && nf == 3) err = do_netns(f);
+    else err = EINVAL;
+    answer(f[1], err);
+  }
+}
