@@ -47,8 +47,12 @@ export function pauseRefs(pid: number, startTime: bigint, conmonPid: number, con
 
 /** What the sandbox service needs from the pause container's runtime (faked in unit tests). */
 export interface PauseRuntime {
-  /** Writes the bundle and creates the container under conmon (runtime state `created`). */
-  create(id: string, handler: string, bundleDir: string, spec: Spec): Promise<PauseProcess>;
+  /**
+   * Writes the bundle and creates the container under conmon (runtime state `created`). With `ready`,
+   * the monitor may start at once, but the bundle is written and the container created only once
+   * `ready` resolves (the spec may change until then); if it rejects, so does create, leaving nothing.
+   */
+  create(id: string, handler: string, bundleDir: string, spec: Spec, ready?: Promise<unknown>): Promise<PauseProcess>;
   /** Runs the pause process of a created container. */
   start(id: string, handler: string): Promise<void>;
   /**
@@ -75,12 +79,23 @@ export class ConmonPauseRuntime implements PauseRuntime {
     private readonly runtimes: RuntimeHandlerSet,
   ) {}
 
-  async create(id: string, handler: string, bundleDir: string, spec: Spec): Promise<PauseProcess> {
+  async create(id: string, handler: string, bundleDir: string, spec: Spec, ready?: Promise<unknown>): Promise<PauseProcess> {
     const runtime = this.runtimes.get(handler);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
-    await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
+    // conmon starts now and sets itself up while the pod's other steps finish; it runs `runc create`
+    // only once the bundle is written.
+    const writeBundle = async () => {
+      await ready;
+      await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
+    };
     // No log (-l none) and no stdin: the pause process never writes anything worth keeping.
-    const created = await this.monitor.createContainer(runtime, { id, name: `pause-${id.slice(0, 12)}`, bundle: bundleDir, persistDir: bundleDir });
+    const created = await this.monitor.createContainer(runtime, {
+      id,
+      name: `pause-${id.slice(0, 12)}`,
+      bundle: bundleDir,
+      persistDir: bundleDir,
+      beforeStart: writeBundle,
+    });
     return { pid: created.pid, pidStartTime: created.pidStartTime, conmonPid: created.conmonPid, conmonStartTime: created.conmonStartTime };
   }
 

@@ -140,9 +140,12 @@ class PodRun {
     const t = this.timer;
     const netns = t.time('netns', () => this.createNetns());
     const network = netns.then((netnsPath) => t.time('cni', () => this.setupNetwork(netnsPath)));
-    const pause = Promise.all([netns, hostReady, needsInterface(spec) ? network : undefined]).then(async ([netnsPath]) => {
+    const ready = Promise.all([netns, hostReady, needsInterface(spec) ? network : undefined]).then(([netnsPath]) => {
       if (netnsPath) setNetnsPath(spec, netnsPath);
-      const proc = await this.createPause();
+    });
+    ready.catch(() => {}); // its failure is the failed step's, which settleAll reports
+    // conmon starts at once; runc creates the pause container once `ready` (pauseCreate includes the wait).
+    const pause = this.createPause(ready).then(async (proc) => {
       await this.startPause();
       return proc;
     });
@@ -277,14 +280,18 @@ class PodRun {
     return result.ips;
   }
 
-  /** Creates the pause container (runtime state `created`: its namespaces exist, /bin/pause does not run yet). */
-  private async createPause(): Promise<PauseProcess> {
+  /**
+   * Creates the pause container (runtime state `created`: its namespaces exist, /bin/pause does not run
+   * yet), once `ready` resolves. If `ready` rejects, its error is the run's (nothing was created).
+   */
+  private async createPause(ready?: Promise<unknown>): Promise<PauseProcess> {
     const { id } = this;
     const { runtimeHandler: handler, spec } = this.input;
     let proc: PauseProcess;
     try {
-      proc = await this.timer.time('pauseCreate', () => this.o.pause.create(id, handler, this.bundleDir, spec));
+      proc = await this.timer.time('pauseCreate', () => this.o.pause.create(id, handler, this.bundleDir, spec, ready));
     } catch (err) {
+      if (ready && (await ready.then(() => false, () => true))) throw err;
       throw wrap(err, `failed to create pause container for sandbox "${id}"`);
     }
     this.cleanup.push('destroy pause container', async () => {

@@ -80,7 +80,9 @@ export class FakePause implements PauseRuntime {
 
   constructor(private readonly calls: CallLog) {}
 
-  async create(id: string, handler: string, _bundle: string, spec: Spec): Promise<PauseProcess> {
+  async create(id: string, handler: string, _bundle: string, spec: Spec, ready?: Promise<unknown>): Promise<PauseProcess> {
+    // Like conmon, the runtime container comes into being only once the run says it may.
+    await ready;
     this.calls.push(`pause.create ${id} ${handler}`);
     if (this.failCreate) throw this.failCreate;
     const pid = this.nextPid++;
