@@ -46,8 +46,11 @@ export async function recoverContainers(svc: ContainerService): Promise<Recovery
     orphans++;
     await step(log, id, 'orphan container', () => removeOrphan(svc, id, join(stateRoot, id)));
   }
+  // A dir without a record (an interrupted create, also one whose hold was lost) goes in load().
   const records = await svc.store.load(log);
   for (const r of records) {
+    // Holds are written without fsync (see ImageService.saveHold): after a power loss the record names the image.
+    if (!o.images.heldImage(r.id)) await step(log, r.id, 'hold its image again', () => o.images.holdImage(r.imageId, r.id));
     await step(log, r.id, 'reconcile container', () => reconcile(svc, r));
   }
   for (const id of o.images.holders()) {

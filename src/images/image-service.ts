@@ -289,19 +289,32 @@ export class ImageService {
     return join(this.options.containerDir(containerId), 'fs');
   }
 
+  /**
+   * Writes a hold without fsync: a killed daemon's writes stay in the page cache, so only a power loss
+   * (or kernel crash) can lose one, and then recovery derives what it protected. Mounts are gone after
+   * such a crash, so `target` no longer matters; a created container's record (written durably after its
+   * root filesystem) names its image and recovery holds it again (`holdImage`); a create that had no
+   * record yet is removed at start-up by its container dir, holds or not.
+   */
   private async saveHold(hold: Hold): Promise<void> {
-    await writeJsonAtomic(join(this.holdsDir, `${hold.containerId}.json`), hold);
+    await writeJsonAtomic(join(this.holdsDir, `${hold.containerId}.json`), hold, { durable: false });
     this.holds.set(hold.containerId, hold);
   }
 
   /** Marks an image as used by a container: RemoveImage refuses it until `releaseImage`. */
   async holdImage(imageSpec: string, containerId: string): Promise<ImageInfo> {
+    const image = this.checkHold(imageSpec, containerId);
+    if (!this.holds.has(containerId)) await this.saveHold({ containerId, imageId: image.id });
+    return image;
+  }
+
+  /** The image a container may hold: it exists, and the container holds no other. */
+  private checkHold(imageSpec: string, containerId: string): ImageInfo {
     if (!/^[A-Za-z0-9_.-]+$/.test(containerId)) throw invalidArgument(`invalid container ID "${containerId}"`);
     const image = this.getImage(imageSpec);
     const existing = this.holds.get(containerId);
     if (existing && existing.imageId !== image.id)
       throw failedPrecondition(`container ${shortId(containerId)} already holds image ${existing.imageId}`);
-    if (!existing) await this.saveHold({ containerId, imageId: image.id });
     return image;
   }
 
@@ -329,17 +342,19 @@ export class ImageService {
    * the namespace maps it to (idshift.ts); the layers themselves stay untouched.
    */
   async mountRootfs(imageSpec: string, containerId: string, target: string, options: { idShift?: IdShift } = {}): Promise<void> {
-    const image = await this.holdImage(imageSpec, containerId);
+    const image = this.checkHold(imageSpec, containerId);
     const record = this.store.get(image.id)!;
     const lower = record.layers.length ? this.layers.lowerDirs(record.layers.map((l) => l.chainId)) : [this.layers.emptyDir];
     const fs = this.fsDir(containerId);
     const idShifted = options.idShift !== undefined || this.holds.get(containerId)?.idShifted === true;
+    // One hold, written before the mount with the target it goes on: a mount that fails, or a daemon
+    // killed in between, leaves a hold that unmounting and removal handle (not mounted is fine).
+    await this.saveHold({ containerId, imageId: image.id, target, ...(idShifted ? { idShifted } : {}) });
     try {
       await mountOverlay({ baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target, metacopy: idShifted });
     } catch (err) {
       throw wrap(err, `failed to mount the root filesystem of container "${containerId}"`);
     }
-    await this.saveHold({ containerId, imageId: image.id, target, ...(idShifted ? { idShifted } : {}) });
     if (!options.idShift) return;
     const started = performance.now();
     try {

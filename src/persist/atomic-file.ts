@@ -1,21 +1,31 @@
 /**
  * Crash-safe file writes: write a temp file in the same directory, fsync it, rename it over the target,
  * fsync the directory. A reader sees the old content or the new, never half of either.
+ *
+ * `durable: false` skips both fsyncs: the rename still makes the write atomic, and a killed daemon's
+ * writes stay in the page cache, so only a power loss or kernel crash can lose it. For files whose
+ * content recovery can derive from something durable (say why where it is used).
  */
 import { open, rename, mkdir, unlink, readFile } from 'node:fs/promises';
 import { dirname, basename, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { parseJson, stringifyJson } from '../common/json.js';
 
+export interface WriteOptions {
+  /** fsync the file and its directory (default true). */
+  durable?: boolean;
+}
+
 /** Atomically replaces `path` with `data`. */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): Promise<void> {
+export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644, options: WriteOptions = {}): Promise<void> {
+  const durable = options.durable ?? true;
   const dir = dirname(path);
   await mkdir(dir, { recursive: true });
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
   const fh = await open(tmp, 'w', mode);
   try {
     await fh.writeFile(data);
-    await fh.sync();
+    if (durable) await fh.sync();
   } finally {
     await fh.close();
   }
@@ -25,6 +35,7 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
     await unlink(tmp).catch(() => {});
     throw err;
   }
+  if (!durable) return;
   const dh = await open(dir, 'r');
   try {
     await dh.sync();
@@ -34,8 +45,8 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
 }
 
 /** Atomically writes a value as JSON (bigint-safe). */
-export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
-  await writeFileAtomic(path, stringifyJson(value, 2) + '\n');
+export async function writeJsonAtomic(path: string, value: unknown, options?: WriteOptions): Promise<void> {
+  await writeFileAtomic(path, stringifyJson(value, 2) + '\n', 0o644, options);
 }
 
 /** Reads JSON written by writeJsonAtomic; undefined when the file does not exist. */

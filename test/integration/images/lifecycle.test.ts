@@ -63,6 +63,19 @@ describe('images: removal, sharing, holds and restarts', function () {
     assert.deepEqual(await layerDirs(), []);
   });
 
+  it('holds the image from before the mount: a failed mount leaves a hold that removal releases', async () => {
+    const img = await pushBusyboxImage(env.registry, 'held/failing:1');
+    await env.fx.images.pull(img.reference);
+    const target = join(env.fx.dir, 'not-a-dir');
+    await writeFile(target, 'a file: overlay cannot be mounted here');
+    await assert.rejects(env.fx.images.mountRootfs(img.reference, 'container-2', target), /failed to mount the root filesystem of container "container-2"/);
+    assert.equal(env.fx.images.heldImage('container-2'), img.configDigest);
+    await assert.rejects(env.fx.images.remove(img.reference), /in use by container container-2/);
+    await env.fx.images.removeRootfs('container-2');
+    assert.equal(env.fx.images.heldImage('container-2'), undefined);
+    await env.fx.images.remove(img.reference);
+  });
+
   it('keeps images, tags and layers across a restart and cleans up interrupted work', async () => {
     const img = await pushBusyboxImage(env.registry, 'restart/busybox:1', { user: 'user' });
     await env.fx.images.pull(img.reference);

@@ -95,6 +95,12 @@ export class FakeImages implements ContainerImages {
   heldImage(id: string) {
     return this.holds.has(id) ? IMAGE_ID : undefined;
   }
+  async holdImage(spec: string, id: string): Promise<ImageInfo> {
+    const image = this.getImage(spec);
+    this.calls.push(`hold ${id}`);
+    this.holds.add(id);
+    return image;
+  }
   holders(): string[] {
     return [...this.holds];
   }

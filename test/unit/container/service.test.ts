@@ -158,6 +158,16 @@ describe('container service (fakes)', () => {
     assert.ok(h.runtime.calls.includes(`kill ${c.id} SIGKILL`));
   });
 
+  it('recovers a hold lost in a power loss from the record, and removes a hold whose create never got one', async () => {
+    const kept = await h.service.create(SANDBOX, config());
+    h.images.holds.delete(kept.id); // holds are written without fsync
+    h.images.holds.add('c'.repeat(64)); // an interrupted create: a hold, no record
+    await recoverContainers(h.restart());
+    assert.deepEqual(h.images.holders(), [kept.id]);
+    assert.ok(h.images.calls.includes(`hold ${kept.id}`));
+    assert.ok(h.images.calls.includes(`remove ${'c'.repeat(64)}`));
+  });
+
   it('merges resource updates and refuses them for exited containers', async () => {
     const r = await h.service.create(SANDBOX, config({ linux: { resources: { cpuShares: 512n, memoryLimitInBytes: 1n << 26n } } }));
     await h.service.start(r.id);
