@@ -9,7 +9,7 @@
  */
 import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
+import { readJsonFile, writeJsonAtomic, type WriteOptions } from '../persist/atomic-file.js';
 import type { CniNetwork } from './cni-list.js';
 import type { CniResult } from './cni-result.js';
 
@@ -46,8 +46,8 @@ export class CniCache {
     return entry?.kind === CACHE_KIND ? entry : undefined;
   }
 
-  async put(entry: CniCacheEntry): Promise<void> {
-    await writeJsonAtomic(this.path(entry.containerId, entry.ifName), entry);
+  async put(entry: CniCacheEntry, options?: WriteOptions): Promise<void> {
+    await writeJsonAtomic(this.path(entry.containerId, entry.ifName), entry, options);
   }
 
   /** Forgets an attachment; a missing entry is fine. */

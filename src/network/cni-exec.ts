@@ -6,7 +6,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { execa } from 'execa';
+import { spawn } from 'node:child_process';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 
@@ -117,50 +117,71 @@ export class CniExec {
   private async run(pluginPath: string, cniEnv: Record<string, string>, config: Record<string, unknown>): Promise<string> {
     const timeoutMs = this.options.timeoutSeconds * 1000;
     const started = Date.now();
-    // Its own process group, so a timeout also kills what the plugin started (IPAM plugins, sleeps)
-    // and the output pipes close.
-    const child = execa(pluginPath, [], {
-      input: JSON.stringify(config),
-      env: { ...process.env, ...cniEnv, CNI_PATH: this.options.binDirs.join(':') },
-      extendEnv: false,
-      reject: false,
-      detached: true,
-      stripFinalNewline: false,
-    });
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      if (child.pid !== undefined) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }
-    }, timeoutMs);
-    const r = await child.finally(() => clearTimeout(timer));
-    const stdout = String(r.stdout ?? '');
-    const stderr = String(r.stderr ?? '');
+    const r = await runPlugin(pluginPath, { ...process.env, ...cniEnv, CNI_PATH: this.options.binDirs.join(':') }, JSON.stringify(config), timeoutMs);
     this.options.log.debug('cni plugin call', {
       plugin: pluginPath,
       command: cniEnv.CNI_COMMAND,
       containerId: cniEnv.CNI_CONTAINERID,
       exitCode: r.exitCode,
       ms: Date.now() - started,
-      ...(stderr ? { stderr: stderr.slice(0, 2000) } : {}),
+      ...(r.stderr ? { stderr: r.stderr.slice(0, 2000) } : {}),
     });
-    if (timedOut) throw new CniError('DeadlineExceeded', `timed out after ${this.options.timeoutSeconds}s`, true);
-    if (r.isTerminated) throw new CniError('Internal', `netplugin was killed by ${r.signal}`, true);
-    if (r.exitCode === undefined) {
-      // Never ran (ENOENT, EACCES): execa has no exit code.
-      throw new CniError('Internal', `cannot run ${pluginPath}: ${r.originalMessage || r.shortMessage}`, false);
-    }
+    if (r.timedOut) throw new CniError('DeadlineExceeded', `timed out after ${this.options.timeoutSeconds}s`, true);
+    if (r.spawnError) throw new CniError('Internal', `cannot run ${pluginPath}: ${r.spawnError.message}`, false);
+    if (r.signal) throw new CniError('Internal', `netplugin was killed by ${r.signal}`, true);
     if (r.exitCode !== 0) {
-      const failure = pluginFailureMessage(r.exitCode, stdout, stderr);
+      const failure = pluginFailureMessage(r.exitCode ?? undefined, r.stdout, r.stderr);
       throw new CniError(kindForCode(failure.code), failure.message, true);
     }
-    return stdout;
+    return r.stdout;
   }
+}
+
+interface PluginRun {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** The plugin never ran (ENOENT, EACCES). */
+  spawnError?: Error;
+}
+
+/**
+ * Runs a plugin to completion with `input` on stdin (plain child_process: it is on every pod's start
+ * path, and execa's extra layers cost about a millisecond per call). In its own process group, so a
+ * timeout also kills what the plugin started (IPAM plugins, sleeps) and the output pipes close.
+ */
+function runPlugin(path: string, env: NodeJS.ProcessEnv, input: string, timeoutMs: number): Promise<PluginRun> {
+  return new Promise((resolve) => {
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let timedOut = false;
+    let settled = false;
+    const finish = (r: Pick<PluginRun, 'exitCode' | 'signal' | 'spawnError'>) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve({ ...r, timedOut, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+    };
+    const child = spawn(path, [], { stdio: ['pipe', 'pipe', 'pipe'], env, detached: true });
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+      // Answer once it is dead, even if something that left the group still holds its output.
+      child.once('exit', (exitCode, signal) => finish({ exitCode, signal }));
+    }, timeoutMs);
+    child.stdout.on('data', (d: Buffer) => out.push(d));
+    child.stderr.on('data', (d: Buffer) => err.push(d));
+    child.once('error', (spawnError) => finish({ exitCode: null, signal: null, spawnError }));
+    child.once('close', (exitCode, signal) => finish({ exitCode, signal }));
+    child.stdin.on('error', () => {}); // a plugin may exit without reading its config
+    child.stdin.end(input);
+  });
 }
 
 function parseJsonOutput(stdout: string, what: string): unknown {

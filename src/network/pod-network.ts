@@ -202,8 +202,10 @@ export class PodNetworkManager {
       pluginsToDelete: network.plugins.length,
     };
     const list = listCall(entry, req.netnsPath);
-    // Recorded before any plugin runs: a crash mid-ADD still leaves the way to DEL.
-    await this.cache.put(entry);
+    // Recorded before any plugin runs: a crash mid-ADD still leaves the way to DEL. Without fsync: a
+    // killed daemon's write stays in the page cache, and after a power loss what ADD made in the kernel
+    // (veth, routes, iptables, the netns) is gone; the plugins do not fsync their own files either.
+    await this.cache.put(entry, { durable: false });
     const progress: AddProgress = { tried: 0, succeeded: 0 };
     try {
       const result = await this.lists.add(list, progress);
