@@ -199,10 +199,16 @@ export class ContainerService {
         await this.markStartFailed(r, runtime, err);
         throw wrap(err, `failed to start container "${id}"`);
       }
-      const updated = await this.store.update(id, (c) => {
-        c.state = 'running';
-        c.startedAt = nowNs();
-      });
+      // Without fsync: a killed daemon's write stays in the page cache (and recovery takes a CREATED
+      // container that its runtime runs as started, recover.ts); a power loss ends the container anyway.
+      const updated = await this.store.update(
+        id,
+        (c) => {
+          c.state = 'running';
+          c.startedAt = nowNs();
+        },
+        { durable: false },
+      );
       this.emit(ContainerEventType.CONTAINER_STARTED_EVENT, updated);
       this.log.info('container started', { id: shortId(id), pid: r.pid, ms: +(performance.now() - started).toFixed(1) });
     });

@@ -4,7 +4,7 @@
  */
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readJsonFile, writeJsonAtomic } from './atomic-file.js';
+import { readJsonFile, writeJsonAtomic, type WriteOptions } from './atomic-file.js';
 import { resolveIdPrefix } from '../common/ids.js';
 import type { Logger } from '../common/logger.js';
 import { messageOf } from '../common/errors.js';
@@ -51,18 +51,21 @@ export class RecordStore<T extends Identified> {
   }
 
   /** Writes the record to disk and then to memory. */
-  async put(record: T): Promise<void> {
-    await writeJsonAtomic(this.pathOf(record.id), record);
+  async put(record: T, options?: WriteOptions): Promise<void> {
+    await writeJsonAtomic(this.pathOf(record.id), record, options);
     this.records.set(record.id, record);
   }
 
-  /** Applies `change` to a copy of the record and stores the result. */
-  async update(id: string, change: (record: T) => void): Promise<T> {
+  /**
+   * Applies `change` to a copy of the record and stores the result (`durable: false` only for a change
+   * recovery can derive again, see writeFileAtomic).
+   */
+  async update(id: string, change: (record: T) => void, options?: WriteOptions): Promise<T> {
     const current = this.records.get(id);
     if (!current) throw new Error(`${this.kind} ${id} not in store`);
     const next = structuredClone(current);
     change(next);
-    await this.put(next);
+    await this.put(next, options);
     return next;
   }
 
