@@ -349,10 +349,12 @@ export class ImageService {
     const idShifted = options.idShift !== undefined || this.holds.get(containerId)?.idShifted === true;
     // One hold, written before the mount with the target it goes on: a mount that fails, or a daemon
     // killed in between, leaves a hold that unmounting and removal handle (not mounted is fine).
-    await this.saveHold({ containerId, imageId: image.id, target, ...(idShifted ? { idShifted } : {}) });
+    const hold = this.saveHold({ containerId, imageId: image.id, target, ...(idShifted ? { idShifted } : {}) });
     try {
-      await mountOverlay({ baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target, metacopy: idShifted });
+      const overlay = { baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target, metacopy: idShifted };
+      await mountOverlay(overlay, hold);
     } catch (err) {
+      await hold.catch(() => {}); // settled before the caller cleans up
       throw wrap(err, `failed to mount the root filesystem of container "${containerId}"`);
     }
     if (!options.idShift) return;

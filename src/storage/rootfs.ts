@@ -37,12 +37,19 @@ export function overlayOptions(spec: OverlaySpec): string[] {
   return options;
 }
 
-/** Creates upper/work (if needed) and mounts the overlay on target. */
-export async function mountOverlay(spec: OverlaySpec): Promise<void> {
-  await mkdir(spec.upperDir, { recursive: true, mode: 0o755 });
-  await mkdir(spec.workDir, { recursive: true, mode: 0o700 });
-  await mkdir(spec.target, { recursive: true, mode: 0o755 });
-  await mount({ type: 'overlay', source: 'overlay', target: spec.target, options: overlayOptions(spec), cwd: spec.baseDir });
+/**
+ * Creates upper/work (if needed) and the target, and mounts the overlay on target. `alongside` (e.g. a
+ * record that must exist before the mount) runs while the directories are made.
+ */
+export async function mountOverlay(spec: OverlaySpec, alongside?: Promise<unknown>): Promise<void> {
+  const options = overlayOptions(spec);
+  await Promise.all([
+    mkdir(spec.upperDir, { recursive: true, mode: 0o755 }),
+    mkdir(spec.workDir, { recursive: true, mode: 0o700 }),
+    mkdir(spec.target, { recursive: true, mode: 0o755 }),
+    alongside,
+  ]);
+  await mount({ type: 'overlay', source: 'overlay', target: spec.target, options, cwd: spec.baseDir });
 }
 
 export async function unmountOverlay(target: string): Promise<void> {
