@@ -24,7 +24,8 @@ import { detectSpecSettings } from './spec/index.js';
 import { SandboxStore, type PodContainers } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
 import { RuntimeHandlerSet } from './sandbox/runtime-handlers.js';
-import { ConmonPauseRuntime, PAUSE_ROOTFS } from './sandbox/pause.js';
+import { ConmonPauseRuntime } from './sandbox/pause.js';
+import { installPauseRootfs } from './sandbox/pause-rootfs.js';
 import { LinuxSandboxHost } from './sandbox/host.js';
 import { runPodSandbox } from './cri/sandbox-run.js';
 import { stopPodSandbox } from './cri/sandbox-stop.js';
@@ -119,7 +120,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
     containers: podContainers,
     host: new LinuxSandboxHost(),
     specSettings,
-    pauseRootfs: PAUSE_ROOTFS,
+    pauseRootfs: await installPauseRootfs(config.state),
     defaults: { cgroupParent: config.runtime.cgroupParent, cgroupDriver: config.runtime.cgroupDriver },
     log: log.child({ module: 'sandbox' }),
   });

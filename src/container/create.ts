@@ -8,7 +8,7 @@
  * Each acquisition pushes its undo at once, so a failed create leaves no mount, cgroup, conmon, runc
  * container, name reservation or directory behind.
  */
-import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { CleanupStack } from '../common/cleanup.js';
@@ -22,6 +22,7 @@ import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, t
 import type { ContainerServiceOptions } from './deps.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord } from './model.js';
+import { assertSearchableByOthers } from '../platform/searchable.js';
 
 /** Everything a create needs, checked before anything exists. */
 export interface CreatePlan {
@@ -128,7 +129,11 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
   cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
   if (logDirMade) cleanup.push('remove log dir', () => rm(logDirMade, { recursive: true, force: true }));
-  if (sandbox.userns) await checkSearchable(bundleDir, sandbox.id);
+  if (sandbox.userns)
+    await assertSearchableByOthers(
+      bundleDir,
+      `sandbox "${sandbox.id}" has its own user namespace, whose root cannot reach the container's root filesystem`,
+    );
   const cgroupsPath = cgroupsPathFor(sandbox.cgroupParent, id, o.specSettings.cgroupDriver);
   cleanup.push('remove cgroup', () => removeCgroup(o.cgroups, cgroupsPath));
 
@@ -243,24 +248,6 @@ async function writeBundle(o: ContainerServiceOptions, plan: CreatePlan, bundleD
   });
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
   return { spec, host };
-}
-
-/**
- * The OCI runtime sets a user-namespace container up as the pod's mapped root, an unprivileged user on
- * the host: every directory above the bundle (and so the root filesystem) must let others through.
- * Stove makes its own dirs 0711; this names a parent that does not, instead of the runtime's bare EACCES.
- */
-async function checkSearchable(bundleDir: string, sandboxId: string): Promise<void> {
-  for (let dir = dirname(bundleDir); ; dir = dirname(dir)) {
-    const { mode } = await stat(dir);
-    if (!(mode & 0o001)) {
-      throw failedPrecondition(
-        `sandbox "${sandboxId}" has its own user namespace, whose root cannot reach the container's root filesystem: ` +
-          `"${dir}" (mode ${(mode & 0o777).toString(8).padStart(4, '0')}) does not let other users through; make it 0711 or 0755`,
-      );
-    }
-    if (dir === '/') return;
-  }
 }
 
 /** A promise with its resolve and reject (the gate conmon waits at). */

@@ -4,7 +4,7 @@
  * `<pod state dir>/bundle` (config.json; conmon's pid files and the exit record go there too).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Monitor } from '../monitor/monitor.js';
 import type { ExitRecord } from '../monitor/exits.js';
@@ -12,11 +12,6 @@ import { isSameProcessAlive, signalProcess } from '../monitor/process.js';
 import { specToJson, type Spec } from '../spec/index.js';
 import type { RuntimeHandlerSet } from './runtime-handlers.js';
 
-/**
- * The pause root filesystem built by `make rootfs`: `<repo>/rootfs/pause`. The compiled module sits in
- * `dist/src/sandbox/`, three levels below the repository root.
- */
-export const PAUSE_ROOTFS = resolve(import.meta.dirname, '../../../rootfs/pause');
 /** What status reports as the pause "image". */
 export const PAUSE_IMAGE_NAME = 'stove/pause';
 

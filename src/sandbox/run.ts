@@ -29,6 +29,7 @@ import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './service.js';
 import { settleAll, StepTimer } from './steps.js';
+import { assertSearchableByOthers } from '../platform/searchable.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */
 const NETNS_PENDING = '/proc/self/ns/net';
@@ -96,6 +97,11 @@ class PodRun {
     await mkdir(stateDir, { recursive: true, mode: 0o711 });
     this.cleanup.push('remove sandbox state dir', () => rm(stateDir, { recursive: true, force: true }));
     await this.createLogDirectory();
+    if (plan.modes.userns)
+      await assertSearchableByOthers(
+        join(this.o.pauseRootfs, 'bin'),
+        `sandbox "${id}" has its own user namespace, whose root cannot reach the pause root filesystem`,
+      );
 
     const t = this.timer;
     const podFiles = t.time('podFiles', () => this.setupPodFiles());

@@ -3,7 +3,7 @@
  * integration tests and benchmarks. `stop()` sends SIGTERM and reports the exit code.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile, access } from 'node:fs/promises';
+import { access, chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { criClients, type CriClients } from './cri-client.js';
@@ -60,6 +60,9 @@ export function runStoveCli(args: string[]): Promise<{ code: number | null; stdo
 /** Starts a daemon and waits until its socket accepts calls. */
 export async function startStove(options: StoveOptions = {}): Promise<StoveProcess> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'stove-test-')));
+  // Like /run and /var/lib on a node: a pod with its own user namespace runs as an unprivileged host uid
+  // that must be able to pass through to its root filesystem under the state dir.
+  await chmod(dir, 0o711);
   const socket = join(dir, 'stove.sock');
   const root = join(dir, 'root');
   const state = join(dir, 'state');

@@ -5,6 +5,7 @@
  * afterwards (containers, runc state, netns, cgroups, temp dirs).
  */
 import assert from 'node:assert/strict';
+import { installPauseRootfs } from '../../../src/sandbox/pause-rootfs.js';
 import { access, chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile, copyFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -294,7 +295,9 @@ describe('specs run by runc', function () {
     const shm = join(work, 'shm-userns');
     await mkdir(shm);
     // No pinned netns: runc creates one owned by the pod's user namespace (the caller would pin it).
-    const pauseSpec = buildPauseSpec({ sandboxId: usernsSandboxId, config: podConfig, rootPath: PAUSE_ROOTFS, hostname: 'userns-pod', shmPath: shm, cgroupParent, settings });
+    // The pod's unprivileged root must reach its root filesystem: use a copy under the 0755 work dir.
+    const pauseRoot = await installPauseRootfs(work);
+    const pauseSpec = buildPauseSpec({ sandboxId: usernsSandboxId, config: podConfig, rootPath: pauseRoot, hostname: 'userns-pod', shmPath: shm, cgroupParent, settings });
     const pause = await runDetached(usernsSandboxId, await writeBundle('pause-userns', pauseSpec));
     assert.match(await readFile(`/proc/${pause}/uid_map`, 'utf8'), /^\s*0\s+200000\s+65536\s*$/);
     assert.equal((await nsenter(pause, ['-n'], ['cat', '/proc/sys/net/ipv4/ip_unprivileged_port_start'])).stdout, '0');
