@@ -5,12 +5,12 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build rootfs relay mount-helper proto run stop test test-unit clean
+.PHONY: setup build rootfs relay mount-helper spawn-helper proto run stop test test-unit clean
 
 setup:
 	@scripts/setup.sh
 
-build: rootfs relay mount-helper
+build: rootfs relay mount-helper spawn-helper
 	@$(TSC) -p tsconfig.json
 
 # The pause program for pod sandboxes, linked statically so its root filesystem needs nothing else.
@@ -32,6 +32,14 @@ dist/libexec/stove-attach-relay: src/monitor/attach-relay.c
 mount-helper: dist/libexec/stove-mount-helper
 
 dist/libexec/stove-mount-helper: src/platform/mount-helper.c
+	@mkdir -p dist/libexec
+	gcc -O2 -Wall -Wextra -Werror -o $@ $<
+
+# The daemon's long-lived helper that starts conmon, the OCI runtime and CNI plugins (cheaper than a
+# fork of the daemon) and relays their pipes.
+spawn-helper: dist/libexec/stove-spawn-helper
+
+dist/libexec/stove-spawn-helper: src/platform/spawn-helper.c
 	@mkdir -p dist/libexec
 	gcc -O2 -Wall -Wextra -Werror -o $@ $<
 

@@ -7,13 +7,13 @@
  * (`_OCI_SYNCPIPE`), fd 4 = start pipe (`_OCI_STARTPIPE`). Stove may move conmon into a cgroup, writes
  * one byte to fd 4, and reads `{"pid": N}` or `{"pid": -1, "message": "<runtime stderr>"}` from fd 3.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, readlink, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { invalidArgument, messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
+import { spawnProcess, type SpawnedProcess } from '../platform/spawn-helper.js';
 import { runtimeMessage, type Runc } from '../runtime/runc.js';
 import { MonitorError } from './errors.js';
 import { processStartTime, readPidFile, signalProcess } from './process.js';
@@ -118,7 +118,7 @@ export function checkLogPath(logPath: string | undefined): void {
 
 /** A spawned conmon with its extra pipes. */
 export interface ConmonProcess {
-  child: ChildProcess;
+  child: SpawnedProcess;
   sync: SyncPipeReader;
   start: Writable;
   /** fd 5 (`_OCI_ATTACHPIPE`) when asked for. */
@@ -145,7 +145,7 @@ export async function spawnConmon(
   const stdio: ('ignore' | 'pipe')[] = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'];
   if (options.attachPipe) stdio.push('pipe');
   config.log.debug('starting conmon', { args });
-  const child = spawn(config.conmon, args, { cwd, env, stdio, detached: true });
+  const child = spawnProcess(config.conmon, args, { cwd, env, stdio, detached: true });
   let output = '';
   const collect = (chunk: Buffer) => {
     if (output.length < 65536) output += chunk.toString('utf8');
@@ -153,12 +153,12 @@ export async function spawnConmon(
   child.stdout!.on('data', collect);
   child.stderr!.on('data', collect);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.once('exit', (code: number | null, signal: NodeJS.Signals | null) => resolve({ code, signal }));
     child.once('error', () => resolve({ code: null, signal: null }));
   });
   await new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve);
-    child.once('error', (err) => reject(new MonitorError('Internal', `failed to start conmon ${config.conmon}: ${err.message}`, '', { cause: err })));
+    child.once('error', (err: Error) => reject(new MonitorError('Internal', `failed to start conmon ${config.conmon}: ${err.message}`, '', { cause: err })));
   });
   const start = child.stdio[4] as Writable;
   start.on('error', () => {}); // conmon may close its end first; the sync pipe tells what happened

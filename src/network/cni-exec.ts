@@ -6,7 +6,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
+import { spawnProcess } from '../platform/spawn-helper.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 
@@ -148,8 +148,8 @@ interface PluginRun {
 }
 
 /**
- * Runs a plugin to completion with `input` on stdin (plain child_process: it is on every pod's start
- * path, and execa's extra layers cost about a millisecond per call). In its own process group, so a
+ * Runs a plugin to completion with `input` on stdin (through the spawn helper: it is on every pod's
+ * start path, where a fork of the daemon or execa's extra layers cost milliseconds per call). In its own process group, so a
  * timeout also kills what the plugin started (IPAM plugins, sleeps) and the output pipes close.
  */
 function runPlugin(path: string, env: NodeJS.ProcessEnv, input: string, timeoutMs: number): Promise<PluginRun> {
@@ -164,7 +164,7 @@ function runPlugin(path: string, env: NodeJS.ProcessEnv, input: string, timeoutM
       clearTimeout(timer);
       resolve({ ...r, timedOut, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
     };
-    const child = spawn(path, [], { stdio: ['pipe', 'pipe', 'pipe'], env, detached: true });
+    const child = spawnProcess(path, [], { stdio: ['pipe', 'pipe', 'pipe'], env, detached: true });
     const timer = setTimeout(() => {
       timedOut = true;
       try {
@@ -173,14 +173,14 @@ function runPlugin(path: string, env: NodeJS.ProcessEnv, input: string, timeoutM
         child.kill('SIGKILL');
       }
       // Answer once it is dead, even if something that left the group still holds its output.
-      child.once('exit', (exitCode, signal) => finish({ exitCode, signal }));
+      child.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
     }, timeoutMs);
-    child.stdout.on('data', (d: Buffer) => out.push(d));
-    child.stderr.on('data', (d: Buffer) => err.push(d));
-    child.once('error', (spawnError) => finish({ exitCode: null, signal: null, spawnError }));
-    child.once('close', (exitCode, signal) => finish({ exitCode, signal }));
-    child.stdin.on('error', () => {}); // a plugin may exit without reading its config
-    child.stdin.end(input);
+    child.stdout!.on('data', (d: Buffer) => out.push(d));
+    child.stderr!.on('data', (d: Buffer) => err.push(d));
+    child.once('error', (spawnError: Error) => finish({ exitCode: null, signal: null, spawnError }));
+    child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
+    child.stdin!.on('error', () => {}); // a plugin may exit without reading its config
+    child.stdin!.end(input);
   });
 }
 

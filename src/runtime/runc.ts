@@ -3,7 +3,7 @@
  * Containers are created through conmon (monitor/conmon.ts); everything else about a container's
  * lifecycle goes through here. Errors carry the runtime's own message, taken from its JSON log lines.
  */
-import { spawn } from 'node:child_process';
+import { spawnProcess } from '../platform/spawn-helper.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 
@@ -245,7 +245,7 @@ interface CommandResult {
  */
 function runCommand(binary: string, args: string[], input: string, timeoutMs: number): Promise<CommandResult> {
   return new Promise((resolve) => {
-    const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { ...process.env, LC_ALL: 'C' } });
+    const child = spawnProcess(binary, args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { ...process.env, LC_ALL: 'C' } });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let timedOut = false;
@@ -263,13 +263,13 @@ function runCommand(binary: string, args: string[], input: string, timeoutMs: nu
       } catch {
         child.kill('SIGKILL');
       }
-      child.once('exit', (exitCode, signal) => finish({ exitCode, signal }));
+      child.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
     }, timeoutMs);
-    child.stdout.on('data', (d: Buffer) => out.push(d));
-    child.stderr.on('data', (d: Buffer) => err.push(d));
-    child.once('error', (spawnError) => finish({ exitCode: null, signal: null, spawnError }));
-    child.once('close', (exitCode, signal) => finish({ exitCode, signal }));
-    child.stdin.on('error', () => {}); // a runtime that ignores stdin may close it early
-    child.stdin.end(input);
+    child.stdout!.on('data', (d: Buffer) => out.push(d));
+    child.stderr!.on('data', (d: Buffer) => err.push(d));
+    child.once('error', (spawnError: Error) => finish({ exitCode: null, signal: null, spawnError }));
+    child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
+    child.stdin!.on('error', () => {}); // a runtime that ignores stdin may close it early
+    child.stdin!.end(input);
   });
 }
