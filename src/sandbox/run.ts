@@ -150,9 +150,8 @@ class PodRun {
       if (netnsPath) setNetnsPath(spec, netnsPath);
     });
     ready.catch(() => {}); // its failure is the failed step's, which settleAll reports
-    // conmon starts once the netns is pinned (spawning it blocks the event loop for a few ms, which
-    // would hold up the pin and so CNI); runc creates the pause container once `ready`.
-    const pause = netns.then(() => this.createPause(ready)).then(async (proc) => {
+    // conmon starts at once and sets itself up meanwhile; runc creates the pause container once `ready`.
+    const pause = this.createPause(ready).then(async (proc) => {
       await this.startPause();
       return proc;
     });
