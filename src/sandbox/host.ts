@@ -9,6 +9,7 @@ import { internal } from '../common/errors.js';
 import { execInNetns } from '../network/netns-exec.js';
 import { cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cgroups.js';
 import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
+import { assertSearchableByOthers } from '../platform/searchable.js';
 
 export interface SandboxHost {
   writePodFiles(files: PodFiles, hostname: string, dns: DNSConfig | undefined): Promise<void>;
@@ -26,6 +27,8 @@ export interface SandboxHost {
   removeEmptyCgroup(path: string): Promise<void>;
   /** Writes sysctls (dotted names) inside the network namespace pinned at `netnsPath`. */
   writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void>;
+  /** Fails, naming the directory, when an unprivileged uid could not reach `path` (user-namespace pods). */
+  assertSearchableByOthers(path: string, what: string): Promise<void>;
 }
 
 /** `net.ipv4.conf.eth0/100.rp_filter` → `net/ipv4/conf/eth0.100/rp_filter` (dots and slashes swap). */
@@ -37,6 +40,7 @@ const exists = (path: string) => access(path).then(() => true, () => false);
 
 /** The real host: util-linux mount and the cgroup filesystems. */
 export class LinuxSandboxHost implements SandboxHost {
+  assertSearchableByOthers = assertSearchableByOthers;
   writePodFiles = writePodFiles;
   mountShm = mountPodShm;
   unmountShm = unmountPodShm;

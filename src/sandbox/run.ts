@@ -29,7 +29,6 @@ import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './service.js';
 import { settleAll, StepTimer } from './steps.js';
-import { assertSearchableByOthers } from '../platform/searchable.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */
 const NETNS_PENDING = '/proc/self/ns/net';
@@ -98,7 +97,7 @@ class PodRun {
     this.cleanup.push('remove sandbox state dir', () => rm(stateDir, { recursive: true, force: true }));
     await this.createLogDirectory();
     if (plan.modes.userns)
-      await assertSearchableByOthers(
+      await this.o.host.assertSearchableByOthers(
         join(this.o.pauseRootfs, 'bin'),
         `sandbox "${id}" has its own user namespace, whose root cannot reach the pause root filesystem`,
       );

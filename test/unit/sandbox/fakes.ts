@@ -130,6 +130,8 @@ export class FakeHost implements SandboxHost {
 
   constructor(private readonly calls: CallLog) {}
 
+  async assertSearchableByOthers(): Promise<void> {}
+
   async writePodFiles(files: PodFiles): Promise<void> {
     if (this.failFiles) throw this.failFiles;
     this.files.add(files.hostnamePath);
