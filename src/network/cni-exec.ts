@@ -6,7 +6,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { spawnProcess } from '../platform/spawn-helper.js';
+import { runCommand } from '../platform/run-command.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 
@@ -117,7 +117,11 @@ export class CniExec {
   private async run(pluginPath: string, cniEnv: Record<string, string>, config: Record<string, unknown>): Promise<string> {
     const timeoutMs = this.options.timeoutSeconds * 1000;
     const started = Date.now();
-    const r = await runPlugin(pluginPath, { ...process.env, ...cniEnv, CNI_PATH: this.options.binDirs.join(':') }, JSON.stringify(config), timeoutMs);
+    const r = await runCommand(pluginPath, {
+      env: { ...process.env, ...cniEnv, CNI_PATH: this.options.binDirs.join(':') },
+      input: JSON.stringify(config),
+      timeoutMs,
+    });
     this.options.log.debug('cni plugin call', {
       plugin: pluginPath,
       command: cniEnv.CNI_COMMAND,
@@ -137,52 +141,6 @@ export class CniExec {
   }
 }
 
-interface PluginRun {
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  timedOut: boolean;
-  /** The plugin never ran (ENOENT, EACCES). */
-  spawnError?: Error;
-}
-
-/**
- * Runs a plugin to completion with `input` on stdin (through the spawn helper: it is on every pod's
- * start path, where a fork of the daemon or execa's extra layers cost milliseconds per call). In its own process group, so a
- * timeout also kills what the plugin started (IPAM plugins, sleeps) and the output pipes close.
- */
-function runPlugin(path: string, env: NodeJS.ProcessEnv, input: string, timeoutMs: number): Promise<PluginRun> {
-  return new Promise((resolve) => {
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    let timedOut = false;
-    let settled = false;
-    const finish = (r: Pick<PluginRun, 'exitCode' | 'signal' | 'spawnError'>) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve({ ...r, timedOut, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
-    };
-    const child = spawnProcess(path, [], { stdio: ['pipe', 'pipe', 'pipe'], env, detached: true });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        process.kill(-child.pid!, 'SIGKILL');
-      } catch {
-        child.kill('SIGKILL');
-      }
-      // Answer once it is dead, even if something that left the group still holds its output.
-      child.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
-    }, timeoutMs);
-    child.stdout!.on('data', (d: Buffer) => out.push(d));
-    child.stderr!.on('data', (d: Buffer) => err.push(d));
-    child.once('error', (spawnError: Error) => finish({ exitCode: null, signal: null, spawnError }));
-    child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
-    child.stdin!.on('error', () => {}); // a plugin may exit without reading its config
-    child.stdin!.end(input);
-  });
-}
 
 function parseJsonOutput(stdout: string, what: string): unknown {
   try {

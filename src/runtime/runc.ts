@@ -3,7 +3,7 @@
  * Containers are created through conmon (monitor/conmon.ts); everything else about a container's
  * lifecycle goes through here. Errors carry the runtime's own message, taken from its JSON log lines.
  */
-import { spawnProcess } from '../platform/spawn-helper.js';
+import { runCommand } from '../platform/run-command.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 
@@ -219,7 +219,7 @@ export class Runc {
   private async run(args: string[], what: string, input?: string): Promise<string> {
     const argv = [...this.globalArgs(), ...args];
     this.log?.debug('runtime command', { binary: this.binary, args: argv });
-    const result = await runCommand(this.binary, argv, input ?? '', this.timeoutMs);
+    const result = await runCommand(this.binary, { args: argv, input, env: { ...process.env, LC_ALL: 'C' }, timeoutMs: this.timeoutMs });
     if (result.exitCode === 0) return result.stdout;
     let message: string;
     if (result.spawnError) message = `cannot run ${this.binary}: ${result.spawnError.message}`;
@@ -228,48 +228,4 @@ export class Runc {
     const kind = result.timedOut ? 'DeadlineExceeded' : result.spawnError ? 'Internal' : runtimeErrorKind(message);
     throw new RuncError(kind, `failed to ${what}: ${message}`, `${this.binary} ${args[0]}`, result.exitCode ?? undefined, message);
   }
-}
-
-interface CommandResult {
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  timedOut: boolean;
-  spawnError?: Error;
-}
-
-/**
- * Runs a command to completion. On timeout its whole process group is killed and the call returns at
- * once: a stuck child that inherited stdout must not keep the caller waiting for EOF.
- */
-function runCommand(binary: string, args: string[], input: string, timeoutMs: number): Promise<CommandResult> {
-  return new Promise((resolve) => {
-    const child = spawnProcess(binary, args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { ...process.env, LC_ALL: 'C' } });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    let timedOut = false;
-    let settled = false;
-    const finish = (result: Omit<CommandResult, 'stdout' | 'stderr' | 'timedOut'>) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve({ ...result, timedOut, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
-    };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        process.kill(-child.pid!, 'SIGKILL');
-      } catch {
-        child.kill('SIGKILL');
-      }
-      child.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
-    }, timeoutMs);
-    child.stdout!.on('data', (d: Buffer) => out.push(d));
-    child.stderr!.on('data', (d: Buffer) => err.push(d));
-    child.once('error', (spawnError: Error) => finish({ exitCode: null, signal: null, spawnError }));
-    child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
-    child.stdin!.on('error', () => {}); // a runtime that ignores stdin may close it early
-    child.stdin!.end(input);
-  });
 }
