@@ -9,7 +9,8 @@ import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api
 import type { Config } from './config/schema.js';
 import type { Logger } from './common/logger.js';
 import { implement } from './api/services.js';
-import { serveGrpc, type GrpcEndpoint } from './api/server.js';
+import { ensureSocketFree, serveGrpc, type GrpcEndpoint } from './api/server.js';
+import { lockStateDir, type StateLock } from './persist/state-lock.js';
 import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
 import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
 import { PodNetworkManager } from './network/pod-network.js';
@@ -62,6 +63,19 @@ export interface Daemon {
 export async function startDaemon(config: Config, log: Logger): Promise<Daemon> {
   await mkdir(config.root, { recursive: true, mode: 0o711 });
   await mkdir(config.state, { recursive: true, mode: 0o711 });
+  // Before recovery touches anything: refuse while another daemon owns this state dir or socket.
+  const lock = await lockStateDir(config.state);
+  try {
+    await ensureSocketFree(config.socket);
+    return await buildAndServe(config, log, lock);
+  } catch (err) {
+    await lock.release();
+    throw err;
+  }
+}
+
+/** Everything after the lock: services, recovery, the API. */
+async function buildAndServe(config: Config, log: Logger, lock: StateLock): Promise<Daemon> {
 
   const podNetwork = new PodNetworkManager({
     ...config.network,
@@ -235,6 +249,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
       await streamingBackend.drain();
       exits.stop();
       await images.close();
+      await lock.release();
     },
   };
 }

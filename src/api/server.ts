@@ -25,7 +25,7 @@ export function socketIsLive(path: string): Promise<boolean> {
 }
 
 /** Makes `path` free for a new server: refuses if it is live, removes it if stale. */
-async function claimSocketPath(path: string): Promise<void> {
+export async function ensureSocketFree(path: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true, mode: 0o755 });
   let exists = true;
   try {
@@ -55,7 +55,7 @@ export interface GrpcEndpoint {
 
 /** Serves `services` on the unix socket at `socketPath`. */
 export async function serveGrpc(socketPath: string, services: ServiceBinding[], log: Logger): Promise<GrpcEndpoint> {
-  await claimSocketPath(socketPath);
+  await ensureSocketFree(socketPath);
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,

@@ -75,10 +75,20 @@ describe('stove serve', function () {
     assert.equal(v.runtimeName, 'stove');
   });
 
+  it('refuses a second daemon on the same state dir before recovering anything', async () => {
+    const r = await runStoveCli(['serve', '--socket', join(stove.dir, 'other.sock'), '--root', stove.root, '--state', stove.state, '--config', stove.configPath]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`another stove daemon \\(pid ${stove.child.pid}\\) is using the state dir`));
+    await assert.rejects(access(join(stove.dir, 'other.sock')));
+    const v = await stove.clients.runtime.version({ version: 'v1' });
+    assert.equal(v.runtimeName, 'stove');
+  });
+
   it('exits 0 on SIGTERM and removes its socket', async () => {
     const code = await stove.stop('SIGTERM');
     assert.equal(code, 0);
     await assert.rejects(access(stove.socket));
+    await assert.rejects(access(join(stove.state, 'stove.pid')));
   });
 });
 

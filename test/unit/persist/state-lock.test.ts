@@ -1,0 +1,35 @@
+import assert from 'node:assert/strict';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { lockStateDir } from '../../../src/persist/state-lock.js';
+
+describe('state dir lock', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'stove-lock-'));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('writes its pid and removes the file on release', async () => {
+    const lock = await lockStateDir(dir);
+    assert.equal((await readFile(lock.path, 'utf8')).trim(), String(process.pid));
+    await lock.release();
+    await assert.rejects(access(lock.path));
+  });
+
+  it('takes over a lock whose process is gone', async () => {
+    await writeFile(join(dir, 'stove.pid'), '999999999\n');
+    const lock = await lockStateDir(dir);
+    assert.equal((await readFile(lock.path, 'utf8')).trim(), String(process.pid));
+    await lock.release();
+  });
+
+  it('takes over a lock held by a live process that is not a stove daemon (a reused pid)', async () => {
+    await writeFile(join(dir, 'stove.pid'), '1\n');
+    const lock = await lockStateDir(dir);
+    await lock.release();
+  });
+});
