@@ -54,9 +54,8 @@ export class NetnsStore {
     return join(this.dir, sandboxId);
   }
 
-  /** Makes a new network namespace with `lo` up, pinned at `pathFor(sandboxId)`. */
-  async create(sandboxId: string): Promise<string> {
-    const path = this.pathFor(sandboxId);
+  /** Creates the empty file a namespace is bind-mounted on; ALREADY_EXISTS when the pin is taken. */
+  private async createPinFile(path: string): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o755 });
     try {
       await (await open(path, 'wx', 0o444)).close();
@@ -64,6 +63,12 @@ export class NetnsStore {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw alreadyExists(`network namespace ${path} already exists`);
       throw err;
     }
+  }
+
+  /** Makes a new network namespace with `lo` up, pinned at `pathFor(sandboxId)`. */
+  async create(sandboxId: string): Promise<string> {
+    const path = this.pathFor(sandboxId);
+    await this.createPinFile(path);
     const failure = await newPinnedNetns(path);
     if (failure !== undefined || !(await isNetns(path))) {
       await this.removePin(path).catch(() => {});
@@ -80,13 +85,7 @@ export class NetnsStore {
   async pin(sandboxId: string, source: string): Promise<string> {
     const path = this.pathFor(sandboxId);
     if (!(await isNetns(source))) throw invalidArgument(`${source} is not a network namespace`);
-    await mkdir(this.dir, { recursive: true, mode: 0o755 });
-    try {
-      await (await open(path, 'wx', 0o444)).close();
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw alreadyExists(`network namespace ${path} already exists`);
-      throw err;
-    }
+    await this.createPinFile(path);
     try {
       await bindMount(source, path);
     } catch (err) {

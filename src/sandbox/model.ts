@@ -11,6 +11,7 @@
  */
 import { PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { PodFiles } from './pod-files.js';
+import type { IdRange } from '../storage/idshift.js';
 
 export type SandboxState = 'ready' | 'notready';
 
@@ -28,11 +29,8 @@ export interface SandboxNamespaces {
   user?: string;
 }
 
-export interface IdMapping {
-  containerId: number;
-  hostId: number;
-  size: number;
-}
+/** One range of the pod's uid or gid map: the shape storage shifts file ownership by. */
+export type IdMapping = IdRange;
 
 export interface SandboxRecord {
   id: string;
