@@ -4,7 +4,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
 import type { Config } from './config/schema.js';
 import type { Logger } from './common/logger.js';
@@ -21,10 +20,10 @@ import { listImages, imageStatus, imageFsInfo } from './cri/image-query.js';
 import { removeImage } from './cri/image-remove.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
-import { detectSpecSettings } from './spec/index.js';
+import { detectSpecSettings } from './oci/index.js';
 import { SandboxStore, type PodContainers } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
-import { RuntimeHandlerSet } from './sandbox/runtime-handlers.js';
+import { RuntimeHandlerSet } from './runtime/handlers.js';
 import { ConmonPauseRuntime } from './sandbox/pause.js';
 import { installPauseRootfs } from './sandbox/pause-rootfs.js';
 import { LinuxSandboxHost } from './sandbox/host.js';
@@ -41,10 +40,11 @@ import { createContainer, removeContainer, startContainer, stopContainer } from 
 import { containerStatus, listContainers } from './cri/container-query.js';
 import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
 import { execSync } from './cri/exec-sync.js';
-import { dispatchExit, getContainerEvents, withSandboxEvents } from './cri/events.js';
+import { getContainerEvents, withSandboxEvents } from './cri/events.js';
+import { routeExit } from './pod/exits.js';
 import { containerStats, listContainerStats, listPodSandboxStats, podSandboxStats } from './cri/stats.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
-import { CriStreamingBackend, streamingLookup } from './cri/streaming-backend.js';
+import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -76,26 +76,24 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
 
 /** Everything after the lock: services, recovery, the API. */
 async function buildAndServe(config: Config, log: Logger, lock: StateLock): Promise<Daemon> {
-
+  const paths = pathsFor(config);
   const podNetwork = new PodNetworkManager({
     ...config.network,
-    netnsDir: pathsFor(config).netnsDir,
-    // Persistent, like libcni's /var/lib/cni: host-local IP reservations outlive reboots too.
-    cacheDir: join(config.root, 'cni', 'results'),
+    netnsDir: paths.netnsDir,
+    cacheDir: paths.cniCacheDir,
     log: log.child({ module: 'network' }),
   });
 
   const images = await ImageService.open({
-    imagesDir: pathsFor(config).imagesDir,
+    imagesDir: paths.imagesDir,
     stateDir: config.state,
-    containerDir: pathsFor(config).containerDir,
+    containerDir: paths.containerDir,
     maxConcurrentDownloads: config.images.maxConcurrentDownloads,
     stallTimeoutSeconds: config.images.stallTimeoutSeconds,
     registries: config.registries,
     log: log.child({ module: 'images' }),
   });
 
-  const paths = pathsFor(config);
   const runtimes = new RuntimeHandlerSet({
     runc: { binary: config.runtime.runc, root: paths.runcRoot },
     handlers: config.runtime.handlers,
@@ -106,7 +104,7 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     conmon: config.runtime.conmon,
     exitsDir: paths.exitsDir,
     attachDir: paths.attachDir,
-    execDir: join(config.state, 'exec'),
+    execDir: paths.execDir,
     log: log.child({ module: 'monitor' }),
   });
   const handlerFeatures = await describeRuntimeHandlers(runtimes);
@@ -158,7 +156,7 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
   const exits = new ExitWatcher({
     exitsDir: paths.exitsDir,
     onExit: async (exit) => {
-      await dispatchExit(exit, sandboxes, containers);
+      await routeExit(exit, sandboxes, containers);
     },
     log: log.child({ module: 'exits' }),
   });

@@ -7,7 +7,7 @@ import { createLogger } from './common/logger.js';
 import { startDaemon, stoveVersion } from './daemon.js';
 import { formatChecks, runChecks } from './check/doctor.js';
 import { messageOf } from './common/errors.js';
-import { cliImages, cliPull } from './cri/image-cli.js';
+import { cliImages, cliPull } from './cli/images.js';
 
 const USAGE = `usage: stove <command> [flags]
 

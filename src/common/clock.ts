@@ -10,13 +10,3 @@ const monoBase = process.hrtime.bigint();
 export function nowNs(): bigint {
   return wallBaseNs + (process.hrtime.bigint() - monoBase);
 }
-
-/** A Date (millisecond precision) as nanoseconds since the epoch. */
-export function dateToNs(date: Date): bigint {
-  return BigInt(date.getTime()) * 1_000_000n;
-}
-
-/** Nanoseconds since the epoch as a Date (loses sub-millisecond precision). */
-export function nsToDate(ns: bigint): Date {
-  return new Date(Number(ns / 1_000_000n));
-}

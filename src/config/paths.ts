@@ -24,6 +24,10 @@ export interface Paths {
   netnsDir: string;
   /** runc's own state (`runc --root`). */
   runcRoot: string;
+  /** Exec sessions' process specs and conmon files. */
+  execDir: string;
+  /** CNI results per pod and network. Persistent, like libcni's /var/lib/cni: host-local IP reservations outlive reboots too. */
+  cniCacheDir: string;
 }
 
 /** The layout for a config; two daemons with different root/state never share a file. */
@@ -38,5 +42,7 @@ export function pathsFor(config: Pick<Config, 'root' | 'state'>): Paths {
     attachDir: join(config.state, 'attach'),
     netnsDir: join(config.state, 'netns'),
     runcRoot: join(config.state, 'runc'),
+    execDir: join(config.state, 'exec'),
+    cniCacheDir: join(config.root, 'cni', 'results'),
   };
 }

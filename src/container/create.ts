@@ -18,7 +18,7 @@ import type { ImageInfo } from '../images/image-service.js';
 import { removeCgroup } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
 import { isReady, podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../spec/index.js';
+import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord } from './model.js';

@@ -9,7 +9,7 @@ import type { Monitor } from '../monitor/monitor.js';
 import type { CgroupLayout } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
-import type { SpecSettings } from '../spec/index.js';
+import type { SpecSettings } from '../oci/index.js';
 import type { ContainerStore } from './store.js';
 
 /** Sandbox lookups (the sandbox service). */

@@ -102,8 +102,3 @@ export function containerConfigOf(record: Pick<ContainerRecord, 'config'>): Cont
 export function resourcesOf(record: Pick<ContainerRecord, 'resources'>): LinuxContainerResources | undefined {
   return record.resources === undefined || record.resources === null ? undefined : LinuxContainerResources.fromJSON(record.resources);
 }
-
-/** True while the container's process should be running. */
-export function isRunning(record: Pick<ContainerRecord, 'state'>): boolean {
-  return record.state === 'running';
-}

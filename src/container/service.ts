@@ -31,7 +31,7 @@ import { EXEC_SYNC_MAX_OUTPUT } from '../monitor/exec-sync.js';
 import { exitReason, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
 import { readOomKills, removeCgroup } from '../platform/cgroups.js';
 import { RuncError, type Runc } from '../runtime/runc.js';
-import { linuxResources, type Spec } from '../spec/index.js';
+import { linuxResources, type Spec } from '../oci/index.js';
 import {
   checkRequest,
   createSteps,

@@ -9,7 +9,7 @@ import {
   type StartContainerRequest,
   type StopContainerRequest,
 } from '../gen/runtime/v1/api.js';
-import { required, requiredString } from '../api/validate.js';
+import { required, requiredString } from './validate.js';
 import { invalidArgument } from '../common/errors.js';
 import type { ContainerService } from '../container/service.js';
 

@@ -6,7 +6,7 @@ import {
   type ContainerStatusRequest,
   type ListContainersRequest,
 } from '../gen/runtime/v1/api.js';
-import { requiredString } from '../api/validate.js';
+import { requiredString } from './validate.js';
 import { toContainerStatus, criState, toCriContainer } from '../container/cri-status.js';
 import { containerConfigOf, type ContainerRecord } from '../container/model.js';
 import type { ContainerService } from '../container/service.js';

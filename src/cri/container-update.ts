@@ -5,7 +5,7 @@ import {
   type ReopenContainerLogRequest,
   type UpdateContainerResourcesRequest,
 } from '../gen/runtime/v1/api.js';
-import { requiredString } from '../api/validate.js';
+import { requiredString } from './validate.js';
 import type { ContainerService } from '../container/service.js';
 
 export async function updateContainerResources(containers: ContainerService, req: UpdateContainerResourcesRequest): Promise<UpdateContainerResourcesResponse> {

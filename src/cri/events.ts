@@ -1,13 +1,12 @@
 /**
  * GetContainerEvents: a stream of container lifecycle events for the kubelet's evented PLEG. Pod
  * sandboxes have events too (containerd sends them with the sandbox ID as container_id):
- * `withSandboxEvents` adds them around the sandbox RPCs, `sandboxExitEvent` for a pause process that died.
+ * `withSandboxEvents` adds them around the sandbox RPCs; pod/exits.ts publishes them for a pause process that died.
  */
 import { ContainerEventType, type ContainerEventResponse, type GetEventsRequest } from '../gen/runtime/v1/api.js';
 import type { RuntimeHandlers, StreamSink } from '../api/handlers.js';
 import type { SandboxLookup } from '../container/deps.js';
 import type { ContainerService } from '../container/service.js';
-import type { ExitRecord } from '../monitor/exits.js';
 
 export function getContainerEvents(containers: ContainerService, _req: GetEventsRequest, sink: StreamSink<ContainerEventResponse>): void {
   containers.subscribe(sink);
@@ -42,24 +41,4 @@ export function withSandboxEvents(containers: ContainerService, sandboxes: Sandb
       return res;
     },
   };
-}
-
-/**
- * Routes one exit file to its owner (a pause container's to the sandbox service, which reports whether
- * the ID is a sandbox; otherwise the container service) and publishes STOPPED for a pod that stopped being ready.
- */
-export async function dispatchExit(
-  exit: ExitRecord,
-  sandboxes: SandboxLookup & { handleExit(exit: ExitRecord): Promise<boolean> },
-  containers: ContainerService,
-): Promise<void> {
-  const before = sandboxes.find(exit.id);
-  if (before?.id === exit.id) {
-    await sandboxes.handleExit(exit);
-    if (before.state === 'ready' && sandboxes.find(exit.id)?.state === 'notready') {
-      containers.emitSandboxEvent(exit.id, ContainerEventType.CONTAINER_STOPPED_EVENT);
-    }
-    return;
-  }
-  await containers.handleExit(exit);
 }

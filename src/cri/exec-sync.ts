@@ -1,6 +1,6 @@
 /** ExecSync: run a command in a running container and return its output (probes, `crictl exec -s`). */
 import { ExecSyncResponse, type ExecSyncRequest } from '../gen/runtime/v1/api.js';
-import { requiredString } from '../api/validate.js';
+import { requiredString } from './validate.js';
 import { invalidArgument } from '../common/errors.js';
 import type { ContainerService } from '../container/service.js';
 

@@ -1,6 +1,6 @@
 /** PullImage. */
 import { PullImageResponse, type PullImageRequest } from '../gen/runtime/v1/api.js';
-import { requiredString } from '../api/validate.js';
+import { requiredString } from './validate.js';
 import type { ImageService } from '../images/image-service.js';
 
 export async function pullImage(images: ImageService, req: PullImageRequest): Promise<PullImageResponse> {

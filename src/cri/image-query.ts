@@ -6,7 +6,7 @@ import {
   type ImageStatusRequest,
   type ListImagesRequest,
 } from '../gen/runtime/v1/api.js';
-import { requiredString } from '../api/validate.js';
+import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { ImageService } from '../images/image-service.js';
 import { toCriImage } from './image-convert.js';

@@ -13,7 +13,7 @@ import {
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../common/logger.js';
 import { stringifyJson } from '../common/json.js';
-import type { RuntimeHandlerSet } from '../sandbox/runtime-handlers.js';
+import type { RuntimeHandlerSet } from '../runtime/handlers.js';
 
 export const RUNTIME_NAME = 'stove';
 export const RUNTIME_API_VERSION = 'v1';

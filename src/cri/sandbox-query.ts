@@ -7,7 +7,7 @@ import {
   type PodSandbox,
   type PodSandboxStatusRequest,
 } from '../gen/runtime/v1/api.js';
-import { requiredString } from '../api/validate.js';
+import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { SandboxService } from '../sandbox/service.js';

@@ -1,6 +1,6 @@
 /** RunPodSandbox. */
 import { RunPodSandboxResponse, type RunPodSandboxRequest } from '../gen/runtime/v1/api.js';
-import { required } from '../api/validate.js';
+import { required } from './validate.js';
 import type { SandboxService } from '../sandbox/service.js';
 
 export async function runPodSandbox(sandboxes: SandboxService, req: RunPodSandboxRequest): Promise<RunPodSandboxResponse> {

@@ -9,7 +9,7 @@ import {
   type ListPodSandboxStatsRequest,
   type PodSandboxStatsRequest,
 } from '../gen/runtime/v1/api.js';
-import { requiredString } from '../api/validate.js';
+import { requiredString } from './validate.js';
 import { notFound } from '../common/errors.js';
 import type { SandboxLookup } from '../container/deps.js';
 import type { ContainerService } from '../container/service.js';

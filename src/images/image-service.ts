@@ -28,7 +28,7 @@ import { credentialsFromAuthConfig, type AuthConfigLike } from './auth.js';
 import { digestReference, formatReference, parseReference, repositoryName, tagReference } from './reference.js';
 import { progressFile } from './progress.js';
 import type { Platform } from './manifest.js';
-import type { ImageConfig } from '../spec/types.js';
+import type { ImageConfig } from '../oci/types.js';
 
 export interface ImageServiceOptions {
   imagesDir: string;

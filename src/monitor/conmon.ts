@@ -7,7 +7,7 @@
  * (`_OCI_SYNCPIPE`), fd 4 = start pipe (`_OCI_STARTPIPE`). Stove may move conmon into a cgroup, writes
  * one byte to fd 4, and reads `{"pid": N}` or `{"pid": -1, "message": "<runtime stderr>"}` from fd 3.
  */
-import { mkdir, readFile, readlink, rm, stat, unlink } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -298,15 +298,6 @@ export async function removeContainerFiles(config: Pick<ConmonConfig, 'attachDir
   await unlinkIfPresent(join(config.exitsDir, id));
 }
 
-/** The bundle an attach link points to; undefined when there is none. */
-export async function attachLinkTarget(attachDir: string, id: string): Promise<string | undefined> {
-  try {
-    return await readlink(join(attachDir, id));
-  } catch {
-    return undefined;
-  }
-}
-
 async function removeBundleArtifacts(bundle: string): Promise<void> {
   await Promise.all(BUNDLE_ARTIFACTS.map((name) => rm(join(bundle, name), { force: true })));
 }
@@ -327,4 +318,3 @@ async function exists(path: string): Promise<boolean> {
     return false;
   }
 }
-

@@ -8,7 +8,7 @@
 import { chmod, copyFile, mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { failedPrecondition } from '../common/errors.js';
-import { PAUSE_ROOTFS } from '../spec/index.js';
+import { PAUSE_ROOTFS } from '../oci/index.js';
 
 /** Directories a pause root needs as mount points. */
 const MOUNT_POINTS = ['dev', 'proc', 'sys', 'etc'];

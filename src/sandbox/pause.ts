@@ -9,8 +9,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Monitor } from '../monitor/monitor.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import { isSameProcessAlive, signalProcess } from '../monitor/process.js';
-import { specToJson, type Spec } from '../spec/index.js';
-import type { RuntimeHandlerSet } from './runtime-handlers.js';
+import { specToJson, type Spec } from '../oci/index.js';
+import type { RuntimeHandlerSet } from '../runtime/handlers.js';
 
 /** What status reports as the pause "image". */
 export const PAUSE_IMAGE_NAME = 'stove/pause';

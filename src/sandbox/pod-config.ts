@@ -8,9 +8,9 @@ import { isAbsolute } from 'node:path';
 import { NamespaceMode, Protocol, type PodSandboxConfig, type PortMapping as CriPortMapping } from '../gen/runtime/v1/api.js';
 import { invalidArgument } from '../common/errors.js';
 import type { PortMapping } from '../network/cni-args.js';
-import { cgroupsPathFor, pauseSysctls, type CgroupDriverName } from '../spec/index.js';
-import { pauseUser } from '../spec/pause-spec.js';
-import { podNamespaceModes, type PodNamespaceModes } from '../spec/namespaces.js';
+import { cgroupsPathFor, pauseSysctls, type CgroupDriverName } from '../oci/index.js';
+import { pauseUser } from '../oci/pause-spec.js';
+import { podNamespaceModes, type PodNamespaceModes } from '../oci/namespaces.js';
 import { sandboxName } from './model.js';
 
 /** What a valid config yields. */

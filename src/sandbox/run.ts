@@ -22,7 +22,7 @@ import { withCleanup, type CleanupStack } from '../common/cleanup.js';
 import { nowNs } from '../common/clock.js';
 import { wrap } from '../common/errors.js';
 import { newId, shortId } from '../common/ids.js';
-import { buildPauseSpec, preparePauseHost, type Spec } from '../spec/index.js';
+import { buildPauseSpec, preparePauseHost, type Spec } from '../oci/index.js';
 import type { SandboxNamespaces, SandboxRecord } from './model.js';
 import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';

@@ -14,7 +14,7 @@ import { KeyedMutex } from '../common/locks.js';
 import type { Logger } from '../common/logger.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { PodNetworkManager, PodNetworkResult } from '../network/pod-network.js';
-import type { SpecSettings } from '../spec/index.js';
+import type { SpecSettings } from '../oci/index.js';
 import type { SandboxHost } from './host.js';
 import { podConfigOf, type SandboxRecord } from './model.js';
 import { pauseRefs, type PauseRuntime } from './pause.js';

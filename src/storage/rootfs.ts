@@ -4,7 +4,7 @@
  * directory and the layers given as short relative links, so even images with hundreds of layers
  * fit in the one page of mount data the kernel accepts.
  */
-import { mkdir, rm, lstat, opendir } from 'node:fs/promises';
+import { mkdir, lstat, opendir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { mount, unmount } from '../platform/mount.js';
 import { internal } from '../common/errors.js';
@@ -54,11 +54,6 @@ export async function mountOverlay(spec: OverlaySpec, alongside?: Promise<unknow
 
 export async function unmountOverlay(target: string): Promise<void> {
   await unmount(target);
-}
-
-/** Removes a container's upper and work dirs. */
-export async function removeOverlayDirs(dir: string): Promise<void> {
-  await rm(dir, { recursive: true, force: true });
 }
 
 export interface DiskUsage {

@@ -28,7 +28,7 @@ import {
   rroFromRuncFeatures,
   type Spec,
   type SpecSettings,
-} from '../../../src/spec/index.js';
+} from '../../../src/oci/index.js';
 
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 

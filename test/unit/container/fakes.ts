@@ -18,7 +18,7 @@ import type { ExitRecord } from '../../../src/monitor/exits.js';
 import type { CreateContainerOptions, CreatedContainer } from '../../../src/monitor/conmon.js';
 import type { Runc } from '../../../src/runtime/runc.js';
 import type { SandboxRecord } from '../../../src/sandbox/model.js';
-import { testSettings } from '../spec/fixtures.js';
+import { testSettings } from '../oci/fixtures.js';
 
 export const IMAGE_ID = 'sha256:' + '1'.repeat(64);
 export const IMAGE_NAME = 'registry.test/app:1';

@@ -4,7 +4,7 @@ import { access, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig, ContainerEventType, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { recoverContainers } from '../../../src/container/recover.js';
-import { rejectsKind } from '../spec/helpers.js';
+import { rejectsKind } from '../oci/helpers.js';
 import { harness, IMAGE_NAME, type Harness } from './fakes.js';
 
 const SANDBOX = 'b'.repeat(64);

@@ -15,8 +15,8 @@ import type { PauseProcess, PauseRefs, PauseRuntime } from '../../../src/sandbox
 import type { PodFiles } from '../../../src/sandbox/pod-files.js';
 import { SandboxService, type PodNetwork } from '../../../src/sandbox/service.js';
 import { SandboxStore, type PodContainers } from '../../../src/sandbox/store.js';
-import type { Spec } from '../../../src/spec/types.js';
-import { testSettings } from '../spec/fixtures.js';
+import type { Spec } from '../../../src/oci/types.js';
+import { testSettings } from '../oci/fixtures.js';
 
 /** Every call any fake saw, in order: `network.setup <id>`, `pause.create <id>`, … */
 export type CallLog = string[];

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { DNSConfig, Protocol } from '../../../src/gen/runtime/v1/api.js';
 import { ownsShm, podFilePaths, resolvConfFor, writePodFiles } from '../../../src/sandbox/pod-files.js';
 import { portMappings } from '../../../src/sandbox/pod-config.js';
-import { throwsKind } from '../spec/helpers.js';
+import { throwsKind } from '../oci/helpers.js';
 import { sysctlPath } from '../../../src/sandbox/host.js';
 
 describe('pod files', () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { NamespaceMode, PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { podSandboxStatus, listPodSandbox } from '../../../src/cri/sandbox-query.js';
 import { PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
-import { rejectsKind } from '../spec/helpers.js';
+import { rejectsKind } from '../oci/helpers.js';
 import { boom, Harness } from './fakes.js';
 
 const exists = (p: string) => access(p).then(() => true, () => false);

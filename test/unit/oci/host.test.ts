@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MountPropagation, type Mount as CriMount } from '../../../src/gen/runtime/v1/api.js';
 import { parseMountInfo } from '../../../src/platform/proc.js';
-import { checkPropagation, prepareMounts } from '../../../src/spec/host-mounts.js';
-import { resolveDevices, splitDevT } from '../../../src/spec/host-devices.js';
-import { readUserDatabase, resolveInRoot } from '../../../src/spec/host-user.js';
-import { loadDefaultSeccompProfile, loadSeccompProfiles } from '../../../src/spec/host-security.js';
-import { kernelSupportsRro } from '../../../src/spec/host-settings.js';
+import { checkPropagation, prepareMounts } from '../../../src/oci/host-mounts.js';
+import { resolveDevices, splitDevT } from '../../../src/oci/host-devices.js';
+import { readUserDatabase, resolveInRoot } from '../../../src/oci/host-user.js';
+import { loadDefaultSeccompProfile, loadSeccompProfiles } from '../../../src/oci/host-security.js';
+import { kernelSupportsRro } from '../../../src/oci/host-settings.js';
 import { rejectsKind, throwsKind } from './helpers.js';
 
 const MOUNTINFO = [
@@ -161,7 +161,7 @@ describe('host preparation', () => {
 
 describe('host settings helpers', () => {
   it('reads rro support from `runc features`', async () => {
-    const { rroFromRuncFeatures, PAUSE_ROOTFS } = await import('../../../src/spec/host-settings.js');
+    const { rroFromRuncFeatures, PAUSE_ROOTFS } = await import('../../../src/oci/host-settings.js');
     assert.equal(rroFromRuncFeatures('{"mountOptions":["bind","rro","ro"]}'), true);
     assert.equal(rroFromRuncFeatures('{"mountOptions":["bind","ro"]}'), false);
     assert.equal(rroFromRuncFeatures('not json'), false);

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { NamespaceMode, SecurityProfile_ProfileType, type PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
-import { buildPauseSpec, type PauseSpecInput } from '../../../src/spec/pause-spec.js';
-import { ANNOTATIONS } from '../../../src/spec/annotations.js';
-import { DEFAULT_MASKED_PATHS } from '../../../src/spec/defaults.js';
-import { validateSysctls, normalizeSysctlName } from '../../../src/spec/sysctls.js';
-import type { Spec } from '../../../src/spec/types.js';
+import { buildPauseSpec, type PauseSpecInput } from '../../../src/oci/pause-spec.js';
+import { ANNOTATIONS } from '../../../src/oci/annotations.js';
+import { DEFAULT_MASKED_PATHS } from '../../../src/oci/defaults.js';
+import { validateSysctls, normalizeSysctlName } from '../../../src/oci/sysctls.js';
+import type { Spec } from '../../../src/oci/types.js';
 import { podConfig, SANDBOX_ID, testSettings } from './fixtures.js';
 import { throwsKind } from './helpers.js';
 

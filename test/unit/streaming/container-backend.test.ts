@@ -17,7 +17,7 @@ import type { ExecStreamOptions } from '../../../src/monitor/exec-stream.js';
 import type { SessionIo } from '../../../src/monitor/attach.js';
 import type { Runc } from '../../../src/runtime/runc.js';
 import type { SandboxState } from '../../../src/sandbox/model.js';
-import { CriStreamingBackend, streamingLookup, type StreamingBackendDeps } from '../../../src/cri/streaming-backend.js';
+import { CriStreamingBackend, streamingLookup, type StreamingBackendDeps } from '../../../src/streaming/container-backend.js';
 import { ResizeQueue } from '../../../src/streaming/remotecommand.js';
 import type { StreamIO } from '../../../src/streaming/backend.js';
 

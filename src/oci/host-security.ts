@@ -10,10 +10,10 @@ import { parseSeccompProfile, type SeccompChoice, type SeccompProfileFile } from
 import type { AppArmorChoice } from './security.js';
 
 /**
- * Where Stove's RuntimeDefault profile lives: `src/spec/seccomp-default.json` in the repository. The
- * compiled module sits in `dist/src/spec/`, so the source copy is three levels up from it.
+ * Where Stove's RuntimeDefault profile lives: `src/oci/seccomp-default.json` in the repository. The
+ * compiled module sits in `dist/src/oci/`, so the source copy is three levels up from it.
  */
-export const BUILTIN_SECCOMP_PROFILE = fileURLToPath(new URL('../../../src/spec/seccomp-default.json', import.meta.url));
+export const BUILTIN_SECCOMP_PROFILE = fileURLToPath(new URL('../../../src/oci/seccomp-default.json', import.meta.url));
 
 /** Loads the RuntimeDefault profile: the configured file, or Stove's own when `path` is empty. */
 export async function loadDefaultSeccompProfile(path = ''): Promise<SeccompProfileFile> {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { MountPropagation, NamespaceMode, SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js';
-import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, DEFAULT_PATH_ENV } from '../../../src/spec/defaults.js';
-import { ANNOTATIONS } from '../../../src/spec/annotations.js';
-import type { Mount, Spec } from '../../../src/spec/types.js';
+import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS, DEFAULT_PATH_ENV } from '../../../src/oci/defaults.js';
+import { ANNOTATIONS } from '../../../src/oci/annotations.js';
+import type { Mount, Spec } from '../../../src/oci/types.js';
 import { build, containerConfig, CONTAINER_ID, imageConfig, PAUSE_PID, podConfig, SANDBOX_ID, testSettings } from './fixtures.js';
 import { throwsKind } from './helpers.js';
 

@@ -9,13 +9,13 @@ import {
   type DeepPartial,
 } from '../../../src/gen/runtime/v1/api.js';
 import { CONTAINERD_DEFAULT_CAPABILITIES } from '../../../src/config/schema.js';
-import { ALL_CAPABILITIES } from '../../../src/spec/defaults.js';
-import { BUILTIN_SECCOMP_PROFILE } from '../../../src/spec/host-security.js';
-import { parseSeccompProfile } from '../../../src/spec/seccomp.js';
-import type { SpecSettings } from '../../../src/spec/settings.js';
-import type { ContainerHostInputs, ContainerSpecInput, SandboxFacts } from '../../../src/spec/container-spec.js';
-import { buildContainerSpec } from '../../../src/spec/container-spec.js';
-import type { ImageConfig, Spec } from '../../../src/spec/types.js';
+import { ALL_CAPABILITIES } from '../../../src/oci/defaults.js';
+import { BUILTIN_SECCOMP_PROFILE } from '../../../src/oci/host-security.js';
+import { parseSeccompProfile } from '../../../src/oci/seccomp.js';
+import type { SpecSettings } from '../../../src/oci/settings.js';
+import type { ContainerHostInputs, ContainerSpecInput, SandboxFacts } from '../../../src/oci/container-spec.js';
+import { buildContainerSpec } from '../../../src/oci/container-spec.js';
+import type { ImageConfig, Spec } from '../../../src/oci/types.js';
 
 export const SANDBOX_ID = 'a'.repeat(64);
 export const CONTAINER_ID = 'c'.repeat(64);

@@ -5,7 +5,7 @@
  */
 import { notFound } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
-import { Runc } from '../runtime/runc.js';
+import { Runc } from './runc.js';
 
 export const DEFAULT_HANDLER = 'runc';
 

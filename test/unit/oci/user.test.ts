@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { SupplementalGroupsPolicy } from '../../../src/gen/runtime/v1/api.js';
-import { parseGroup, parsePasswd, resolveUser, userRequestFrom, type UserRequest } from '../../../src/spec/user.js';
+import { parseGroup, parsePasswd, resolveUser, userRequestFrom, type UserRequest } from '../../../src/oci/user.js';
 import { throwsKind } from './helpers.js';
 
 const PASSWD = `root:x:0:0:root:/root:/bin/sh

@@ -3,7 +3,7 @@
  * Spec in place and may throw a StoveError. A builder is a list of steps applied in order, so each rule
  * reads (and is tested) on its own.
  */
-import type { Linux, LinuxNamespace, LinuxNamespaceType, LinuxResources, Process, Spec } from './types.js';
+import type { Linux, LinuxResources, Process, Spec } from './types.js';
 import { OCI_VERSION } from './defaults.js';
 
 /** One step of a spec builder. */
@@ -43,23 +43,4 @@ export function resourcesOf(spec: Spec): LinuxResources {
   const linux = linuxOf(spec);
   linux.resources ??= {};
   return linux.resources;
-}
-
-/** Adds a namespace, replacing one of the same type. */
-export function setNamespace(spec: Spec, ns: LinuxNamespace): void {
-  const linux = linuxOf(spec);
-  const rest = (linux.namespaces ?? []).filter((n) => n.type !== ns.type);
-  linux.namespaces = [...rest, ns];
-}
-
-/** Removes the namespace of this type (the process then shares the host's). */
-export function removeNamespace(spec: Spec, type: LinuxNamespaceType): void {
-  const linux = linuxOf(spec);
-  linux.namespaces = (linux.namespaces ?? []).filter((n) => n.type !== type);
-}
-
-/** Sets an annotation. */
-export function setAnnotation(spec: Spec, key: string, value: string): void {
-  spec.annotations ??= {};
-  spec.annotations[key] = value;
 }

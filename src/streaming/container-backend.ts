@@ -27,8 +27,8 @@ import type { Monitor } from '../monitor/monitor.js';
 import { execProcess } from '../monitor/exec-dir.js';
 import { netnsCommand } from '../network/netns-exec.js';
 import type { SandboxState } from '../sandbox/model.js';
-import type { StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from '../streaming/backend.js';
-import { relay } from '../streaming/relay.js';
+import type { StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from './backend.js';
+import { relay } from './relay.js';
 
 /** How long an exec with a terminal waits for the client's first size before it starts anyway. */
 const INITIAL_SIZE_WAIT_MS = 250;

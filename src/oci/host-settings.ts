@@ -27,7 +27,7 @@ export interface SpecSettingsConfig {
 
 /**
  * The pause container's root filesystem: the repository's `rootfs/pause` (built by `make rootfs`); the
- * compiled module sits in `dist/src/spec/`.
+ * compiled module sits in `dist/src/oci/`.
  */
 export const PAUSE_ROOTFS = fileURLToPath(new URL('../../../rootfs/pause', import.meta.url));
 
