@@ -16,7 +16,7 @@ import { PodNetworkManager } from './network/pod-network.js';
 import { pathsFor } from './config/paths.js';
 import { ImageService } from './images/image-service.js';
 import { pullImage } from './cri/image-pull.js';
-import { listImages, imageStatus, imageFsInfo } from './cri/image-query.js';
+import { listImages, imageStatus, imageFsInfo, streamImages } from './cri/image-query.js';
 import { removeImage } from './cri/image-remove.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
@@ -30,19 +30,26 @@ import { LinuxSandboxHost } from './sandbox/host.js';
 import { runPodSandbox } from './cri/sandbox-run.js';
 import { stopPodSandbox } from './cri/sandbox-stop.js';
 import { removePodSandbox } from './cri/sandbox-remove.js';
-import { listPodSandbox, podSandboxStatus } from './cri/sandbox-query.js';
+import { listPodSandbox, podSandboxStatus, streamPodSandboxes } from './cri/sandbox-query.js';
 import { ContainerStore } from './container/store.js';
 import { ContainerService } from './container/service.js';
 import { StatsReader } from './container/stats.js';
 import { recheckExits, recoverContainers } from './container/recover.js';
 import { detectCgroups } from './platform/cgroups.js';
 import { createContainer, removeContainer, startContainer, stopContainer } from './cri/container-lifecycle.js';
-import { containerStatus, listContainers } from './cri/container-query.js';
+import { containerStatus, listContainers, streamContainers } from './cri/container-query.js';
 import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
 import { execSync } from './cri/exec-sync.js';
 import { getContainerEvents, withSandboxEvents } from './cri/events.js';
 import { routeExit } from './pod/exits.js';
-import { containerStats, listContainerStats, listPodSandboxStats, podSandboxStats } from './cri/stats.js';
+import {
+  containerStats,
+  listContainerStats,
+  listPodSandboxStats,
+  podSandboxStats,
+  streamContainerStats,
+  streamPodSandboxStats,
+} from './cri/stats.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
 
@@ -196,12 +203,14 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     removePodSandbox: (r) => removePodSandbox(sandboxes, r),
     podSandboxStatus: (r) => podSandboxStatus(sandboxes, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
+    streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
     createContainer: (r) => createContainer(containers, r),
     startContainer: (r) => startContainer(containers, r),
     stopContainer: (r) => stopContainer(containers, r),
     removeContainer: (r) => removeContainer(containers, r),
     containerStatus: (r) => containerStatus(containers, r),
     listContainers: (r) => listContainers(containers, sandboxes, r),
+    streamContainers: (r, sink) => streamContainers(containers, sandboxes, r, sink),
     updateContainerResources: (r) => updateContainerResources(containers, r),
     reopenContainerLog: (r) => reopenContainerLog(containers, r),
     execSync: (r) => execSync(containers, r),
@@ -212,6 +221,8 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     listContainerStats: (r) => listContainerStats({ containers, sandboxes, stats }, r),
     podSandboxStats: (r) => podSandboxStats({ containers, sandboxes, stats }, r),
     listPodSandboxStats: (r) => listPodSandboxStats({ containers, sandboxes, stats }, r),
+    streamContainerStats: (r, sink) => streamContainerStats({ containers, sandboxes, stats }, r, sink),
+    streamPodSandboxStats: (r, sink) => streamPodSandboxStats({ containers, sandboxes, stats }, r, sink),
     getContainerEvents: (r, sink) => getContainerEvents(containers, r, sink),
   };
   // Pod sandboxes publish their own lifecycle events too (the kubelet's evented PLEG wants them).
@@ -219,6 +230,7 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
   const imageHandlers: Partial<ImageHandlers> = {
     pullImage: (r) => pullImage(images, r),
     listImages: (r) => listImages(images, r),
+    streamImages: (r, sink) => streamImages(images, r, sink),
     imageStatus: (r) => imageStatus(images, r),
     removeImage: (r) => removeImage(images, r),
     imageFsInfo: () => imageFsInfo(images),

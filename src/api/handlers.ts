@@ -13,13 +13,17 @@ export interface StreamSink<T> {
   /** Called once when the client goes away or the server shuts down. */
   onClose(listener: () => void): void;
   readonly closed: boolean;
+  /** Resolves once the transport wants more (at once when it does already or the stream is closed). */
+  drained(): Promise<void>;
 }
 
 type HandlerOf<T> =
   T extends handleUnaryCall<infer Req, infer Res>
     ? (request: Req) => Promise<Res>
     : T extends handleServerStreamingCall<infer Req, infer Res>
-      ? (request: Req, sink: StreamSink<Res>) => void
+      ? // A handler that returns a promise has its stream ended when it resolves, failed when it rejects;
+        // one that returns nothing (GetContainerEvents) ends the stream itself.
+        (request: Req, sink: StreamSink<Res>) => void | Promise<void>
       : never;
 
 type KnownKeys<T> = keyof { [K in keyof T as string extends K ? never : K]: T[K] };

@@ -16,7 +16,7 @@ import { toServiceError, statusName } from './errors.js';
 import type { StreamSink } from './handlers.js';
 
 type AnyUnary = (request: unknown) => Promise<unknown>;
-type AnyStream = (request: unknown, sink: StreamSink<unknown>) => void;
+type AnyStream = (request: unknown, sink: StreamSink<unknown>) => void | Promise<void>;
 
 /** The RPC's name as the CRI spells it, from its path (`/runtime.v1.RuntimeService/Version`). */
 function rpcName(path: string): string {
@@ -76,13 +76,30 @@ function serverStream(log: Logger, rpc: string, handler: AnyStream | undefined) 
       get closed() {
         return closed;
       },
+      drained: () =>
+        closed || !call.writableNeedDrain
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              const done = () => {
+                call.off('drain', done);
+                resolve();
+              };
+              call.on('drain', done);
+              listeners.push(done);
+            }),
     };
     log.debug('stream opened', { rpc });
+    const started = performance.now();
+    const fail = (err: unknown) => {
+      logFailure(log, rpc, +(performance.now() - started).toFixed(2), err);
+      if (!closed) call.emit('error', toServiceError(err));
+      close();
+    };
     try {
-      handler(call.request, sink);
+      const done = handler(call.request, sink);
+      if (done) done.then(() => sink.end(), fail);
     } catch (err) {
-      logFailure(log, rpc, 0, err);
-      call.emit('error', toServiceError(err));
+      fail(err);
     }
   };
 }

@@ -114,7 +114,7 @@ export class StatsReader {
     if (previous && timestamp > previous.timestampNs && usageNs >= previous.usageNs) {
       nanoCores = ((usageNs - previous.usageNs) * 1_000_000_000n) / (timestamp - previous.timestampNs);
     }
-    return { timestamp, usageCoreNanoSeconds: { value: usageNs }, usageNanoCores: u64(nanoCores) };
+    return { timestamp, usageCoreNanoSeconds: { value: usageNs }, usageNanoCores: u64(nanoCores), psi: undefined };
   }
 
   private async network(sandbox: SandboxRecord): Promise<NetworkUsage | undefined> {
@@ -141,6 +141,7 @@ function memory(cg: CgroupStats | undefined, timestamp: bigint): MemoryUsage | u
     rssBytes: { value: m.rssBytes },
     pageFaults: { value: m.pageFaults },
     majorPageFaults: { value: m.majorPageFaults },
+    psi: undefined,
   };
 }
 

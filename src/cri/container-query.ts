@@ -1,11 +1,16 @@
-/** ContainerStatus and ListContainers. */
+/** ContainerStatus, ListContainers and StreamContainers. */
 import {
+  Container,
   ContainerStatusResponse,
   ListContainersResponse,
+  StreamContainersResponse,
+  type StreamContainersRequest,
   type ContainerFilter,
   type ContainerStatusRequest,
   type ListContainersRequest,
 } from '../gen/runtime/v1/api.js';
+import type { StreamSink } from '../api/handlers.js';
+import { writeChunked } from '../api/stream-chunks.js';
 import { requiredString } from './validate.js';
 import { toContainerStatus, criState, toCriContainer } from '../container/cri-status.js';
 import { containerConfigOf, type ContainerRecord } from '../container/model.js';
@@ -39,6 +44,17 @@ async function verboseInfo(containers: ContainerService, r: ContainerRecord): Pr
 export async function listContainers(containers: ContainerService, sandboxes: SandboxLookup, req: ListContainersRequest): Promise<ListContainersResponse> {
   const records = filterContainers(containers, sandboxes, req.filter);
   return ListContainersResponse.fromPartial({ containers: records.map(toCriContainer) });
+}
+
+/** What ListContainers returns, in bounded chunks. */
+export async function streamContainers(
+  containers: ContainerService,
+  sandboxes: SandboxLookup,
+  req: StreamContainersRequest,
+  sink: StreamSink<StreamContainersResponse>,
+): Promise<void> {
+  const items = filterContainers(containers, sandboxes, req.filter).map(toCriContainer);
+  await writeChunked(sink, [items], (c) => Container.encode(c).finish().length, (chunk) => StreamContainersResponse.fromPartial({ containers: chunk }));
 }
 
 /**

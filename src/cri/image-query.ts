@@ -1,20 +1,36 @@
-/** ListImages, ImageStatus and ImageFsInfo. */
+/** ListImages, StreamImages, ImageStatus and ImageFsInfo. */
 import {
+  Image,
   ImageFsInfoResponse,
+  StreamImagesResponse,
+  type ImageFilter,
+  type StreamImagesRequest,
   ImageStatusResponse,
   ListImagesResponse,
   type ImageStatusRequest,
   type ListImagesRequest,
 } from '../gen/runtime/v1/api.js';
+import type { StreamSink } from '../api/handlers.js';
+import { writeChunked } from '../api/stream-chunks.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { ImageService } from '../images/image-service.js';
 import { toCriImage } from './image-convert.js';
 
 export async function listImages(images: ImageService, req: ListImagesRequest): Promise<ListImagesResponse> {
-  const filter = req.filter?.image?.image;
-  const records = filter ? [images.find(filter)].filter((r) => r !== undefined) : images.list();
-  return ListImagesResponse.fromPartial({ images: records.map(toCriImage) });
+  return ListImagesResponse.fromPartial({ images: selectImages(images, req.filter) });
+}
+
+/** What ListImages returns, in bounded chunks. */
+export async function streamImages(images: ImageService, req: StreamImagesRequest, sink: StreamSink<StreamImagesResponse>): Promise<void> {
+  const items = selectImages(images, req.filter);
+  await writeChunked(sink, [items], (i) => Image.encode(i).finish().length, (chunk) => StreamImagesResponse.fromPartial({ images: chunk }));
+}
+
+function selectImages(images: ImageService, filter: ImageFilter | undefined): Image[] {
+  const wanted = filter?.image?.image;
+  const records = wanted ? [images.find(wanted)].filter((r) => r !== undefined) : images.list();
+  return records.map(toCriImage);
 }
 
 /** An unknown image is an empty response, not an error (the kubelet pulls when it sees one). */

@@ -1,12 +1,17 @@
-/** PodSandboxStatus and ListPodSandbox. */
+/** PodSandboxStatus, ListPodSandbox and StreamPodSandboxes. */
 import {
   ListPodSandboxResponse,
   PodSandboxState,
   PodSandboxStatusResponse,
+  PodSandbox,
+  StreamPodSandboxesResponse,
   type ListPodSandboxRequest,
-  type PodSandbox,
+  type PodSandboxFilter,
   type PodSandboxStatusRequest,
+  type StreamPodSandboxesRequest,
 } from '../gen/runtime/v1/api.js';
+import type { StreamSink } from '../api/handlers.js';
+import { writeChunked } from '../api/stream-chunks.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { SandboxRecord } from '../sandbox/model.js';
@@ -68,7 +73,20 @@ async function verboseInfo(sandboxes: SandboxService, record: SandboxRecord): Pr
 
 /** Filters: `id` (full ID or unique prefix), `state`, and a label selector (every pair must match). */
 export async function listPodSandbox(sandboxes: SandboxService, req: ListPodSandboxRequest): Promise<ListPodSandboxResponse> {
-  const filter = req.filter;
+  return ListPodSandboxResponse.fromPartial({ items: selectPodSandboxes(sandboxes, req.filter) });
+}
+
+/** What ListPodSandbox returns, in bounded chunks. */
+export async function streamPodSandboxes(
+  sandboxes: SandboxService,
+  req: StreamPodSandboxesRequest,
+  sink: StreamSink<StreamPodSandboxesResponse>,
+): Promise<void> {
+  const items = selectPodSandboxes(sandboxes, req.filter);
+  await writeChunked(sink, [items], (p) => PodSandbox.encode(p).finish().length, (podSandboxes) => StreamPodSandboxesResponse.fromPartial({ podSandboxes }));
+}
+
+function selectPodSandboxes(sandboxes: SandboxService, filter: PodSandboxFilter | undefined): PodSandbox[] {
   let records = filter?.id ? [sandboxes.find(filter.id)].filter((r): r is SandboxRecord => r !== undefined) : sandboxes.list();
   if (filter?.state) records = records.filter((r) => criState(r) === filter.state!.state);
   const selector = Object.entries(filter?.labelSelector ?? {});
@@ -86,5 +104,5 @@ export async function listPodSandbox(sandboxes: SandboxService, req: ListPodSand
       runtimeHandler: record.runtimeHandler,
     });
   }
-  return ListPodSandboxResponse.fromPartial({ items });
+  return items;
 }

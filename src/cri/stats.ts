@@ -1,14 +1,24 @@
-/** ContainerStats, ListContainerStats, PodSandboxStats and ListPodSandboxStats. */
+/** ContainerStats, PodSandboxStats, their List* and Stream* forms. */
 import {
   ContainerStatsResponse,
   ListContainerStatsResponse,
+  ContainerStats,
   ListPodSandboxStatsResponse,
+  PodSandboxStats,
   PodSandboxStatsResponse,
+  StreamContainerStatsResponse,
+  StreamPodSandboxStatsResponse,
+  type ContainerStatsFilter,
+  type PodSandboxStatsFilter,
+  type StreamContainerStatsRequest,
+  type StreamPodSandboxStatsRequest,
   type ContainerStatsRequest,
   type ListContainerStatsRequest,
   type ListPodSandboxStatsRequest,
   type PodSandboxStatsRequest,
 } from '../gen/runtime/v1/api.js';
+import type { StreamSink } from '../api/handlers.js';
+import { loadInSlices, writeChunked } from '../api/stream-chunks.js';
 import { requiredString } from './validate.js';
 import { notFound } from '../common/errors.js';
 import type { SandboxLookup } from '../container/deps.js';
@@ -30,9 +40,23 @@ export async function containerStats(d: StatsDeps, req: ContainerStatsRequest): 
 
 /** Stats of the containers the filter selects that are not EXITED (containerd lists live tasks only). */
 export async function listContainerStats(d: StatsDeps, req: ListContainerStatsRequest): Promise<ListContainerStatsResponse> {
-  const records = filterContainers(d.containers, d.sandboxes, req.filter).filter((r) => r.state !== 'exited');
-  const stats = await Promise.all(records.map((r) => d.stats.containerStats(r)));
+  const stats = await Promise.all(liveContainers(d, req.filter).map((r) => d.stats.containerStats(r)));
   return ListContainerStatsResponse.fromPartial({ stats });
+}
+
+/** What ListContainerStats returns, read and sent a slice at a time. */
+export async function streamContainerStats(d: StatsDeps, req: StreamContainerStatsRequest, sink: StreamSink<StreamContainerStatsResponse>): Promise<void> {
+  const batches = loadInSlices(liveContainers(d, req.filter), STATS_SLICE, (slice) => Promise.all(slice.map((r) => d.stats.containerStats(r))));
+  await writeChunked(sink, batches, (s) => ContainerStats.encode(s).finish().length, (containerStats) =>
+    StreamContainerStatsResponse.fromPartial({ containerStats }),
+  );
+}
+
+/** How many objects' stats are read at once by the Stream* calls. */
+const STATS_SLICE = 64;
+
+function liveContainers(d: StatsDeps, filter: ContainerStatsFilter | undefined) {
+  return filterContainers(d.containers, d.sandboxes, filter).filter((r) => r.state !== 'exited');
 }
 
 export async function podSandboxStats(d: StatsDeps, req: PodSandboxStatsRequest): Promise<PodSandboxStatsResponse> {
@@ -44,8 +68,21 @@ export async function podSandboxStats(d: StatsDeps, req: PodSandboxStatsRequest)
 
 /** Stats of the ready sandboxes the filter selects. */
 export async function listPodSandboxStats(d: StatsDeps, req: ListPodSandboxStatsRequest): Promise<ListPodSandboxStatsResponse> {
+  const stats = await Promise.all(readySandboxes(d, req.filter).map((s) => podStats(d, s)));
+  return ListPodSandboxStatsResponse.fromPartial({ stats });
+}
+
+/** What ListPodSandboxStats returns, read and sent a slice at a time. */
+export async function streamPodSandboxStats(d: StatsDeps, req: StreamPodSandboxStatsRequest, sink: StreamSink<StreamPodSandboxStatsResponse>): Promise<void> {
+  const batches = loadInSlices(readySandboxes(d, req.filter), STATS_SLICE, (slice) => Promise.all(slice.map((s) => podStats(d, s))));
+  await writeChunked(sink, batches, (s) => PodSandboxStats.encode(s).finish().length, (podSandboxStats) =>
+    StreamPodSandboxStatsResponse.fromPartial({ podSandboxStats }),
+  );
+}
+
+/** The ready sandboxes a stats filter selects. */
+function readySandboxes(d: StatsDeps, filter: PodSandboxStatsFilter | undefined): SandboxRecord[] {
   let sandboxes = d.sandboxes.list().filter((s) => s.state === 'ready');
-  const filter = req.filter;
   if (filter?.id) {
     const one = d.sandboxes.find(filter.id);
     sandboxes = sandboxes.filter((s) => s.id === one?.id);
@@ -57,8 +94,7 @@ export async function listPodSandboxStats(d: StatsDeps, req: ListPodSandboxStats
       return selector.every(([k, v]) => labels[k] === v);
     });
   }
-  const stats = await Promise.all(sandboxes.map((s) => podStats(d, s)));
-  return ListPodSandboxStatsResponse.fromPartial({ stats });
+  return sandboxes;
 }
 
 function podStats(d: StatsDeps, sandbox: SandboxRecord) {

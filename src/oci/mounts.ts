@@ -52,6 +52,7 @@ export function podFileMounts(files: PodFiles, readonlyRootfs: boolean): CriMoun
       gidMappings: [],
       recursiveReadOnly: false,
       image: undefined,
+      imageSubPath: '',
     });
   };
   add('/etc/hostname', files.hostnamePath, readonlyRootfs);

@@ -1,5 +1,5 @@
 /** A promise-based CRI client over the generated grpc-js clients, for tests and benchmarks. */
-import { credentials, type Client, type ServiceError } from '@grpc/grpc-js';
+import { credentials, type Client, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
 import { ImageServiceClient, RuntimeServiceClient } from '../../src/gen/runtime/v1/api.js';
 
 import type { ImageHandlers, RuntimeHandlers } from '../../src/api/handlers.js';
@@ -21,11 +21,25 @@ function promisify<T>(client: Client): T {
   }) as unknown as T;
 }
 
+/** The handlers of a table that answer with one message. */
+type Unary<T> = { [K in keyof T as T[K] extends (request: never) => Promise<unknown> ? K : never]: T[K] };
+
+/** Every message of a server-streaming call, once it ended (rejects with the call's error). */
+export function collect<T>(call: ClientReadableStream<T>): Promise<T[]> {
+  return new Promise((resolve, reject) => {
+    const out: T[] = [];
+    call.on('data', (m: T) => out.push(m));
+    call.on('error', reject);
+    call.on('end', () => resolve(out));
+  });
+}
+
 /** Runtime and image clients on one unix socket, plus the raw clients for streaming calls. */
 export interface CriClients {
-  runtime: Omit<RuntimeHandlers, 'getContainerEvents'>;
-  image: ImageHandlers;
+  runtime: Unary<RuntimeHandlers>;
+  image: Unary<ImageHandlers>;
   rawRuntime: RuntimeServiceClient;
+  rawImage: ImageServiceClient;
   close(): void;
 }
 
@@ -35,9 +49,10 @@ export function criClients(socket: string): CriClients {
   const rawRuntime = new RuntimeServiceClient(`unix://${socket}`, credentials.createInsecure(), options);
   const rawImage = new ImageServiceClient(`unix://${socket}`, credentials.createInsecure(), options);
   return {
-    runtime: promisify<Omit<RuntimeHandlers, 'getContainerEvents'>>(rawRuntime),
-    image: promisify<ImageHandlers>(rawImage),
+    runtime: promisify<Unary<RuntimeHandlers>>(rawRuntime),
+    image: promisify<Unary<ImageHandlers>>(rawImage),
     rawRuntime,
+    rawImage,
     close() {
       rawRuntime.close();
       rawImage.close();

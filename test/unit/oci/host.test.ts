@@ -30,6 +30,7 @@ const mount = (hostPath: string, propagation = MountPropagation.PROPAGATION_PRIV
   gidMappings: [],
   recursiveReadOnly: false,
   image: undefined,
+  imageSubPath: '',
 });
 
 describe('host preparation', () => {
@@ -80,7 +81,7 @@ describe('host preparation', () => {
 
     it('refuses empty host paths, image volumes and relative container paths', async () => {
       await rejectsKind(prepareMounts([mount('')]), 'InvalidArgument', /host_path is empty/);
-      await rejectsKind(prepareMounts([{ ...mount(''), image: { image: 'busybox', annotations: {}, userSpecifiedImage: '', runtimeHandler: '' } }]), 'Unimplemented', /image volume/);
+      await rejectsKind(prepareMounts([{ ...mount(''), image: { image: 'busybox', annotations: {}, userSpecifiedImage: '', runtimeHandler: '', imageRef: '' } }]), 'Unimplemented', /image volume/);
       await rejectsKind(prepareMounts([{ ...mount(dir), containerPath: 'x' }]), 'InvalidArgument', /absolute/);
     });
   });

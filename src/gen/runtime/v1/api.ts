@@ -26,7 +26,8 @@ export const protobufPackage = "runtime.v1";
 export const protobufFileName = "runtime/v1/api.proto";
 
 /**
- * CRI v1 (runtime.v1), the API a kubelet speaks to a container runtime, as of Kubernetes 1.32.
+ * CRI v1 (runtime.v1), the API a kubelet speaks to a container runtime, as of Kubernetes 1.36
+ * (cri-api v0.36.0).
  *
  * Written for Stove from the wire facts of the API: package, service, message, field and enum names,
  * field numbers and types. Those must not change: kubelets, crictl and critest encode exactly these.
@@ -230,6 +231,424 @@ export function podSandboxStateToJSON(object: PodSandboxState): string {
   }
 }
 
+/** Signals a container may be stopped with; the numbering is the enum's own, not the kernel's. */
+export enum Signal {
+  RUNTIME_DEFAULT = 0,
+  SIGABRT = 1,
+  SIGALRM = 2,
+  SIGBUS = 3,
+  SIGCHLD = 4,
+  SIGCLD = 5,
+  SIGCONT = 6,
+  SIGFPE = 7,
+  SIGHUP = 8,
+  SIGILL = 9,
+  SIGINT = 10,
+  SIGIO = 11,
+  SIGIOT = 12,
+  SIGKILL = 13,
+  SIGPIPE = 14,
+  SIGPOLL = 15,
+  SIGPROF = 16,
+  SIGPWR = 17,
+  SIGQUIT = 18,
+  SIGSEGV = 19,
+  SIGSTKFLT = 20,
+  SIGSTOP = 21,
+  SIGSYS = 22,
+  SIGTERM = 23,
+  SIGTRAP = 24,
+  SIGTSTP = 25,
+  SIGTTIN = 26,
+  SIGTTOU = 27,
+  SIGURG = 28,
+  SIGUSR1 = 29,
+  SIGUSR2 = 30,
+  SIGVTALRM = 31,
+  SIGWINCH = 32,
+  SIGXCPU = 33,
+  SIGXFSZ = 34,
+  SIGRTMIN = 35,
+  SIGRTMINPLUS1 = 36,
+  SIGRTMINPLUS2 = 37,
+  SIGRTMINPLUS3 = 38,
+  SIGRTMINPLUS4 = 39,
+  SIGRTMINPLUS5 = 40,
+  SIGRTMINPLUS6 = 41,
+  SIGRTMINPLUS7 = 42,
+  SIGRTMINPLUS8 = 43,
+  SIGRTMINPLUS9 = 44,
+  SIGRTMINPLUS10 = 45,
+  SIGRTMINPLUS11 = 46,
+  SIGRTMINPLUS12 = 47,
+  SIGRTMINPLUS13 = 48,
+  SIGRTMINPLUS14 = 49,
+  SIGRTMINPLUS15 = 50,
+  SIGRTMAXMINUS14 = 51,
+  SIGRTMAXMINUS13 = 52,
+  SIGRTMAXMINUS12 = 53,
+  SIGRTMAXMINUS11 = 54,
+  SIGRTMAXMINUS10 = 55,
+  SIGRTMAXMINUS9 = 56,
+  SIGRTMAXMINUS8 = 57,
+  SIGRTMAXMINUS7 = 58,
+  SIGRTMAXMINUS6 = 59,
+  SIGRTMAXMINUS5 = 60,
+  SIGRTMAXMINUS4 = 61,
+  SIGRTMAXMINUS3 = 62,
+  SIGRTMAXMINUS2 = 63,
+  SIGRTMAXMINUS1 = 64,
+  SIGRTMAX = 65,
+  UNRECOGNIZED = -1,
+}
+
+export function signalFromJSON(object: any): Signal {
+  switch (object) {
+    case 0:
+    case "RUNTIME_DEFAULT":
+      return Signal.RUNTIME_DEFAULT;
+    case 1:
+    case "SIGABRT":
+      return Signal.SIGABRT;
+    case 2:
+    case "SIGALRM":
+      return Signal.SIGALRM;
+    case 3:
+    case "SIGBUS":
+      return Signal.SIGBUS;
+    case 4:
+    case "SIGCHLD":
+      return Signal.SIGCHLD;
+    case 5:
+    case "SIGCLD":
+      return Signal.SIGCLD;
+    case 6:
+    case "SIGCONT":
+      return Signal.SIGCONT;
+    case 7:
+    case "SIGFPE":
+      return Signal.SIGFPE;
+    case 8:
+    case "SIGHUP":
+      return Signal.SIGHUP;
+    case 9:
+    case "SIGILL":
+      return Signal.SIGILL;
+    case 10:
+    case "SIGINT":
+      return Signal.SIGINT;
+    case 11:
+    case "SIGIO":
+      return Signal.SIGIO;
+    case 12:
+    case "SIGIOT":
+      return Signal.SIGIOT;
+    case 13:
+    case "SIGKILL":
+      return Signal.SIGKILL;
+    case 14:
+    case "SIGPIPE":
+      return Signal.SIGPIPE;
+    case 15:
+    case "SIGPOLL":
+      return Signal.SIGPOLL;
+    case 16:
+    case "SIGPROF":
+      return Signal.SIGPROF;
+    case 17:
+    case "SIGPWR":
+      return Signal.SIGPWR;
+    case 18:
+    case "SIGQUIT":
+      return Signal.SIGQUIT;
+    case 19:
+    case "SIGSEGV":
+      return Signal.SIGSEGV;
+    case 20:
+    case "SIGSTKFLT":
+      return Signal.SIGSTKFLT;
+    case 21:
+    case "SIGSTOP":
+      return Signal.SIGSTOP;
+    case 22:
+    case "SIGSYS":
+      return Signal.SIGSYS;
+    case 23:
+    case "SIGTERM":
+      return Signal.SIGTERM;
+    case 24:
+    case "SIGTRAP":
+      return Signal.SIGTRAP;
+    case 25:
+    case "SIGTSTP":
+      return Signal.SIGTSTP;
+    case 26:
+    case "SIGTTIN":
+      return Signal.SIGTTIN;
+    case 27:
+    case "SIGTTOU":
+      return Signal.SIGTTOU;
+    case 28:
+    case "SIGURG":
+      return Signal.SIGURG;
+    case 29:
+    case "SIGUSR1":
+      return Signal.SIGUSR1;
+    case 30:
+    case "SIGUSR2":
+      return Signal.SIGUSR2;
+    case 31:
+    case "SIGVTALRM":
+      return Signal.SIGVTALRM;
+    case 32:
+    case "SIGWINCH":
+      return Signal.SIGWINCH;
+    case 33:
+    case "SIGXCPU":
+      return Signal.SIGXCPU;
+    case 34:
+    case "SIGXFSZ":
+      return Signal.SIGXFSZ;
+    case 35:
+    case "SIGRTMIN":
+      return Signal.SIGRTMIN;
+    case 36:
+    case "SIGRTMINPLUS1":
+      return Signal.SIGRTMINPLUS1;
+    case 37:
+    case "SIGRTMINPLUS2":
+      return Signal.SIGRTMINPLUS2;
+    case 38:
+    case "SIGRTMINPLUS3":
+      return Signal.SIGRTMINPLUS3;
+    case 39:
+    case "SIGRTMINPLUS4":
+      return Signal.SIGRTMINPLUS4;
+    case 40:
+    case "SIGRTMINPLUS5":
+      return Signal.SIGRTMINPLUS5;
+    case 41:
+    case "SIGRTMINPLUS6":
+      return Signal.SIGRTMINPLUS6;
+    case 42:
+    case "SIGRTMINPLUS7":
+      return Signal.SIGRTMINPLUS7;
+    case 43:
+    case "SIGRTMINPLUS8":
+      return Signal.SIGRTMINPLUS8;
+    case 44:
+    case "SIGRTMINPLUS9":
+      return Signal.SIGRTMINPLUS9;
+    case 45:
+    case "SIGRTMINPLUS10":
+      return Signal.SIGRTMINPLUS10;
+    case 46:
+    case "SIGRTMINPLUS11":
+      return Signal.SIGRTMINPLUS11;
+    case 47:
+    case "SIGRTMINPLUS12":
+      return Signal.SIGRTMINPLUS12;
+    case 48:
+    case "SIGRTMINPLUS13":
+      return Signal.SIGRTMINPLUS13;
+    case 49:
+    case "SIGRTMINPLUS14":
+      return Signal.SIGRTMINPLUS14;
+    case 50:
+    case "SIGRTMINPLUS15":
+      return Signal.SIGRTMINPLUS15;
+    case 51:
+    case "SIGRTMAXMINUS14":
+      return Signal.SIGRTMAXMINUS14;
+    case 52:
+    case "SIGRTMAXMINUS13":
+      return Signal.SIGRTMAXMINUS13;
+    case 53:
+    case "SIGRTMAXMINUS12":
+      return Signal.SIGRTMAXMINUS12;
+    case 54:
+    case "SIGRTMAXMINUS11":
+      return Signal.SIGRTMAXMINUS11;
+    case 55:
+    case "SIGRTMAXMINUS10":
+      return Signal.SIGRTMAXMINUS10;
+    case 56:
+    case "SIGRTMAXMINUS9":
+      return Signal.SIGRTMAXMINUS9;
+    case 57:
+    case "SIGRTMAXMINUS8":
+      return Signal.SIGRTMAXMINUS8;
+    case 58:
+    case "SIGRTMAXMINUS7":
+      return Signal.SIGRTMAXMINUS7;
+    case 59:
+    case "SIGRTMAXMINUS6":
+      return Signal.SIGRTMAXMINUS6;
+    case 60:
+    case "SIGRTMAXMINUS5":
+      return Signal.SIGRTMAXMINUS5;
+    case 61:
+    case "SIGRTMAXMINUS4":
+      return Signal.SIGRTMAXMINUS4;
+    case 62:
+    case "SIGRTMAXMINUS3":
+      return Signal.SIGRTMAXMINUS3;
+    case 63:
+    case "SIGRTMAXMINUS2":
+      return Signal.SIGRTMAXMINUS2;
+    case 64:
+    case "SIGRTMAXMINUS1":
+      return Signal.SIGRTMAXMINUS1;
+    case 65:
+    case "SIGRTMAX":
+      return Signal.SIGRTMAX;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Signal.UNRECOGNIZED;
+  }
+}
+
+export function signalToJSON(object: Signal): string {
+  switch (object) {
+    case Signal.RUNTIME_DEFAULT:
+      return "RUNTIME_DEFAULT";
+    case Signal.SIGABRT:
+      return "SIGABRT";
+    case Signal.SIGALRM:
+      return "SIGALRM";
+    case Signal.SIGBUS:
+      return "SIGBUS";
+    case Signal.SIGCHLD:
+      return "SIGCHLD";
+    case Signal.SIGCLD:
+      return "SIGCLD";
+    case Signal.SIGCONT:
+      return "SIGCONT";
+    case Signal.SIGFPE:
+      return "SIGFPE";
+    case Signal.SIGHUP:
+      return "SIGHUP";
+    case Signal.SIGILL:
+      return "SIGILL";
+    case Signal.SIGINT:
+      return "SIGINT";
+    case Signal.SIGIO:
+      return "SIGIO";
+    case Signal.SIGIOT:
+      return "SIGIOT";
+    case Signal.SIGKILL:
+      return "SIGKILL";
+    case Signal.SIGPIPE:
+      return "SIGPIPE";
+    case Signal.SIGPOLL:
+      return "SIGPOLL";
+    case Signal.SIGPROF:
+      return "SIGPROF";
+    case Signal.SIGPWR:
+      return "SIGPWR";
+    case Signal.SIGQUIT:
+      return "SIGQUIT";
+    case Signal.SIGSEGV:
+      return "SIGSEGV";
+    case Signal.SIGSTKFLT:
+      return "SIGSTKFLT";
+    case Signal.SIGSTOP:
+      return "SIGSTOP";
+    case Signal.SIGSYS:
+      return "SIGSYS";
+    case Signal.SIGTERM:
+      return "SIGTERM";
+    case Signal.SIGTRAP:
+      return "SIGTRAP";
+    case Signal.SIGTSTP:
+      return "SIGTSTP";
+    case Signal.SIGTTIN:
+      return "SIGTTIN";
+    case Signal.SIGTTOU:
+      return "SIGTTOU";
+    case Signal.SIGURG:
+      return "SIGURG";
+    case Signal.SIGUSR1:
+      return "SIGUSR1";
+    case Signal.SIGUSR2:
+      return "SIGUSR2";
+    case Signal.SIGVTALRM:
+      return "SIGVTALRM";
+    case Signal.SIGWINCH:
+      return "SIGWINCH";
+    case Signal.SIGXCPU:
+      return "SIGXCPU";
+    case Signal.SIGXFSZ:
+      return "SIGXFSZ";
+    case Signal.SIGRTMIN:
+      return "SIGRTMIN";
+    case Signal.SIGRTMINPLUS1:
+      return "SIGRTMINPLUS1";
+    case Signal.SIGRTMINPLUS2:
+      return "SIGRTMINPLUS2";
+    case Signal.SIGRTMINPLUS3:
+      return "SIGRTMINPLUS3";
+    case Signal.SIGRTMINPLUS4:
+      return "SIGRTMINPLUS4";
+    case Signal.SIGRTMINPLUS5:
+      return "SIGRTMINPLUS5";
+    case Signal.SIGRTMINPLUS6:
+      return "SIGRTMINPLUS6";
+    case Signal.SIGRTMINPLUS7:
+      return "SIGRTMINPLUS7";
+    case Signal.SIGRTMINPLUS8:
+      return "SIGRTMINPLUS8";
+    case Signal.SIGRTMINPLUS9:
+      return "SIGRTMINPLUS9";
+    case Signal.SIGRTMINPLUS10:
+      return "SIGRTMINPLUS10";
+    case Signal.SIGRTMINPLUS11:
+      return "SIGRTMINPLUS11";
+    case Signal.SIGRTMINPLUS12:
+      return "SIGRTMINPLUS12";
+    case Signal.SIGRTMINPLUS13:
+      return "SIGRTMINPLUS13";
+    case Signal.SIGRTMINPLUS14:
+      return "SIGRTMINPLUS14";
+    case Signal.SIGRTMINPLUS15:
+      return "SIGRTMINPLUS15";
+    case Signal.SIGRTMAXMINUS14:
+      return "SIGRTMAXMINUS14";
+    case Signal.SIGRTMAXMINUS13:
+      return "SIGRTMAXMINUS13";
+    case Signal.SIGRTMAXMINUS12:
+      return "SIGRTMAXMINUS12";
+    case Signal.SIGRTMAXMINUS11:
+      return "SIGRTMAXMINUS11";
+    case Signal.SIGRTMAXMINUS10:
+      return "SIGRTMAXMINUS10";
+    case Signal.SIGRTMAXMINUS9:
+      return "SIGRTMAXMINUS9";
+    case Signal.SIGRTMAXMINUS8:
+      return "SIGRTMAXMINUS8";
+    case Signal.SIGRTMAXMINUS7:
+      return "SIGRTMAXMINUS7";
+    case Signal.SIGRTMAXMINUS6:
+      return "SIGRTMAXMINUS6";
+    case Signal.SIGRTMAXMINUS5:
+      return "SIGRTMAXMINUS5";
+    case Signal.SIGRTMAXMINUS4:
+      return "SIGRTMAXMINUS4";
+    case Signal.SIGRTMAXMINUS3:
+      return "SIGRTMAXMINUS3";
+    case Signal.SIGRTMAXMINUS2:
+      return "SIGRTMAXMINUS2";
+    case Signal.SIGRTMAXMINUS1:
+      return "SIGRTMAXMINUS1";
+    case Signal.SIGRTMAX:
+      return "SIGRTMAX";
+    case Signal.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Lifecycle of a container. */
 export enum ContainerState {
   CONTAINER_CREATED = 0,
@@ -426,7 +845,12 @@ export interface Mount {
   uidMappings: IDMapping[];
   gidMappings: IDMapping[];
   recursiveReadOnly: boolean;
-  image: ImageSpec | undefined;
+  /** An image volume: the image's root filesystem, read-only, instead of host_path. */
+  image:
+    | ImageSpec
+    | undefined;
+  /** With image: the directory inside the image to mount instead of its root. */
+  imageSubPath: string;
 }
 
 /** One contiguous range of a user-namespace id map. */
@@ -699,6 +1123,15 @@ export interface ListPodSandboxResponse {
   items: PodSandbox[];
 }
 
+export interface StreamPodSandboxesRequest {
+  filter: PodSandboxFilter | undefined;
+}
+
+/** One chunk of the sandbox list. */
+export interface StreamPodSandboxesResponse {
+  podSandboxes: PodSandbox[];
+}
+
 /** Stats for one sandbox. */
 export interface PodSandboxStatsRequest {
   podSandboxId: string;
@@ -724,6 +1157,15 @@ export interface ListPodSandboxStatsRequest {
 
 export interface ListPodSandboxStatsResponse {
   stats: PodSandboxStats[];
+}
+
+export interface StreamPodSandboxStatsRequest {
+  filter: PodSandboxStatsFilter | undefined;
+}
+
+/** One chunk of the sandbox stats list. */
+export interface StreamPodSandboxStatsResponse {
+  podSandboxStats: PodSandboxStats[];
 }
 
 /** Identity of a sandbox inside a stats reply. */
@@ -758,6 +1200,7 @@ export interface LinuxPodSandboxStats {
   network: NetworkUsage | undefined;
   process: ProcessUsage | undefined;
   containers: ContainerStats[];
+  io: IoUsage | undefined;
 }
 
 export interface WindowsPodSandboxStats {
@@ -814,6 +1257,8 @@ export interface ImageSpec {
   annotations: { [key: string]: string };
   userSpecifiedImage: string;
   runtimeHandler: string;
+  /** The image id (config digest) image resolved to, set by the runtime in replies. */
+  imageRef: string;
 }
 
 export interface ImageSpec_AnnotationsEntry {
@@ -980,6 +1425,8 @@ export interface ContainerConfig {
   linux: LinuxContainerConfig | undefined;
   windows: WindowsContainerConfig | undefined;
   CDIDevices: CDIDevice[];
+  /** Sent by StopContainer before the kill; RUNTIME_DEFAULT means the image's StopSignal, else SIGTERM. */
+  stopSignal: Signal;
 }
 
 export interface ContainerConfig_LabelsEntry {
@@ -1078,6 +1525,15 @@ export interface ListContainersResponse {
   containers: Container[];
 }
 
+export interface StreamContainersRequest {
+  filter: ContainerFilter | undefined;
+}
+
+/** One chunk of the container list. */
+export interface StreamContainersResponse {
+  containers: Container[];
+}
+
 /** Asks for one container's status; verbose adds runtime detail in info. */
 export interface ContainerStatusRequest {
   containerId: string;
@@ -1103,7 +1559,11 @@ export interface ContainerStatus {
   logPath: string;
   resources: ContainerResources | undefined;
   imageId: string;
-  user: ContainerUser | undefined;
+  user:
+    | ContainerUser
+    | undefined;
+  /** The signal StopContainer sends first. */
+  stopSignal: Signal;
 }
 
 export interface ContainerStatus_LabelsEntry {
@@ -1226,6 +1686,15 @@ export interface ListImagesResponse {
   images: Image[];
 }
 
+export interface StreamImagesRequest {
+  filter: ImageFilter | undefined;
+}
+
+/** One chunk of the image list. */
+export interface StreamImagesResponse {
+  images: Image[];
+}
+
 /** Asks for one image; a missing image is an empty reply, not an error. */
 export interface ImageStatusRequest {
   image: ImageSpec | undefined;
@@ -1242,7 +1711,7 @@ export interface ImageStatusResponse_InfoEntry {
   value: string;
 }
 
-/** Registry credentials passed with a pull. */
+/** Registry credentials passed with a pull; the secrets are marked for redaction in debug output. */
 export interface AuthConfig {
   username: string;
   password: string;
@@ -1320,6 +1789,8 @@ export interface RuntimeHandler {
 /** Features of the runtime as a whole. */
 export interface RuntimeFeatures {
   supplementalGroupsPolicy: boolean;
+  /** Whether a pod may have its own user namespace while using the node's network namespace. */
+  userNamespacesHostNetwork: boolean;
 }
 
 export interface StatusResponse {
@@ -1396,6 +1867,15 @@ export interface ListContainerStatsResponse {
   stats: ContainerStats[];
 }
 
+export interface StreamContainerStatsRequest {
+  filter: ContainerStatsFilter | undefined;
+}
+
+/** One chunk of the container stats list. */
+export interface StreamContainerStatsResponse {
+  containerStats: ContainerStats[];
+}
+
 /** Identity of a container inside a stats reply. */
 export interface ContainerAttributes {
   id: string;
@@ -1421,6 +1901,7 @@ export interface ContainerStats {
   memory: MemoryUsage | undefined;
   writableLayer: FilesystemUsage | undefined;
   swap: SwapUsage | undefined;
+  io: IoUsage | undefined;
 }
 
 export interface WindowsContainerStats {
@@ -1430,11 +1911,33 @@ export interface WindowsContainerStats {
   writableLayer: WindowsFilesystemUsage | undefined;
 }
 
+/** Pressure stall information of one resource, as in a cgroup v2 *.pressure file. */
+export interface PsiStats {
+  /** All non-idle tasks stalled at once. */
+  Full:
+    | PsiData
+    | undefined;
+  /** At least one task stalled. */
+  Some: PsiData | undefined;
+}
+
+/** One line of a *.pressure file: total stall time in microseconds and the averages in percent. */
+export interface PsiData {
+  Total: bigint;
+  Avg10: number;
+  Avg60: number;
+  Avg300: number;
+}
+
 /** CPU time used, in nanoseconds, with the sampling time. */
 export interface CpuUsage {
   timestamp: bigint;
   usageCoreNanoSeconds: UInt64Value | undefined;
-  usageNanoCores: UInt64Value | undefined;
+  usageNanoCores:
+    | UInt64Value
+    | undefined;
+  /** Absent where the kernel reports no pressure (cgroup v1). */
+  psi: PsiStats | undefined;
 }
 
 export interface WindowsCpuUsage {
@@ -1452,6 +1955,13 @@ export interface MemoryUsage {
   rssBytes: UInt64Value | undefined;
   pageFaults: UInt64Value | undefined;
   majorPageFaults: UInt64Value | undefined;
+  psi: PsiStats | undefined;
+}
+
+/** Block I/O pressure. */
+export interface IoUsage {
+  timestamp: bigint;
+  psi: PsiStats | undefined;
 }
 
 /** Swap usage in bytes. */
@@ -1522,6 +2032,14 @@ export interface ListPodSandboxMetricsResponse {
   podMetrics: PodSandboxMetrics[];
 }
 
+export interface StreamPodSandboxMetricsRequest {
+}
+
+/** One chunk of the pod metrics list. */
+export interface StreamPodSandboxMetricsResponse {
+  podSandboxMetrics: PodSandboxMetrics[];
+}
+
 export interface PodSandboxMetrics {
   podSandboxId: string;
   metrics: Metric[];
@@ -1552,6 +2070,16 @@ export interface RuntimeConfigResponse {
 /** On Linux, the cgroup driver in use. */
 export interface LinuxRuntimeConfiguration {
   cgroupDriver: CgroupDriver;
+}
+
+/** In-place pod resize: the pod-level limits (overhead and the pod's own resources) for the pod's cgroup. */
+export interface UpdatePodSandboxResourcesRequest {
+  podSandboxId: string;
+  overhead: LinuxContainerResources | undefined;
+  resources: LinuxContainerResources | undefined;
+}
+
+export interface UpdatePodSandboxResourcesResponse {
 }
 
 function createBaseVersionRequest(): VersionRequest {
@@ -1991,6 +2519,7 @@ function createBaseMount(): Mount {
     gidMappings: [],
     recursiveReadOnly: false,
     image: undefined,
+    imageSubPath: "",
   };
 }
 
@@ -2022,6 +2551,9 @@ export const Mount: MessageFns<Mount> = {
     }
     if (message.image !== undefined) {
       ImageSpec.encode(message.image, writer.uint32(74).fork()).join();
+    }
+    if (message.imageSubPath !== "") {
+      writer.uint32(82).string(message.imageSubPath);
     }
     return writer;
   },
@@ -2111,6 +2643,14 @@ export const Mount: MessageFns<Mount> = {
             message.image = ImageSpec.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.imageSubPath = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2154,6 +2694,11 @@ export const Mount: MessageFns<Mount> = {
         ? globalThis.Boolean(object.recursive_read_only)
         : false,
       image: isSet(object.image) ? ImageSpec.fromJSON(object.image) : undefined,
+      imageSubPath: isSet(object.imageSubPath)
+        ? globalThis.String(object.imageSubPath)
+        : isSet(object.image_sub_path)
+        ? globalThis.String(object.image_sub_path)
+        : "",
     };
   },
 
@@ -2186,6 +2731,9 @@ export const Mount: MessageFns<Mount> = {
     if (message.image !== undefined) {
       obj.image = ImageSpec.toJSON(message.image);
     }
+    if (message.imageSubPath !== "") {
+      obj.imageSubPath = message.imageSubPath;
+    }
     return obj;
   },
 
@@ -2205,6 +2753,7 @@ export const Mount: MessageFns<Mount> = {
     message.image = (object.image !== undefined && object.image !== null)
       ? ImageSpec.fromPartial(object.image)
       : undefined;
+    message.imageSubPath = object.imageSubPath ?? "";
     return message;
   },
 };
@@ -6219,6 +6768,148 @@ export const ListPodSandboxResponse: MessageFns<ListPodSandboxResponse> = {
   },
 };
 
+function createBaseStreamPodSandboxesRequest(): StreamPodSandboxesRequest {
+  return { filter: undefined };
+}
+
+export const StreamPodSandboxesRequest: MessageFns<StreamPodSandboxesRequest> = {
+  encode(message: StreamPodSandboxesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      PodSandboxFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamPodSandboxesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamPodSandboxesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = PodSandboxFilter.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamPodSandboxesRequest {
+    return { filter: isSet(object.filter) ? PodSandboxFilter.fromJSON(object.filter) : undefined };
+  },
+
+  toJSON(message: StreamPodSandboxesRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = PodSandboxFilter.toJSON(message.filter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamPodSandboxesRequest>, I>>(base?: I): StreamPodSandboxesRequest {
+    return StreamPodSandboxesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamPodSandboxesRequest>, I>>(object: I): StreamPodSandboxesRequest {
+    const message = createBaseStreamPodSandboxesRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? PodSandboxFilter.fromPartial(object.filter)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStreamPodSandboxesResponse(): StreamPodSandboxesResponse {
+  return { podSandboxes: [] };
+}
+
+export const StreamPodSandboxesResponse: MessageFns<StreamPodSandboxesResponse> = {
+  encode(message: StreamPodSandboxesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.podSandboxes) {
+      PodSandbox.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamPodSandboxesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamPodSandboxesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.podSandboxes.push(PodSandbox.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamPodSandboxesResponse {
+    return {
+      podSandboxes: globalThis.Array.isArray(object?.podSandboxes)
+        ? object.podSandboxes.map((e: any) => PodSandbox.fromJSON(e))
+        : globalThis.Array.isArray(object?.pod_sandboxes)
+        ? object.pod_sandboxes.map((e: any) => PodSandbox.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: StreamPodSandboxesResponse): unknown {
+    const obj: any = {};
+    if (message.podSandboxes?.length) {
+      obj.podSandboxes = message.podSandboxes.map((e) => PodSandbox.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamPodSandboxesResponse>, I>>(base?: I): StreamPodSandboxesResponse {
+    return StreamPodSandboxesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamPodSandboxesResponse>, I>>(object: I): StreamPodSandboxesResponse {
+    const message = createBaseStreamPodSandboxesResponse();
+    message.podSandboxes = object.podSandboxes?.map((e) => PodSandbox.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBasePodSandboxStatsRequest(): PodSandboxStatsRequest {
   return { podSandboxId: "" };
 }
@@ -6716,6 +7407,150 @@ export const ListPodSandboxStatsResponse: MessageFns<ListPodSandboxStatsResponse
   },
 };
 
+function createBaseStreamPodSandboxStatsRequest(): StreamPodSandboxStatsRequest {
+  return { filter: undefined };
+}
+
+export const StreamPodSandboxStatsRequest: MessageFns<StreamPodSandboxStatsRequest> = {
+  encode(message: StreamPodSandboxStatsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      PodSandboxStatsFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamPodSandboxStatsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamPodSandboxStatsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = PodSandboxStatsFilter.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamPodSandboxStatsRequest {
+    return { filter: isSet(object.filter) ? PodSandboxStatsFilter.fromJSON(object.filter) : undefined };
+  },
+
+  toJSON(message: StreamPodSandboxStatsRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = PodSandboxStatsFilter.toJSON(message.filter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamPodSandboxStatsRequest>, I>>(base?: I): StreamPodSandboxStatsRequest {
+    return StreamPodSandboxStatsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamPodSandboxStatsRequest>, I>>(object: I): StreamPodSandboxStatsRequest {
+    const message = createBaseStreamPodSandboxStatsRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? PodSandboxStatsFilter.fromPartial(object.filter)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStreamPodSandboxStatsResponse(): StreamPodSandboxStatsResponse {
+  return { podSandboxStats: [] };
+}
+
+export const StreamPodSandboxStatsResponse: MessageFns<StreamPodSandboxStatsResponse> = {
+  encode(message: StreamPodSandboxStatsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.podSandboxStats) {
+      PodSandboxStats.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamPodSandboxStatsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamPodSandboxStatsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.podSandboxStats.push(PodSandboxStats.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamPodSandboxStatsResponse {
+    return {
+      podSandboxStats: globalThis.Array.isArray(object?.podSandboxStats)
+        ? object.podSandboxStats.map((e: any) => PodSandboxStats.fromJSON(e))
+        : globalThis.Array.isArray(object?.pod_sandbox_stats)
+        ? object.pod_sandbox_stats.map((e: any) => PodSandboxStats.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: StreamPodSandboxStatsResponse): unknown {
+    const obj: any = {};
+    if (message.podSandboxStats?.length) {
+      obj.podSandboxStats = message.podSandboxStats.map((e) => PodSandboxStats.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamPodSandboxStatsResponse>, I>>(base?: I): StreamPodSandboxStatsResponse {
+    return StreamPodSandboxStatsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamPodSandboxStatsResponse>, I>>(
+    object: I,
+  ): StreamPodSandboxStatsResponse {
+    const message = createBaseStreamPodSandboxStatsResponse();
+    message.podSandboxStats = object.podSandboxStats?.map((e) => PodSandboxStats.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBasePodSandboxAttributes(): PodSandboxAttributes {
   return { id: "", metadata: undefined, labels: {}, annotations: {} };
 }
@@ -7181,7 +8016,7 @@ export const PodSandboxStats: MessageFns<PodSandboxStats> = {
 };
 
 function createBaseLinuxPodSandboxStats(): LinuxPodSandboxStats {
-  return { cpu: undefined, memory: undefined, network: undefined, process: undefined, containers: [] };
+  return { cpu: undefined, memory: undefined, network: undefined, process: undefined, containers: [], io: undefined };
 }
 
 export const LinuxPodSandboxStats: MessageFns<LinuxPodSandboxStats> = {
@@ -7200,6 +8035,9 @@ export const LinuxPodSandboxStats: MessageFns<LinuxPodSandboxStats> = {
     }
     for (const v of message.containers) {
       ContainerStats.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.io !== undefined) {
+      IoUsage.encode(message.io, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -7257,6 +8095,14 @@ export const LinuxPodSandboxStats: MessageFns<LinuxPodSandboxStats> = {
             message.containers.push(ContainerStats.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.io = IoUsage.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7278,6 +8124,7 @@ export const LinuxPodSandboxStats: MessageFns<LinuxPodSandboxStats> = {
       containers: globalThis.Array.isArray(object?.containers)
         ? object.containers.map((e: any) => ContainerStats.fromJSON(e))
         : [],
+      io: isSet(object.io) ? IoUsage.fromJSON(object.io) : undefined,
     };
   },
 
@@ -7298,6 +8145,9 @@ export const LinuxPodSandboxStats: MessageFns<LinuxPodSandboxStats> = {
     if (message.containers?.length) {
       obj.containers = message.containers.map((e) => ContainerStats.toJSON(e));
     }
+    if (message.io !== undefined) {
+      obj.io = IoUsage.toJSON(message.io);
+    }
     return obj;
   },
 
@@ -7317,6 +8167,7 @@ export const LinuxPodSandboxStats: MessageFns<LinuxPodSandboxStats> = {
       ? ProcessUsage.fromPartial(object.process)
       : undefined;
     message.containers = object.containers?.map((e) => ContainerStats.fromPartial(e)) || [];
+    message.io = (object.io !== undefined && object.io !== null) ? IoUsage.fromPartial(object.io) : undefined;
     return message;
   },
 };
@@ -8191,7 +9042,7 @@ export const WindowsProcessUsage: MessageFns<WindowsProcessUsage> = {
 };
 
 function createBaseImageSpec(): ImageSpec {
-  return { image: "", annotations: {}, userSpecifiedImage: "", runtimeHandler: "" };
+  return { image: "", annotations: {}, userSpecifiedImage: "", runtimeHandler: "", imageRef: "" };
 }
 
 export const ImageSpec: MessageFns<ImageSpec> = {
@@ -8207,6 +9058,9 @@ export const ImageSpec: MessageFns<ImageSpec> = {
     }
     if (message.runtimeHandler !== "") {
       writer.uint32(154).string(message.runtimeHandler);
+    }
+    if (message.imageRef !== "") {
+      writer.uint32(162).string(message.imageRef);
     }
     return writer;
   },
@@ -8259,6 +9113,14 @@ export const ImageSpec: MessageFns<ImageSpec> = {
             message.runtimeHandler = reader.string();
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.imageRef = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8298,6 +9160,11 @@ export const ImageSpec: MessageFns<ImageSpec> = {
         : isSet(object.runtime_handler)
         ? globalThis.String(object.runtime_handler)
         : "",
+      imageRef: isSet(object.imageRef)
+        ? globalThis.String(object.imageRef)
+        : isSet(object.image_ref)
+        ? globalThis.String(object.image_ref)
+        : "",
     };
   },
 
@@ -8321,6 +9188,9 @@ export const ImageSpec: MessageFns<ImageSpec> = {
     if (message.runtimeHandler !== "") {
       obj.runtimeHandler = message.runtimeHandler;
     }
+    if (message.imageRef !== "") {
+      obj.imageRef = message.imageRef;
+    }
     return obj;
   },
 
@@ -8341,6 +9211,7 @@ export const ImageSpec: MessageFns<ImageSpec> = {
     );
     message.userSpecifiedImage = object.userSpecifiedImage ?? "";
     message.runtimeHandler = object.runtimeHandler ?? "";
+    message.imageRef = object.imageRef ?? "";
     return message;
   },
 };
@@ -10950,6 +11821,7 @@ function createBaseContainerConfig(): ContainerConfig {
     linux: undefined,
     windows: undefined,
     CDIDevices: [],
+    stopSignal: 0,
   };
 }
 
@@ -11005,6 +11877,9 @@ export const ContainerConfig: MessageFns<ContainerConfig> = {
     }
     for (const v of message.CDIDevices) {
       CDIDevice.encode(v!, writer.uint32(138).fork()).join();
+    }
+    if (message.stopSignal !== 0) {
+      writer.uint32(144).int32(message.stopSignal);
     }
     return writer;
   },
@@ -11164,6 +12039,14 @@ export const ContainerConfig: MessageFns<ContainerConfig> = {
             message.CDIDevices.push(CDIDevice.decode(reader, reader.uint32()));
             continue;
           }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.stopSignal = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -11237,6 +12120,11 @@ export const ContainerConfig: MessageFns<ContainerConfig> = {
         : globalThis.Array.isArray(object?.CDI_devices)
         ? object.CDI_devices.map((e: any) => CDIDevice.fromJSON(e))
         : [],
+      stopSignal: isSet(object.stopSignal)
+        ? signalFromJSON(object.stopSignal)
+        : isSet(object.stop_signal)
+        ? signalFromJSON(object.stop_signal)
+        : 0,
     };
   },
 
@@ -11305,6 +12193,9 @@ export const ContainerConfig: MessageFns<ContainerConfig> = {
     if (message.CDIDevices?.length) {
       obj.CDIDevices = message.CDIDevices.map((e) => CDIDevice.toJSON(e));
     }
+    if (message.stopSignal !== 0) {
+      obj.stopSignal = signalToJSON(message.stopSignal);
+    }
     return obj;
   },
 
@@ -11354,6 +12245,7 @@ export const ContainerConfig: MessageFns<ContainerConfig> = {
       ? WindowsContainerConfig.fromPartial(object.windows)
       : undefined;
     message.CDIDevices = object.CDIDevices?.map((e) => CDIDevice.fromPartial(e)) || [];
+    message.stopSignal = object.stopSignal ?? 0;
     return message;
   },
 };
@@ -13051,6 +13943,146 @@ export const ListContainersResponse: MessageFns<ListContainersResponse> = {
   },
 };
 
+function createBaseStreamContainersRequest(): StreamContainersRequest {
+  return { filter: undefined };
+}
+
+export const StreamContainersRequest: MessageFns<StreamContainersRequest> = {
+  encode(message: StreamContainersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      ContainerFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamContainersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamContainersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = ContainerFilter.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamContainersRequest {
+    return { filter: isSet(object.filter) ? ContainerFilter.fromJSON(object.filter) : undefined };
+  },
+
+  toJSON(message: StreamContainersRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = ContainerFilter.toJSON(message.filter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamContainersRequest>, I>>(base?: I): StreamContainersRequest {
+    return StreamContainersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamContainersRequest>, I>>(object: I): StreamContainersRequest {
+    const message = createBaseStreamContainersRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? ContainerFilter.fromPartial(object.filter)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStreamContainersResponse(): StreamContainersResponse {
+  return { containers: [] };
+}
+
+export const StreamContainersResponse: MessageFns<StreamContainersResponse> = {
+  encode(message: StreamContainersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.containers) {
+      Container.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamContainersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamContainersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.containers.push(Container.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamContainersResponse {
+    return {
+      containers: globalThis.Array.isArray(object?.containers)
+        ? object.containers.map((e: any) => Container.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: StreamContainersResponse): unknown {
+    const obj: any = {};
+    if (message.containers?.length) {
+      obj.containers = message.containers.map((e) => Container.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamContainersResponse>, I>>(base?: I): StreamContainersResponse {
+    return StreamContainersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamContainersResponse>, I>>(object: I): StreamContainersResponse {
+    const message = createBaseStreamContainersResponse();
+    message.containers = object.containers?.map((e) => Container.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseContainerStatusRequest(): ContainerStatusRequest {
   return { containerId: "", verbose: false };
 }
@@ -13160,6 +14192,7 @@ function createBaseContainerStatus(): ContainerStatus {
     resources: undefined,
     imageId: "",
     user: undefined,
+    stopSignal: 0,
   };
 }
 
@@ -13227,6 +14260,9 @@ export const ContainerStatus: MessageFns<ContainerStatus> = {
     }
     if (message.user !== undefined) {
       ContainerUser.encode(message.user, writer.uint32(146).fork()).join();
+    }
+    if (message.stopSignal !== 0) {
+      writer.uint32(152).int32(message.stopSignal);
     }
     return writer;
   },
@@ -13394,6 +14430,14 @@ export const ContainerStatus: MessageFns<ContainerStatus> = {
             message.user = ContainerUser.decode(reader, reader.uint32());
             continue;
           }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.stopSignal = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -13482,6 +14526,11 @@ export const ContainerStatus: MessageFns<ContainerStatus> = {
         ? globalThis.String(object.image_id)
         : "",
       user: isSet(object.user) ? ContainerUser.fromJSON(object.user) : undefined,
+      stopSignal: isSet(object.stopSignal)
+        ? signalFromJSON(object.stopSignal)
+        : isSet(object.stop_signal)
+        ? signalFromJSON(object.stop_signal)
+        : 0,
     };
   },
 
@@ -13553,6 +14602,9 @@ export const ContainerStatus: MessageFns<ContainerStatus> = {
     if (message.user !== undefined) {
       obj.user = ContainerUser.toJSON(message.user);
     }
+    if (message.stopSignal !== 0) {
+      obj.stopSignal = signalToJSON(message.stopSignal);
+    }
     return obj;
   },
 
@@ -13605,6 +14657,7 @@ export const ContainerStatus: MessageFns<ContainerStatus> = {
     message.user = (object.user !== undefined && object.user !== null)
       ? ContainerUser.fromPartial(object.user)
       : undefined;
+    message.stopSignal = object.stopSignal ?? 0;
     return message;
   },
 };
@@ -15668,6 +16721,142 @@ export const ListImagesResponse: MessageFns<ListImagesResponse> = {
   },
 };
 
+function createBaseStreamImagesRequest(): StreamImagesRequest {
+  return { filter: undefined };
+}
+
+export const StreamImagesRequest: MessageFns<StreamImagesRequest> = {
+  encode(message: StreamImagesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      ImageFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamImagesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamImagesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = ImageFilter.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamImagesRequest {
+    return { filter: isSet(object.filter) ? ImageFilter.fromJSON(object.filter) : undefined };
+  },
+
+  toJSON(message: StreamImagesRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = ImageFilter.toJSON(message.filter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamImagesRequest>, I>>(base?: I): StreamImagesRequest {
+    return StreamImagesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamImagesRequest>, I>>(object: I): StreamImagesRequest {
+    const message = createBaseStreamImagesRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? ImageFilter.fromPartial(object.filter)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStreamImagesResponse(): StreamImagesResponse {
+  return { images: [] };
+}
+
+export const StreamImagesResponse: MessageFns<StreamImagesResponse> = {
+  encode(message: StreamImagesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.images) {
+      Image.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamImagesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamImagesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.images.push(Image.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamImagesResponse {
+    return { images: globalThis.Array.isArray(object?.images) ? object.images.map((e: any) => Image.fromJSON(e)) : [] };
+  },
+
+  toJSON(message: StreamImagesResponse): unknown {
+    const obj: any = {};
+    if (message.images?.length) {
+      obj.images = message.images.map((e) => Image.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamImagesResponse>, I>>(base?: I): StreamImagesResponse {
+    return StreamImagesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamImagesResponse>, I>>(object: I): StreamImagesResponse {
+    const message = createBaseStreamImagesResponse();
+    message.images = object.images?.map((e) => Image.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseImageStatusRequest(): ImageStatusRequest {
   return { image: undefined, verbose: false };
 }
@@ -17134,13 +18323,16 @@ export const RuntimeHandler: MessageFns<RuntimeHandler> = {
 };
 
 function createBaseRuntimeFeatures(): RuntimeFeatures {
-  return { supplementalGroupsPolicy: false };
+  return { supplementalGroupsPolicy: false, userNamespacesHostNetwork: false };
 }
 
 export const RuntimeFeatures: MessageFns<RuntimeFeatures> = {
   encode(message: RuntimeFeatures, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.supplementalGroupsPolicy !== false) {
       writer.uint32(8).bool(message.supplementalGroupsPolicy);
+    }
+    if (message.userNamespacesHostNetwork !== false) {
+      writer.uint32(16).bool(message.userNamespacesHostNetwork);
     }
     return writer;
   },
@@ -17166,6 +18358,14 @@ export const RuntimeFeatures: MessageFns<RuntimeFeatures> = {
             message.supplementalGroupsPolicy = reader.bool();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.userNamespacesHostNetwork = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -17185,6 +18385,11 @@ export const RuntimeFeatures: MessageFns<RuntimeFeatures> = {
         : isSet(object.supplemental_groups_policy)
         ? globalThis.Boolean(object.supplemental_groups_policy)
         : false,
+      userNamespacesHostNetwork: isSet(object.userNamespacesHostNetwork)
+        ? globalThis.Boolean(object.userNamespacesHostNetwork)
+        : isSet(object.user_namespaces_host_network)
+        ? globalThis.Boolean(object.user_namespaces_host_network)
+        : false,
     };
   },
 
@@ -17192,6 +18397,9 @@ export const RuntimeFeatures: MessageFns<RuntimeFeatures> = {
     const obj: any = {};
     if (message.supplementalGroupsPolicy !== false) {
       obj.supplementalGroupsPolicy = message.supplementalGroupsPolicy;
+    }
+    if (message.userNamespacesHostNetwork !== false) {
+      obj.userNamespacesHostNetwork = message.userNamespacesHostNetwork;
     }
     return obj;
   },
@@ -17202,6 +18410,7 @@ export const RuntimeFeatures: MessageFns<RuntimeFeatures> = {
   fromPartial<I extends Exact<DeepPartial<RuntimeFeatures>, I>>(object: I): RuntimeFeatures {
     const message = createBaseRuntimeFeatures();
     message.supplementalGroupsPolicy = object.supplementalGroupsPolicy ?? false;
+    message.userNamespacesHostNetwork = object.userNamespacesHostNetwork ?? false;
     return message;
   },
 };
@@ -18499,6 +19708,148 @@ export const ListContainerStatsResponse: MessageFns<ListContainerStatsResponse> 
   },
 };
 
+function createBaseStreamContainerStatsRequest(): StreamContainerStatsRequest {
+  return { filter: undefined };
+}
+
+export const StreamContainerStatsRequest: MessageFns<StreamContainerStatsRequest> = {
+  encode(message: StreamContainerStatsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      ContainerStatsFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamContainerStatsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamContainerStatsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = ContainerStatsFilter.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamContainerStatsRequest {
+    return { filter: isSet(object.filter) ? ContainerStatsFilter.fromJSON(object.filter) : undefined };
+  },
+
+  toJSON(message: StreamContainerStatsRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = ContainerStatsFilter.toJSON(message.filter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamContainerStatsRequest>, I>>(base?: I): StreamContainerStatsRequest {
+    return StreamContainerStatsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamContainerStatsRequest>, I>>(object: I): StreamContainerStatsRequest {
+    const message = createBaseStreamContainerStatsRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? ContainerStatsFilter.fromPartial(object.filter)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStreamContainerStatsResponse(): StreamContainerStatsResponse {
+  return { containerStats: [] };
+}
+
+export const StreamContainerStatsResponse: MessageFns<StreamContainerStatsResponse> = {
+  encode(message: StreamContainerStatsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.containerStats) {
+      ContainerStats.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamContainerStatsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamContainerStatsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.containerStats.push(ContainerStats.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamContainerStatsResponse {
+    return {
+      containerStats: globalThis.Array.isArray(object?.containerStats)
+        ? object.containerStats.map((e: any) => ContainerStats.fromJSON(e))
+        : globalThis.Array.isArray(object?.container_stats)
+        ? object.container_stats.map((e: any) => ContainerStats.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: StreamContainerStatsResponse): unknown {
+    const obj: any = {};
+    if (message.containerStats?.length) {
+      obj.containerStats = message.containerStats.map((e) => ContainerStats.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamContainerStatsResponse>, I>>(base?: I): StreamContainerStatsResponse {
+    return StreamContainerStatsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamContainerStatsResponse>, I>>(object: I): StreamContainerStatsResponse {
+    const message = createBaseStreamContainerStatsResponse();
+    message.containerStats = object.containerStats?.map((e) => ContainerStats.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseContainerAttributes(): ContainerAttributes {
   return { id: "", metadata: undefined, labels: {}, annotations: {} };
 }
@@ -18855,7 +20206,14 @@ export const ContainerAttributes_AnnotationsEntry: MessageFns<ContainerAttribute
 };
 
 function createBaseContainerStats(): ContainerStats {
-  return { attributes: undefined, cpu: undefined, memory: undefined, writableLayer: undefined, swap: undefined };
+  return {
+    attributes: undefined,
+    cpu: undefined,
+    memory: undefined,
+    writableLayer: undefined,
+    swap: undefined,
+    io: undefined,
+  };
 }
 
 export const ContainerStats: MessageFns<ContainerStats> = {
@@ -18874,6 +20232,9 @@ export const ContainerStats: MessageFns<ContainerStats> = {
     }
     if (message.swap !== undefined) {
       SwapUsage.encode(message.swap, writer.uint32(42).fork()).join();
+    }
+    if (message.io !== undefined) {
+      IoUsage.encode(message.io, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -18931,6 +20292,14 @@ export const ContainerStats: MessageFns<ContainerStats> = {
             message.swap = SwapUsage.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.io = IoUsage.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -18954,6 +20323,7 @@ export const ContainerStats: MessageFns<ContainerStats> = {
         ? FilesystemUsage.fromJSON(object.writable_layer)
         : undefined,
       swap: isSet(object.swap) ? SwapUsage.fromJSON(object.swap) : undefined,
+      io: isSet(object.io) ? IoUsage.fromJSON(object.io) : undefined,
     };
   },
 
@@ -18974,6 +20344,9 @@ export const ContainerStats: MessageFns<ContainerStats> = {
     if (message.swap !== undefined) {
       obj.swap = SwapUsage.toJSON(message.swap);
     }
+    if (message.io !== undefined) {
+      obj.io = IoUsage.toJSON(message.io);
+    }
     return obj;
   },
 
@@ -18993,6 +20366,7 @@ export const ContainerStats: MessageFns<ContainerStats> = {
       ? FilesystemUsage.fromPartial(object.writableLayer)
       : undefined;
     message.swap = (object.swap !== undefined && object.swap !== null) ? SwapUsage.fromPartial(object.swap) : undefined;
+    message.io = (object.io !== undefined && object.io !== null) ? IoUsage.fromPartial(object.io) : undefined;
     return message;
   },
 };
@@ -19126,8 +20500,213 @@ export const WindowsContainerStats: MessageFns<WindowsContainerStats> = {
   },
 };
 
+function createBasePsiStats(): PsiStats {
+  return { Full: undefined, Some: undefined };
+}
+
+export const PsiStats: MessageFns<PsiStats> = {
+  encode(message: PsiStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.Full !== undefined) {
+      PsiData.encode(message.Full, writer.uint32(10).fork()).join();
+    }
+    if (message.Some !== undefined) {
+      PsiData.encode(message.Some, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PsiStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePsiStats();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.Full = PsiData.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.Some = PsiData.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PsiStats {
+    return {
+      Full: isSet(object.Full) ? PsiData.fromJSON(object.Full) : undefined,
+      Some: isSet(object.Some) ? PsiData.fromJSON(object.Some) : undefined,
+    };
+  },
+
+  toJSON(message: PsiStats): unknown {
+    const obj: any = {};
+    if (message.Full !== undefined) {
+      obj.Full = PsiData.toJSON(message.Full);
+    }
+    if (message.Some !== undefined) {
+      obj.Some = PsiData.toJSON(message.Some);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PsiStats>, I>>(base?: I): PsiStats {
+    return PsiStats.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PsiStats>, I>>(object: I): PsiStats {
+    const message = createBasePsiStats();
+    message.Full = (object.Full !== undefined && object.Full !== null) ? PsiData.fromPartial(object.Full) : undefined;
+    message.Some = (object.Some !== undefined && object.Some !== null) ? PsiData.fromPartial(object.Some) : undefined;
+    return message;
+  },
+};
+
+function createBasePsiData(): PsiData {
+  return { Total: 0n, Avg10: 0, Avg60: 0, Avg300: 0 };
+}
+
+export const PsiData: MessageFns<PsiData> = {
+  encode(message: PsiData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.Total !== 0n) {
+      if (BigInt.asUintN(64, message.Total) !== message.Total) {
+        throw new globalThis.Error("value provided for field message.Total of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.Total);
+    }
+    if (message.Avg10 !== 0) {
+      writer.uint32(17).double(message.Avg10);
+    }
+    if (message.Avg60 !== 0) {
+      writer.uint32(25).double(message.Avg60);
+    }
+    if (message.Avg300 !== 0) {
+      writer.uint32(33).double(message.Avg300);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PsiData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePsiData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.Total = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.Avg10 = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.Avg60 = reader.double();
+            continue;
+          }
+          case 4: {
+            if (tag !== 33) {
+              break;
+            }
+
+            message.Avg300 = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PsiData {
+    return {
+      Total: isSet(object.Total) ? BigInt(object.Total) : 0n,
+      Avg10: isSet(object.Avg10) ? globalThis.Number(object.Avg10) : 0,
+      Avg60: isSet(object.Avg60) ? globalThis.Number(object.Avg60) : 0,
+      Avg300: isSet(object.Avg300) ? globalThis.Number(object.Avg300) : 0,
+    };
+  },
+
+  toJSON(message: PsiData): unknown {
+    const obj: any = {};
+    if (message.Total !== 0n) {
+      obj.Total = message.Total.toString();
+    }
+    if (message.Avg10 !== 0) {
+      obj.Avg10 = floatToJson(message.Avg10);
+    }
+    if (message.Avg60 !== 0) {
+      obj.Avg60 = floatToJson(message.Avg60);
+    }
+    if (message.Avg300 !== 0) {
+      obj.Avg300 = floatToJson(message.Avg300);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PsiData>, I>>(base?: I): PsiData {
+    return PsiData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PsiData>, I>>(object: I): PsiData {
+    const message = createBasePsiData();
+    message.Total = (object.Total !== undefined && object.Total !== null) ? BigInt(object.Total) : 0n;
+    message.Avg10 = object.Avg10 ?? 0;
+    message.Avg60 = object.Avg60 ?? 0;
+    message.Avg300 = object.Avg300 ?? 0;
+    return message;
+  },
+};
+
 function createBaseCpuUsage(): CpuUsage {
-  return { timestamp: 0n, usageCoreNanoSeconds: undefined, usageNanoCores: undefined };
+  return { timestamp: 0n, usageCoreNanoSeconds: undefined, usageNanoCores: undefined, psi: undefined };
 }
 
 export const CpuUsage: MessageFns<CpuUsage> = {
@@ -19143,6 +20722,9 @@ export const CpuUsage: MessageFns<CpuUsage> = {
     }
     if (message.usageNanoCores !== undefined) {
       UInt64Value.encode(message.usageNanoCores, writer.uint32(26).fork()).join();
+    }
+    if (message.psi !== undefined) {
+      PsiStats.encode(message.psi, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -19184,6 +20766,14 @@ export const CpuUsage: MessageFns<CpuUsage> = {
             message.usageNanoCores = UInt64Value.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.psi = PsiStats.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -19209,6 +20799,7 @@ export const CpuUsage: MessageFns<CpuUsage> = {
         : isSet(object.usage_nano_cores)
         ? UInt64Value.fromJSON(object.usage_nano_cores)
         : undefined,
+      psi: isSet(object.psi) ? PsiStats.fromJSON(object.psi) : undefined,
     };
   },
 
@@ -19222,6 +20813,9 @@ export const CpuUsage: MessageFns<CpuUsage> = {
     }
     if (message.usageNanoCores !== undefined) {
       obj.usageNanoCores = UInt64Value.toJSON(message.usageNanoCores);
+    }
+    if (message.psi !== undefined) {
+      obj.psi = PsiStats.toJSON(message.psi);
     }
     return obj;
   },
@@ -19238,6 +20832,7 @@ export const CpuUsage: MessageFns<CpuUsage> = {
     message.usageNanoCores = (object.usageNanoCores !== undefined && object.usageNanoCores !== null)
       ? UInt64Value.fromPartial(object.usageNanoCores)
       : undefined;
+    message.psi = (object.psi !== undefined && object.psi !== null) ? PsiStats.fromPartial(object.psi) : undefined;
     return message;
   },
 };
@@ -19367,6 +20962,7 @@ function createBaseMemoryUsage(): MemoryUsage {
     rssBytes: undefined,
     pageFaults: undefined,
     majorPageFaults: undefined,
+    psi: undefined,
   };
 }
 
@@ -19395,6 +20991,9 @@ export const MemoryUsage: MessageFns<MemoryUsage> = {
     }
     if (message.majorPageFaults !== undefined) {
       UInt64Value.encode(message.majorPageFaults, writer.uint32(58).fork()).join();
+    }
+    if (message.psi !== undefined) {
+      PsiStats.encode(message.psi, writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -19468,6 +21067,14 @@ export const MemoryUsage: MessageFns<MemoryUsage> = {
             message.majorPageFaults = UInt64Value.decode(reader, reader.uint32());
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.psi = PsiStats.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -19513,6 +21120,7 @@ export const MemoryUsage: MessageFns<MemoryUsage> = {
         : isSet(object.major_page_faults)
         ? UInt64Value.fromJSON(object.major_page_faults)
         : undefined,
+      psi: isSet(object.psi) ? PsiStats.fromJSON(object.psi) : undefined,
     };
   },
 
@@ -19538,6 +21146,9 @@ export const MemoryUsage: MessageFns<MemoryUsage> = {
     }
     if (message.majorPageFaults !== undefined) {
       obj.majorPageFaults = UInt64Value.toJSON(message.majorPageFaults);
+    }
+    if (message.psi !== undefined) {
+      obj.psi = PsiStats.toJSON(message.psi);
     }
     return obj;
   },
@@ -19566,6 +21177,95 @@ export const MemoryUsage: MessageFns<MemoryUsage> = {
     message.majorPageFaults = (object.majorPageFaults !== undefined && object.majorPageFaults !== null)
       ? UInt64Value.fromPartial(object.majorPageFaults)
       : undefined;
+    message.psi = (object.psi !== undefined && object.psi !== null) ? PsiStats.fromPartial(object.psi) : undefined;
+    return message;
+  },
+};
+
+function createBaseIoUsage(): IoUsage {
+  return { timestamp: 0n, psi: undefined };
+}
+
+export const IoUsage: MessageFns<IoUsage> = {
+  encode(message: IoUsage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.timestamp !== 0n) {
+      if (BigInt.asIntN(64, message.timestamp) !== message.timestamp) {
+        throw new globalThis.Error("value provided for field message.timestamp of type int64 too large");
+      }
+      writer.uint32(8).int64(message.timestamp);
+    }
+    if (message.psi !== undefined) {
+      PsiStats.encode(message.psi, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): IoUsage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseIoUsage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.timestamp = reader.int64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.psi = PsiStats.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): IoUsage {
+    return {
+      timestamp: isSet(object.timestamp) ? BigInt(object.timestamp) : 0n,
+      psi: isSet(object.psi) ? PsiStats.fromJSON(object.psi) : undefined,
+    };
+  },
+
+  toJSON(message: IoUsage): unknown {
+    const obj: any = {};
+    if (message.timestamp !== 0n) {
+      obj.timestamp = message.timestamp.toString();
+    }
+    if (message.psi !== undefined) {
+      obj.psi = PsiStats.toJSON(message.psi);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<IoUsage>, I>>(base?: I): IoUsage {
+    return IoUsage.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<IoUsage>, I>>(object: I): IoUsage {
+    const message = createBaseIoUsage();
+    message.timestamp = (object.timestamp !== undefined && object.timestamp !== null) ? BigInt(object.timestamp) : 0n;
+    message.psi = (object.psi !== undefined && object.psi !== null) ? PsiStats.fromPartial(object.psi) : undefined;
     return message;
   },
 };
@@ -20704,6 +22404,133 @@ export const ListPodSandboxMetricsResponse: MessageFns<ListPodSandboxMetricsResp
   },
 };
 
+function createBaseStreamPodSandboxMetricsRequest(): StreamPodSandboxMetricsRequest {
+  return {};
+}
+
+export const StreamPodSandboxMetricsRequest: MessageFns<StreamPodSandboxMetricsRequest> = {
+  encode(_: StreamPodSandboxMetricsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamPodSandboxMetricsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamPodSandboxMetricsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): StreamPodSandboxMetricsRequest {
+    return {};
+  },
+
+  toJSON(_: StreamPodSandboxMetricsRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamPodSandboxMetricsRequest>, I>>(base?: I): StreamPodSandboxMetricsRequest {
+    return StreamPodSandboxMetricsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamPodSandboxMetricsRequest>, I>>(_: I): StreamPodSandboxMetricsRequest {
+    const message = createBaseStreamPodSandboxMetricsRequest();
+    return message;
+  },
+};
+
+function createBaseStreamPodSandboxMetricsResponse(): StreamPodSandboxMetricsResponse {
+  return { podSandboxMetrics: [] };
+}
+
+export const StreamPodSandboxMetricsResponse: MessageFns<StreamPodSandboxMetricsResponse> = {
+  encode(message: StreamPodSandboxMetricsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.podSandboxMetrics) {
+      PodSandboxMetrics.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamPodSandboxMetricsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamPodSandboxMetricsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.podSandboxMetrics.push(PodSandboxMetrics.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamPodSandboxMetricsResponse {
+    return {
+      podSandboxMetrics: globalThis.Array.isArray(object?.podSandboxMetrics)
+        ? object.podSandboxMetrics.map((e: any) => PodSandboxMetrics.fromJSON(e))
+        : globalThis.Array.isArray(object?.pod_sandbox_metrics)
+        ? object.pod_sandbox_metrics.map((e: any) => PodSandboxMetrics.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: StreamPodSandboxMetricsResponse): unknown {
+    const obj: any = {};
+    if (message.podSandboxMetrics?.length) {
+      obj.podSandboxMetrics = message.podSandboxMetrics.map((e) => PodSandboxMetrics.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamPodSandboxMetricsResponse>, I>>(base?: I): StreamPodSandboxMetricsResponse {
+    return StreamPodSandboxMetricsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamPodSandboxMetricsResponse>, I>>(
+    object: I,
+  ): StreamPodSandboxMetricsResponse {
+    const message = createBaseStreamPodSandboxMetricsResponse();
+    message.podSandboxMetrics = object.podSandboxMetrics?.map((e) => PodSandboxMetrics.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBasePodSandboxMetrics(): PodSandboxMetrics {
   return { podSandboxId: "", metrics: [], containerMetrics: [] };
 }
@@ -21242,6 +23069,175 @@ export const LinuxRuntimeConfiguration: MessageFns<LinuxRuntimeConfiguration> = 
   },
 };
 
+function createBaseUpdatePodSandboxResourcesRequest(): UpdatePodSandboxResourcesRequest {
+  return { podSandboxId: "", overhead: undefined, resources: undefined };
+}
+
+export const UpdatePodSandboxResourcesRequest: MessageFns<UpdatePodSandboxResourcesRequest> = {
+  encode(message: UpdatePodSandboxResourcesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.podSandboxId !== "") {
+      writer.uint32(10).string(message.podSandboxId);
+    }
+    if (message.overhead !== undefined) {
+      LinuxContainerResources.encode(message.overhead, writer.uint32(18).fork()).join();
+    }
+    if (message.resources !== undefined) {
+      LinuxContainerResources.encode(message.resources, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdatePodSandboxResourcesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdatePodSandboxResourcesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.podSandboxId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.overhead = LinuxContainerResources.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.resources = LinuxContainerResources.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UpdatePodSandboxResourcesRequest {
+    return {
+      podSandboxId: isSet(object.podSandboxId)
+        ? globalThis.String(object.podSandboxId)
+        : isSet(object.pod_sandbox_id)
+        ? globalThis.String(object.pod_sandbox_id)
+        : "",
+      overhead: isSet(object.overhead) ? LinuxContainerResources.fromJSON(object.overhead) : undefined,
+      resources: isSet(object.resources) ? LinuxContainerResources.fromJSON(object.resources) : undefined,
+    };
+  },
+
+  toJSON(message: UpdatePodSandboxResourcesRequest): unknown {
+    const obj: any = {};
+    if (message.podSandboxId !== "") {
+      obj.podSandboxId = message.podSandboxId;
+    }
+    if (message.overhead !== undefined) {
+      obj.overhead = LinuxContainerResources.toJSON(message.overhead);
+    }
+    if (message.resources !== undefined) {
+      obj.resources = LinuxContainerResources.toJSON(message.resources);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpdatePodSandboxResourcesRequest>, I>>(
+    base?: I,
+  ): UpdatePodSandboxResourcesRequest {
+    return UpdatePodSandboxResourcesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdatePodSandboxResourcesRequest>, I>>(
+    object: I,
+  ): UpdatePodSandboxResourcesRequest {
+    const message = createBaseUpdatePodSandboxResourcesRequest();
+    message.podSandboxId = object.podSandboxId ?? "";
+    message.overhead = (object.overhead !== undefined && object.overhead !== null)
+      ? LinuxContainerResources.fromPartial(object.overhead)
+      : undefined;
+    message.resources = (object.resources !== undefined && object.resources !== null)
+      ? LinuxContainerResources.fromPartial(object.resources)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseUpdatePodSandboxResourcesResponse(): UpdatePodSandboxResourcesResponse {
+  return {};
+}
+
+export const UpdatePodSandboxResourcesResponse: MessageFns<UpdatePodSandboxResourcesResponse> = {
+  encode(_: UpdatePodSandboxResourcesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdatePodSandboxResourcesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdatePodSandboxResourcesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): UpdatePodSandboxResourcesResponse {
+    return {};
+  },
+
+  toJSON(_: UpdatePodSandboxResourcesResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpdatePodSandboxResourcesResponse>, I>>(
+    base?: I,
+  ): UpdatePodSandboxResourcesResponse {
+    return UpdatePodSandboxResourcesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdatePodSandboxResourcesResponse>, I>>(
+    _: I,
+  ): UpdatePodSandboxResourcesResponse {
+    const message = createBaseUpdatePodSandboxResourcesResponse();
+    return message;
+  },
+};
+
 /** RuntimeService manages pod sandboxes and their containers. */
 export type RuntimeServiceService = typeof RuntimeServiceService;
 export const RuntimeServiceService = {
@@ -21308,6 +23304,18 @@ export const RuntimeServiceService = {
       Buffer.from(ListPodSandboxResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListPodSandboxResponse => ListPodSandboxResponse.decode(value),
   },
+  /** The Stream* calls return what their unary twin does, split over several bounded messages. */
+  streamPodSandboxes: {
+    path: "/runtime.v1.RuntimeService/StreamPodSandboxes" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamPodSandboxesRequest): Buffer =>
+      Buffer.from(StreamPodSandboxesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamPodSandboxesRequest => StreamPodSandboxesRequest.decode(value),
+    responseSerialize: (value: StreamPodSandboxesResponse): Buffer =>
+      Buffer.from(StreamPodSandboxesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamPodSandboxesResponse => StreamPodSandboxesResponse.decode(value),
+  },
   createContainer: {
     path: "/runtime.v1.RuntimeService/CreateContainer" as const,
     requestStream: false as const,
@@ -21361,6 +23369,17 @@ export const RuntimeServiceService = {
     responseSerialize: (value: ListContainersResponse): Buffer =>
       Buffer.from(ListContainersResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListContainersResponse => ListContainersResponse.decode(value),
+  },
+  streamContainers: {
+    path: "/runtime.v1.RuntimeService/StreamContainers" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamContainersRequest): Buffer =>
+      Buffer.from(StreamContainersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamContainersRequest => StreamContainersRequest.decode(value),
+    responseSerialize: (value: StreamContainersResponse): Buffer =>
+      Buffer.from(StreamContainersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamContainersResponse => StreamContainersResponse.decode(value),
   },
   containerStatus: {
     path: "/runtime.v1.RuntimeService/ContainerStatus" as const,
@@ -21455,6 +23474,17 @@ export const RuntimeServiceService = {
       Buffer.from(ListContainerStatsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListContainerStatsResponse => ListContainerStatsResponse.decode(value),
   },
+  streamContainerStats: {
+    path: "/runtime.v1.RuntimeService/StreamContainerStats" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamContainerStatsRequest): Buffer =>
+      Buffer.from(StreamContainerStatsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamContainerStatsRequest => StreamContainerStatsRequest.decode(value),
+    responseSerialize: (value: StreamContainerStatsResponse): Buffer =>
+      Buffer.from(StreamContainerStatsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamContainerStatsResponse => StreamContainerStatsResponse.decode(value),
+  },
   podSandboxStats: {
     path: "/runtime.v1.RuntimeService/PodSandboxStats" as const,
     requestStream: false as const,
@@ -21476,6 +23506,17 @@ export const RuntimeServiceService = {
     responseSerialize: (value: ListPodSandboxStatsResponse): Buffer =>
       Buffer.from(ListPodSandboxStatsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListPodSandboxStatsResponse => ListPodSandboxStatsResponse.decode(value),
+  },
+  streamPodSandboxStats: {
+    path: "/runtime.v1.RuntimeService/StreamPodSandboxStats" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamPodSandboxStatsRequest): Buffer =>
+      Buffer.from(StreamPodSandboxStatsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamPodSandboxStatsRequest => StreamPodSandboxStatsRequest.decode(value),
+    responseSerialize: (value: StreamPodSandboxStatsResponse): Buffer =>
+      Buffer.from(StreamPodSandboxStatsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamPodSandboxStatsResponse => StreamPodSandboxStatsResponse.decode(value),
   },
   updateRuntimeConfig: {
     path: "/runtime.v1.RuntimeService/UpdateRuntimeConfig" as const,
@@ -21508,7 +23549,7 @@ export const RuntimeServiceService = {
       Buffer.from(CheckpointContainerResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CheckpointContainerResponse => CheckpointContainerResponse.decode(value),
   },
-  /** The only server-streaming call: one message per container lifecycle event. */
+  /** Server-streaming: one message per container lifecycle event, for as long as the client listens. */
   getContainerEvents: {
     path: "/runtime.v1.RuntimeService/GetContainerEvents" as const,
     requestStream: false as const,
@@ -21541,6 +23582,18 @@ export const RuntimeServiceService = {
       Buffer.from(ListPodSandboxMetricsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListPodSandboxMetricsResponse => ListPodSandboxMetricsResponse.decode(value),
   },
+  streamPodSandboxMetrics: {
+    path: "/runtime.v1.RuntimeService/StreamPodSandboxMetrics" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamPodSandboxMetricsRequest): Buffer =>
+      Buffer.from(StreamPodSandboxMetricsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamPodSandboxMetricsRequest => StreamPodSandboxMetricsRequest.decode(value),
+    responseSerialize: (value: StreamPodSandboxMetricsResponse): Buffer =>
+      Buffer.from(StreamPodSandboxMetricsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamPodSandboxMetricsResponse =>
+      StreamPodSandboxMetricsResponse.decode(value),
+  },
   runtimeConfig: {
     path: "/runtime.v1.RuntimeService/RuntimeConfig" as const,
     requestStream: false as const,
@@ -21551,6 +23604,19 @@ export const RuntimeServiceService = {
       Buffer.from(RuntimeConfigResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RuntimeConfigResponse => RuntimeConfigResponse.decode(value),
   },
+  updatePodSandboxResources: {
+    path: "/runtime.v1.RuntimeService/UpdatePodSandboxResources" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UpdatePodSandboxResourcesRequest): Buffer =>
+      Buffer.from(UpdatePodSandboxResourcesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UpdatePodSandboxResourcesRequest =>
+      UpdatePodSandboxResourcesRequest.decode(value),
+    responseSerialize: (value: UpdatePodSandboxResourcesResponse): Buffer =>
+      Buffer.from(UpdatePodSandboxResourcesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UpdatePodSandboxResourcesResponse =>
+      UpdatePodSandboxResourcesResponse.decode(value),
+  },
 } as const;
 
 export interface RuntimeServiceServer extends UntypedServiceImplementation {
@@ -21560,11 +23626,14 @@ export interface RuntimeServiceServer extends UntypedServiceImplementation {
   removePodSandbox: handleUnaryCall<RemovePodSandboxRequest, RemovePodSandboxResponse>;
   podSandboxStatus: handleUnaryCall<PodSandboxStatusRequest, PodSandboxStatusResponse>;
   listPodSandbox: handleUnaryCall<ListPodSandboxRequest, ListPodSandboxResponse>;
+  /** The Stream* calls return what their unary twin does, split over several bounded messages. */
+  streamPodSandboxes: handleServerStreamingCall<StreamPodSandboxesRequest, StreamPodSandboxesResponse>;
   createContainer: handleUnaryCall<CreateContainerRequest, CreateContainerResponse>;
   startContainer: handleUnaryCall<StartContainerRequest, StartContainerResponse>;
   stopContainer: handleUnaryCall<StopContainerRequest, StopContainerResponse>;
   removeContainer: handleUnaryCall<RemoveContainerRequest, RemoveContainerResponse>;
   listContainers: handleUnaryCall<ListContainersRequest, ListContainersResponse>;
+  streamContainers: handleServerStreamingCall<StreamContainersRequest, StreamContainersResponse>;
   containerStatus: handleUnaryCall<ContainerStatusRequest, ContainerStatusResponse>;
   updateContainerResources: handleUnaryCall<UpdateContainerResourcesRequest, UpdateContainerResourcesResponse>;
   reopenContainerLog: handleUnaryCall<ReopenContainerLogRequest, ReopenContainerLogResponse>;
@@ -21574,16 +23643,20 @@ export interface RuntimeServiceServer extends UntypedServiceImplementation {
   portForward: handleUnaryCall<PortForwardRequest, PortForwardResponse>;
   containerStats: handleUnaryCall<ContainerStatsRequest, ContainerStatsResponse>;
   listContainerStats: handleUnaryCall<ListContainerStatsRequest, ListContainerStatsResponse>;
+  streamContainerStats: handleServerStreamingCall<StreamContainerStatsRequest, StreamContainerStatsResponse>;
   podSandboxStats: handleUnaryCall<PodSandboxStatsRequest, PodSandboxStatsResponse>;
   listPodSandboxStats: handleUnaryCall<ListPodSandboxStatsRequest, ListPodSandboxStatsResponse>;
+  streamPodSandboxStats: handleServerStreamingCall<StreamPodSandboxStatsRequest, StreamPodSandboxStatsResponse>;
   updateRuntimeConfig: handleUnaryCall<UpdateRuntimeConfigRequest, UpdateRuntimeConfigResponse>;
   status: handleUnaryCall<StatusRequest, StatusResponse>;
   checkpointContainer: handleUnaryCall<CheckpointContainerRequest, CheckpointContainerResponse>;
-  /** The only server-streaming call: one message per container lifecycle event. */
+  /** Server-streaming: one message per container lifecycle event, for as long as the client listens. */
   getContainerEvents: handleServerStreamingCall<GetEventsRequest, ContainerEventResponse>;
   listMetricDescriptors: handleUnaryCall<ListMetricDescriptorsRequest, ListMetricDescriptorsResponse>;
   listPodSandboxMetrics: handleUnaryCall<ListPodSandboxMetricsRequest, ListPodSandboxMetricsResponse>;
+  streamPodSandboxMetrics: handleServerStreamingCall<StreamPodSandboxMetricsRequest, StreamPodSandboxMetricsResponse>;
   runtimeConfig: handleUnaryCall<RuntimeConfigRequest, RuntimeConfigResponse>;
+  updatePodSandboxResources: handleUnaryCall<UpdatePodSandboxResourcesRequest, UpdatePodSandboxResourcesResponse>;
 }
 
 export interface RuntimeServiceClient extends Client {
@@ -21677,6 +23750,16 @@ export interface RuntimeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListPodSandboxResponse) => void,
   ): ClientUnaryCall;
+  /** The Stream* calls return what their unary twin does, split over several bounded messages. */
+  streamPodSandboxes(
+    request: StreamPodSandboxesRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamPodSandboxesResponse>;
+  streamPodSandboxes(
+    request: StreamPodSandboxesRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamPodSandboxesResponse>;
   createContainer(
     request: CreateContainerRequest,
     callback: (error: ServiceError | null, response: CreateContainerResponse) => void,
@@ -21752,6 +23835,15 @@ export interface RuntimeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListContainersResponse) => void,
   ): ClientUnaryCall;
+  streamContainers(
+    request: StreamContainersRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamContainersResponse>;
+  streamContainers(
+    request: StreamContainersRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamContainersResponse>;
   containerStatus(
     request: ContainerStatusRequest,
     callback: (error: ServiceError | null, response: ContainerStatusResponse) => void,
@@ -21884,6 +23976,15 @@ export interface RuntimeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListContainerStatsResponse) => void,
   ): ClientUnaryCall;
+  streamContainerStats(
+    request: StreamContainerStatsRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamContainerStatsResponse>;
+  streamContainerStats(
+    request: StreamContainerStatsRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamContainerStatsResponse>;
   podSandboxStats(
     request: PodSandboxStatsRequest,
     callback: (error: ServiceError | null, response: PodSandboxStatsResponse) => void,
@@ -21914,6 +24015,15 @@ export interface RuntimeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListPodSandboxStatsResponse) => void,
   ): ClientUnaryCall;
+  streamPodSandboxStats(
+    request: StreamPodSandboxStatsRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamPodSandboxStatsResponse>;
+  streamPodSandboxStats(
+    request: StreamPodSandboxStatsRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamPodSandboxStatsResponse>;
   updateRuntimeConfig(
     request: UpdateRuntimeConfigRequest,
     callback: (error: ServiceError | null, response: UpdateRuntimeConfigResponse) => void,
@@ -21959,7 +24069,7 @@ export interface RuntimeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CheckpointContainerResponse) => void,
   ): ClientUnaryCall;
-  /** The only server-streaming call: one message per container lifecycle event. */
+  /** Server-streaming: one message per container lifecycle event, for as long as the client listens. */
   getContainerEvents(
     request: GetEventsRequest,
     options?: Partial<CallOptions>,
@@ -21999,6 +24109,15 @@ export interface RuntimeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListPodSandboxMetricsResponse) => void,
   ): ClientUnaryCall;
+  streamPodSandboxMetrics(
+    request: StreamPodSandboxMetricsRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamPodSandboxMetricsResponse>;
+  streamPodSandboxMetrics(
+    request: StreamPodSandboxMetricsRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamPodSandboxMetricsResponse>;
   runtimeConfig(
     request: RuntimeConfigRequest,
     callback: (error: ServiceError | null, response: RuntimeConfigResponse) => void,
@@ -22013,6 +24132,21 @@ export interface RuntimeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RuntimeConfigResponse) => void,
+  ): ClientUnaryCall;
+  updatePodSandboxResources(
+    request: UpdatePodSandboxResourcesRequest,
+    callback: (error: ServiceError | null, response: UpdatePodSandboxResourcesResponse) => void,
+  ): ClientUnaryCall;
+  updatePodSandboxResources(
+    request: UpdatePodSandboxResourcesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UpdatePodSandboxResourcesResponse) => void,
+  ): ClientUnaryCall;
+  updatePodSandboxResources(
+    request: UpdatePodSandboxResourcesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UpdatePodSandboxResourcesResponse) => void,
   ): ClientUnaryCall;
 }
 
@@ -22036,6 +24170,16 @@ export const ImageServiceService = {
     requestDeserialize: (value: Buffer): ListImagesRequest => ListImagesRequest.decode(value),
     responseSerialize: (value: ListImagesResponse): Buffer => Buffer.from(ListImagesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListImagesResponse => ListImagesResponse.decode(value),
+  },
+  streamImages: {
+    path: "/runtime.v1.ImageService/StreamImages" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamImagesRequest): Buffer => Buffer.from(StreamImagesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamImagesRequest => StreamImagesRequest.decode(value),
+    responseSerialize: (value: StreamImagesResponse): Buffer =>
+      Buffer.from(StreamImagesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamImagesResponse => StreamImagesResponse.decode(value),
   },
   imageStatus: {
     path: "/runtime.v1.ImageService/ImageStatus" as const,
@@ -22077,6 +24221,7 @@ export const ImageServiceService = {
 
 export interface ImageServiceServer extends UntypedServiceImplementation {
   listImages: handleUnaryCall<ListImagesRequest, ListImagesResponse>;
+  streamImages: handleServerStreamingCall<StreamImagesRequest, StreamImagesResponse>;
   imageStatus: handleUnaryCall<ImageStatusRequest, ImageStatusResponse>;
   pullImage: handleUnaryCall<PullImageRequest, PullImageResponse>;
   removeImage: handleUnaryCall<RemoveImageRequest, RemoveImageResponse>;
@@ -22099,6 +24244,15 @@ export interface ImageServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListImagesResponse) => void,
   ): ClientUnaryCall;
+  streamImages(
+    request: StreamImagesRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamImagesResponse>;
+  streamImages(
+    request: StreamImagesRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamImagesResponse>;
   imageStatus(
     request: ImageStatusRequest,
     callback: (error: ServiceError | null, response: ImageStatusResponse) => void,
@@ -22176,6 +24330,10 @@ function bytesFromBase64(b64: string): Uint8Array {
 
 function base64FromBytes(arr: Uint8Array): string {
   return globalThis.Buffer.from(arr).toString("base64");
+}
+
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
 }
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
