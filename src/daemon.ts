@@ -97,6 +97,9 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     containerDir: paths.containerDir,
     maxConcurrentDownloads: config.images.maxConcurrentDownloads,
     stallTimeoutSeconds: config.images.stallTimeoutSeconds,
+    certsDirs: config.images.certsDirs,
+    signaturePolicy: config.images.signaturePolicy,
+    signaturePolicyDir: config.images.signaturePolicyDir,
     registries: config.registries,
     log: log.child({ module: 'images' }),
   });

@@ -101,6 +101,12 @@ function validate(config: Config, source: string): void {
   }
   if (config.images.maxConcurrentDownloads < 1)
     throw new ConfigError(`${source}: "images.max_concurrent_downloads" must be at least 1`);
+  for (const dir of config.images.certsDirs)
+    if (!dir.startsWith('/')) throw new ConfigError(`${source}: "images.certs_dirs": "${dir}" must be an absolute path`);
+  for (const key of ['signaturePolicy', 'signaturePolicyDir'] as const) {
+    const value = config.images[key];
+    if (value && !value.startsWith('/')) throw new ConfigError(`${source}: "images.${snake(key)}" must be an absolute path, got "${value}"`);
+  }
 }
 
 /** Parses TOML text into a Config over the defaults. */

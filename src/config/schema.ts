@@ -58,6 +58,12 @@ export interface ImagesConfig {
   maxConcurrentDownloads: number;
   /** A transfer with no bytes for this long fails. */
   stallTimeoutSeconds: number;
+  /** Per-registry CAs and client certificates, Docker's layout (`<dir>/<host[:port]>/*.crt`, `*.cert` + `*.key`). */
+  certsDirs: string[];
+  /** A containers-policy.json(5) file every pull must satisfy; empty accepts every image. */
+  signaturePolicy: string;
+  /** Per-namespace policies, `<dir>/<pod namespace>.json`, used instead when present. */
+  signaturePolicyDir: string;
 }
 
 /** Per-registry settings, keyed by host (`docker.io`, `localhost:5000`). */
@@ -135,6 +141,9 @@ export function defaultConfig(): Config {
     images: {
       maxConcurrentDownloads: 3,
       stallTimeoutSeconds: 60,
+      certsDirs: ['/etc/stove/certs.d', '/etc/containers/certs.d', '/etc/docker/certs.d'],
+      signaturePolicy: '',
+      signaturePolicyDir: '',
     },
     registries: {},
   };

@@ -27,6 +27,7 @@ import { Leases, Puller } from './pull.js';
 import { credentialsFromAuthConfig, type AuthConfigLike } from './auth.js';
 import { digestReference, formatReference, parseReference, repositoryName, tagReference } from './reference.js';
 import { progressFile } from './progress.js';
+import { CertsDirs } from './trust/certs.js';
 import type { Platform } from './manifest.js';
 import type { ImageConfig } from '../oci/types.js';
 
@@ -39,6 +40,12 @@ export interface ImageServiceOptions {
   maxConcurrentDownloads: number;
   stallTimeoutSeconds: number;
   registries: Record<string, RegistryConfig>;
+  /** Certs dirs in Docker's layout, first match wins (none: only the built-in CAs). */
+  certsDirs?: string[];
+  /** containers-policy.json(5) every pull must satisfy (empty or absent: accept every image). */
+  signaturePolicy?: string;
+  /** Per-namespace policies `<dir>/<namespace>.json`, used instead when they exist. */
+  signaturePolicyDir?: string;
   /** References reported as pinned (never garbage-collected by the kubelet). */
   pinnedImages?: string[];
   /** fdatasync each blob before committing it (default true). */
@@ -102,7 +109,12 @@ export class ImageService {
         }
       }),
     );
-    this.client = new RegistryClient({ registries: options.registries, stallTimeoutMs: options.stallTimeoutSeconds * 1000, log: options.log.child({ module: 'registry' }) });
+    this.client = new RegistryClient({
+      registries: options.registries,
+      stallTimeoutMs: options.stallTimeoutSeconds * 1000,
+      log: options.log.child({ module: 'registry' }),
+      certs: new CertsDirs(options.certsDirs ?? []),
+    });
     this.pool = new UnpackPool({ size: Math.max(1, options.maxConcurrentDownloads) });
     this.puller = new Puller({
       blobs: this.blobs,

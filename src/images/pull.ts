@@ -152,7 +152,7 @@ export class Puller {
       const present = await this.complete(store.byRepoDigest(digestReference(ref, ref.digest)));
       if (present) return this.remember(present, ref, ref.digest);
     }
-    const session = this.deps.client.session(ref, creds);
+    const session = await this.deps.client.session(ref, creds);
 
     // A tag: one HEAD tells whether it still points where it did.
     if (!ref.digest) {

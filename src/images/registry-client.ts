@@ -19,6 +19,8 @@ import {
   type Credentials,
 } from './auth.js';
 import type { RegistryConfig } from '../config/schema.js';
+import type { CertsDirs, HostTls } from './trust/certs.js';
+import { TlsAgents, connectOptions, describeTlsFailure, mayHideTlsAlert, probeTlsAlert } from './trust/tls.js';
 
 export interface RegistryClientOptions {
   registries: Record<string, RegistryConfig>;
@@ -29,6 +31,8 @@ export interface RegistryClientOptions {
   retries?: number;
   /** First backoff delay; doubles each retry. */
   retryBaseMs?: number;
+  /** Per-host CAs and client certificates (Docker's certs.d layout). */
+  certs?: CertsDirs;
 }
 
 /** One place to fetch from: a mirror or the registry itself. */
@@ -40,6 +44,9 @@ export interface Endpoint {
   mirror: boolean;
   /** Accept any TLS certificate. */
   insecureTls: boolean;
+  /** The host's certs dir material and the agent built from it, when it has one. */
+  tls?: HostTls;
+  agent?: Dispatcher;
 }
 
 export const MANIFEST_MEDIA_TYPES = {
@@ -123,6 +130,7 @@ export class RegistryClient {
   readonly challenges = new Map<string, Challenge>();
   private readonly agent: Agent;
   private readonly insecureAgent: Agent;
+  private readonly tlsAgents?: TlsAgents;
   readonly retries: number;
   readonly retryBaseMs: number;
 
@@ -130,12 +138,38 @@ export class RegistryClient {
     const common = { keepAliveTimeout: 30_000, headersTimeout: options.stallTimeoutMs, bodyTimeout: 0, connections: 32 };
     this.agent = new Agent(common);
     this.insecureAgent = new Agent({ ...common, connect: { rejectUnauthorized: false } });
+    if (options.certs) this.tlsAgents = new TlsAgents(options.certs, common);
     this.retries = options.retries ?? 4;
     this.retryBaseMs = options.retryBaseMs ?? 250;
   }
 
   dispatcher(endpoint: Endpoint): Dispatcher {
-    return endpoint.insecureTls ? this.insecureAgent : this.agent;
+    return endpoint.agent ?? (endpoint.insecureTls ? this.insecureAgent : this.agent);
+  }
+
+  /** Gives https endpoints the agent of their host's certs dir (re-read if its files changed). */
+  private async withTls(endpoints: Endpoint[]): Promise<Endpoint[]> {
+    if (!this.tlsAgents) return endpoints;
+    return Promise.all(
+      endpoints.map(async (endpoint) => {
+        // A loopback registry with a certs dir of its own speaks TLS: the operator said so.
+        const loopback = !endpoint.mirror && endpoint.base.startsWith('http:') && isLocalHost(endpoint.host);
+        if (!endpoint.base.startsWith('https:') && !loopback) return endpoint;
+        const got = await this.tlsAgents!.agentFor(new URL(endpoint.base).host, endpoint.insecureTls);
+        if (!got) return endpoint;
+        return { ...endpoint, base: endpoint.base.replace(/^http:/, 'https:'), agent: got.agent, tls: got.tls };
+      }),
+    );
+  }
+
+  /** A message naming the certs file to add, for a TLS failure with an endpoint. */
+  async tlsFailure(err: unknown, endpoint: Endpoint): Promise<string | undefined> {
+    if (!endpoint.base.startsWith('https:') || !this.options.certs) return undefined;
+    const host = new URL(endpoint.base).host;
+    const direct = describeTlsFailure(err, host, this.options.certs, endpoint.tls);
+    if (direct || !mayHideTlsAlert(err)) return direct;
+    const alert = await probeTlsAlert(endpoint.base, connectOptions(endpoint.tls, endpoint.insecureTls));
+    return alert ? describeTlsFailure(alert, host, this.options.certs, endpoint.tls) : undefined;
   }
 
   /** Mirrors (in config order), then the registry itself. */
@@ -180,12 +214,12 @@ export class RegistryClient {
     return undefined;
   }
 
-  session(ref: ImageReference, creds?: Credentials): RegistrySession {
-    return new RegistrySession(this, ref, this.endpointsFor(ref.domain), creds);
+  async session(ref: ImageReference, creds?: Credentials): Promise<RegistrySession> {
+    return new RegistrySession(this, ref, await this.withTls(this.endpointsFor(ref.domain)), creds);
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.agent.close(), this.insecureAgent.close()]);
+    await Promise.all([this.agent.close(), this.insecureAgent.close(), this.tlsAgents?.close()]);
   }
 }
 
@@ -331,6 +365,9 @@ export class RegistrySession {
           continue;
         }
       } catch (err) {
+        // A certificate problem does not go away by retrying: say which file is missing.
+        const tlsProblem = await this.client.tlsFailure(err, endpoint);
+        if (tlsProblem) throw new StoveError('FailedPrecondition', `${opts.what} from ${endpoint.base}: ${tlsProblem}`, { cause: err });
         // A mirror that refuses connections is skipped at once: the next endpoint is the fallback.
         const refused = endpoint.mirror && ((err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code) === 'ECONNREFUSED';
         if (!isRetryable(err) || attempt >= this.client.retries || refused) {

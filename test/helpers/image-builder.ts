@@ -314,10 +314,10 @@ function headers(registry: TestRegistry, extra: Record<string, string> = {}): Re
 
 /** Uploads a blob (monolithic upload) unless the repository has it already. */
 export async function pushBlob(registry: TestRegistry, repo: string, data: Uint8Array, digest = sha256(data)): Promise<string> {
-  const head = await request(`${registry.url}/v2/${repo}/blobs/${digest}`, { method: 'HEAD', headers: headers(registry) });
+  const head = await request(`${registry.url}/v2/${repo}/blobs/${digest}`, { method: 'HEAD', headers: headers(registry), dispatcher: registry.dispatcher });
   await head.body.dump();
   if (head.statusCode === 200) return digest;
-  const start = await request(`${registry.url}/v2/${repo}/blobs/uploads/`, { method: 'POST', headers: headers(registry) });
+  const start = await request(`${registry.url}/v2/${repo}/blobs/uploads/`, { method: 'POST', headers: headers(registry), dispatcher: registry.dispatcher });
   await start.body.dump();
   if (start.statusCode !== 202) throw new Error(`blob upload to ${repo} refused: HTTP ${start.statusCode}`);
   const location = new URL(String(start.headers.location), registry.url);
@@ -326,6 +326,7 @@ export async function pushBlob(registry: TestRegistry, repo: string, data: Uint8
     method: 'PUT',
     headers: headers(registry, { 'content-type': 'application/octet-stream', 'content-length': String(data.length) }),
     body: data,
+    dispatcher: registry.dispatcher,
   });
   const text = await put.body.text();
   if (put.statusCode !== 201) throw new Error(`blob ${digest} upload to ${repo} failed: HTTP ${put.statusCode} ${text}`);
@@ -338,6 +339,7 @@ export async function pushManifest(registry: TestRegistry, repo: string, referen
     method: 'PUT',
     headers: headers(registry, { 'content-type': mediaType }),
     body,
+    dispatcher: registry.dispatcher,
   });
   const text = await res.body.text();
   if (res.statusCode !== 201) throw new Error(`manifest ${repo}:${reference} push failed: HTTP ${res.statusCode} ${text}`);
@@ -346,7 +348,7 @@ export async function pushManifest(registry: TestRegistry, repo: string, referen
 
 /** Deletes a manifest by digest (the registry runs with deletes enabled). */
 export async function deleteManifest(registry: TestRegistry, repo: string, digest: string): Promise<void> {
-  const res = await request(`${registry.url}/v2/${repo}/manifests/${digest}`, { method: 'DELETE', headers: headers(registry) });
+  const res = await request(`${registry.url}/v2/${repo}/manifests/${digest}`, { method: 'DELETE', headers: headers(registry), dispatcher: registry.dispatcher });
   await res.body.dump();
   if (res.statusCode !== 202) throw new Error(`manifest ${repo}@${digest} delete failed: HTTP ${res.statusCode}`);
 }

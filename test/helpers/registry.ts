@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 
 export const REGISTRY_BIN = process.env.REGISTRY_BIN ?? '/usr/bin/docker-registry';
 
@@ -22,8 +22,10 @@ export interface TestRegistry {
   /** `127.0.0.1:<port>`: the host part of image references, e.g. `${host}/test/busybox:latest`. */
   readonly host: string;
   readonly port: number;
-  /** `http://127.0.0.1:<port>`. */
+  /** `http://127.0.0.1:<port>` (`https://` with `tls`). */
   readonly url: string;
+  /** What the test's own requests go through (trusts the registry's CA, presents its client pair). */
+  readonly dispatcher?: Dispatcher;
   /** Temp dir holding config, htpasswd and storage. */
   readonly dir: string;
   /** Set when the registry requires basic auth. */
@@ -43,6 +45,18 @@ export interface TestRegistry {
 export interface RegistryOptions {
   /** Require HTTP basic auth with these credentials (htpasswd, bcrypt). */
   auth?: RegistryCredentials;
+  /** Serve https with this certificate; with `clientCaFile`, require client certificates it signed. */
+  tls?: RegistryTls;
+}
+
+export interface RegistryTls {
+  certFile: string;
+  keyFile: string;
+  /** The CA that signed certFile (PEM), for the tests' own requests. */
+  ca: string;
+  clientCaFile?: string;
+  /** The client pair the tests' own requests present (PEM). */
+  client?: { cert: string; key: string };
 }
 
 /** A port that was free a moment ago on 127.0.0.1. */
@@ -68,7 +82,7 @@ function htpasswdLine({ username, password }: RegistryCredentials): string {
   return `${username}:${hash}\n`;
 }
 
-function configYaml(dir: string, host: string, auth: boolean): string {
+function configYaml(dir: string, host: string, auth: boolean, tls: RegistryTls | undefined): string {
   return `version: 0.1
 log:
   level: warn
@@ -85,6 +99,15 @@ storage:
 http:
   addr: ${host}
 ${
+  tls
+    ? `  tls:
+    certificate: ${tls.certFile}
+    key: ${tls.keyFile}
+${tls.clientCaFile ? `    clientcas:
+      - ${tls.clientCaFile}
+` : ''}`
+    : ''
+}${
   auth
     ? `auth:
   htpasswd:
@@ -100,12 +123,12 @@ process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-async function waitReady(url: string, child: ChildProcess, output: () => string): Promise<void> {
+async function waitReady(url: string, child: ChildProcess, output: () => string, dispatcher: Dispatcher | undefined): Promise<void> {
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`docker-registry exited:\n${output()}`);
     try {
-      const res = await request(`${url}/v2/`, { headersTimeout: 1000, bodyTimeout: 1000 });
+      const res = await request(`${url}/v2/`, { headersTimeout: 1000, bodyTimeout: 1000, dispatcher });
       await res.body.dump();
       if (res.statusCode === 200 || res.statusCode === 401) return;
     } catch {
@@ -120,10 +143,13 @@ async function startOnce(options: RegistryOptions): Promise<TestRegistry> {
   const dir = await mkdtemp(join(tmpdir(), 'stove-registry-'));
   const port = await freePort();
   const host = `127.0.0.1:${port}`;
-  const url = `http://${host}`;
+  const url = `${options.tls ? 'https' : 'http'}://${host}`;
+  const dispatcher = options.tls
+    ? new Agent({ connect: { ca: options.tls.ca, cert: options.tls.client?.cert, key: options.tls.client?.key } })
+    : undefined;
   await mkdir(join(dir, 'storage'));
   if (options.auth) await writeFile(join(dir, 'htpasswd'), htpasswdLine(options.auth));
-  await writeFile(join(dir, 'config.yml'), configYaml(dir, host, !!options.auth));
+  await writeFile(join(dir, 'config.yml'), configYaml(dir, host, !!options.auth, options.tls));
 
   const child = spawn(REGISTRY_BIN, ['serve', join(dir, 'config.yml')], { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
@@ -143,11 +169,12 @@ async function startOnce(options: RegistryOptions): Promise<TestRegistry> {
       await exited;
       clearTimeout(timer);
     }
+    await dispatcher?.close().catch(() => {});
     await rm(dir, { recursive: true, force: true });
   };
 
   try {
-    await waitReady(url, child, () => out);
+    await waitReady(url, child, () => out, dispatcher);
   } catch (err) {
     await stop();
     throw err;
@@ -161,6 +188,7 @@ async function startOnce(options: RegistryOptions): Promise<TestRegistry> {
     host,
     port,
     url,
+    dispatcher,
     dir,
     credentials: options.auth,
     authorization: () =>
