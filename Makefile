@@ -53,9 +53,10 @@ run: setup
 stop:
 	@scripts/run.sh stop
 
-# Every test: unit tests (no root) then integration tests (real runc, conmon, CNI, registry).
+# Every test: unit tests (no root), integration tests (real runc, conmon, CNI, registry), then the
+# security regression tests (test/security/, against a real daemon too).
 test: setup
-	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js'
+	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
 
 test-unit: build
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'

@@ -157,6 +157,7 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     cgroups,
     containerDir: paths.containerDir,
     containerStateDir: paths.containerStateDir,
+    logSizeMax: config.runtime.logSizeMax,
     podSandboxStatus: (id) => podSandboxStatus(sandboxes, { podSandboxId: id, verbose: false }).then((r) => r.status),
     log: log.child({ module: 'container' }),
   });

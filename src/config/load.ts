@@ -31,6 +31,9 @@ export interface ConfigOverrides {
 
 type Table = Record<string, unknown>;
 
+/** Integer keys where -1 means "no limit". */
+const UNLIMITED_WITH_MINUS_ONE = new Set(['runtime.log_size_max']);
+
 const camel = (key: string) => key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 const snake = (key: string) => key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
 
@@ -72,7 +75,7 @@ function merge(target: Table, input: Table, path: string, source: string): void 
       target[key] = value;
     } else if (typeof current === 'number') {
       const n = typeof value === 'bigint' ? Number(value) : value;
-      if (typeof n !== 'number' || !Number.isInteger(n) || n < 0)
+      if (typeof n !== 'number' || !Number.isInteger(n) || (n < 0 && !(n === -1 && UNLIMITED_WITH_MINUS_ONE.has(keyPath))))
         throw new ConfigError(`${source}: "${keyPath}" must be a non-negative integer, got ${JSON.stringify(String(value))}`);
       target[key] = n;
     } else if (typeof current !== typeof value) {
@@ -99,6 +102,9 @@ function validate(config: Config, source: string): void {
         throw new ConfigError(`${source}: registries."${host}".mirrors: "${mirror}" must be an http:// or https:// URL`);
     }
   }
+  // conmon needs room for at least one line's worth of log between truncations (CRI-O's minimum).
+  if (config.runtime.logSizeMax !== -1 && config.runtime.logSizeMax < 8192)
+    throw new ConfigError(`${source}: "runtime.log_size_max" must be -1 (unlimited) or at least 8192 bytes, got ${config.runtime.logSizeMax}`);
   if (config.images.maxConcurrentDownloads < 1)
     throw new ConfigError(`${source}: "images.max_concurrent_downloads" must be at least 1`);
   for (const dir of config.images.certsDirs)

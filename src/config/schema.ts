@@ -34,6 +34,8 @@ export interface RuntimeConfig {
   seccompProfile: string;
   /** Extra runtime handlers by name; `runc` always exists and uses `runc` above. */
   handlers: Record<string, RuntimeHandlerConfig>;
+  /** Bytes a container's CRI log may reach before conmon truncates it (`--log-size-max`); -1 = unlimited. */
+  logSizeMax: number;
 }
 
 export interface NetworkConfig {
@@ -126,6 +128,7 @@ export function defaultConfig(): Config {
       defaultCapabilities: [...CONTAINERD_DEFAULT_CAPABILITIES],
       seccompProfile: '',
       handlers: {},
+      logSizeMax: -1,
     },
     network: {
       cniConfDir: '/etc/cni/net.d',

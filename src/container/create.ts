@@ -9,7 +9,7 @@
  * container, name reservation or directory behind.
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { dirname, isAbsolute, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { CleanupStack } from '../common/cleanup.js';
 import { nowNs } from '../common/clock.js';
@@ -23,6 +23,7 @@ import type { ContainerServiceOptions } from './deps.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord } from './model.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
+import { prepareLogFile, removeMade } from './log-file.js';
 
 /** Everything a create needs, checked before anything exists. */
 export interface CreatePlan {
@@ -70,16 +71,6 @@ export function imageForCreate(o: ContainerServiceOptions, imageName: string): I
   }
 }
 
-/** The absolute CRI log path: the pod's log_directory joined with the container's log_path. */
-export function logPathFor(podConfig: PodSandboxConfig, config: ContainerConfig): string {
-  if (!config.logPath) return '';
-  if (!podConfig.logDirectory) {
-    if (isAbsolute(config.logPath)) return config.logPath;
-    throw invalidArgument(`config.log_path "${config.logPath}" is relative but the sandbox has no log_directory`);
-  }
-  return join(podConfig.logDirectory, config.logPath);
-}
-
 /** The init pid of the container a TARGET pid namespace names. */
 export function targetPidFor(lookup: (id: string) => ContainerRecord | undefined, config: ContainerConfig, sandboxId: string): number | undefined {
   const ns = config.linux?.securityContext?.namespaceOptions;
@@ -122,13 +113,13 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   const rootfsDir = join(bundleDir, 'rootfs');
   const persistDir = o.containerDir(id);
 
-  const [, logDirMade] = await Promise.all([
-    mkdir(bundleDir, { recursive: true, mode: 0o711 }),
-    plan.logPath ? mkdir(dirname(plan.logPath), { recursive: true, mode: 0o755 }) : undefined,
-  ]);
   cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
   cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
-  if (logDirMade) cleanup.push('remove log dir', () => rm(logDirMade, { recursive: true, force: true }));
+  const [, logMade] = await Promise.all([
+    mkdir(bundleDir, { recursive: true, mode: 0o711 }),
+    plan.logPath ? prepareLogFile(plan.podConfig.logDirectory || dirname(plan.logPath), plan.logPath) : [],
+  ]);
+  if (logMade.length) cleanup.push('remove log file', () => removeMade(logMade));
   if (sandbox.userns)
     await assertSearchableByOthers(
       bundleDir,
@@ -150,6 +141,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     bundle: bundleDir,
     persistDir,
     logPath: plan.logPath || undefined,
+    logSizeMax: o.logSizeMax,
     tty: config.tty,
     stdin: config.stdin,
     stdinOnce: config.stdinOnce,

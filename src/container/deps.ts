@@ -44,6 +44,8 @@ export interface ContainerServiceOptions {
   containerStateDir(id: string): string;
   /** The CRI status of a pod, for events; undefined when it is gone. */
   podSandboxStatus?: (sandboxId: string) => Promise<PodSandboxStatus | undefined>;
+  /** conmon's `--log-size-max` for CRI logs, in bytes; unlimited when omitted or negative. */
+  logSizeMax?: number;
   /** Milliseconds to wait for a killed container's exit (default 30 s). */
   killTimeoutMs?: number;
   /** Consecutive refused event writes after which a GetContainerEvents subscriber is dropped. */

@@ -36,12 +36,12 @@ import {
   checkRequest,
   createSteps,
   imageForCreate,
-  logPathFor,
   podConfigFor,
   sandboxForCreate,
   targetPidFor,
   uniqueName,
 } from './create.js';
+import { logPathFor } from './log-file.js';
 import { toContainerStatus } from './cri-status.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { EventHub, type EventSink } from './events.js';

@@ -17,6 +17,15 @@ describe('config', () => {
     assert.equal(c.streaming.address, '127.0.0.1');
   });
 
+  it('takes runtime.log_size_max as -1 (unlimited, the default) or at least 8192 bytes', () => {
+    assert.equal(defaultConfig().runtime.logSizeMax, -1);
+    assert.equal(parseConfig('[runtime]\nlog_size_max = 1048576\n', 't.toml').runtime.logSizeMax, 1048576);
+    assert.equal(parseConfig('[runtime]\nlog_size_max = -1\n', 't.toml').runtime.logSizeMax, -1);
+    assert.throws(() => parseConfig('[runtime]\nlog_size_max = 100\n', 't.toml'), /log_size_max" must be -1 \(unlimited\) or at least 8192/);
+    assert.throws(() => parseConfig('[runtime]\nlog_size_max = -2\n', 't.toml'), /non-negative integer/);
+    assert.throws(() => parseConfig('[streaming]\nport = -1\n', 't.toml'), /non-negative integer/);
+  });
+
   it('reads snake_case keys from TOML over the defaults', () => {
     const c = parseConfig(
       `log_level = "debug"

@@ -75,6 +75,8 @@ export class PodWorld {
   daemon!: StoveProcess;
   net!: TestNet;
   private uidCounter = 0;
+  /** More `[runtime]` lines for this world's daemon (e.g. `log_size_max = 16384`). */
+  runtimeToml: string[] = [];
 
   /** The default cgroup parent of this world's pods (config runtime.cgroup_parent). */
   get cgroupRoot(): string {
@@ -85,6 +87,7 @@ export class PodWorld {
     return [
       '[runtime]',
       `cgroup_parent = "${this.cgroupRoot}"`,
+      ...this.runtimeToml,
       '[network]',
       `cni_conf_dir = "${this.net.confDir}"`,
       `cni_bin_dirs = ["${DEBIAN_CNI_DIR}"]`,

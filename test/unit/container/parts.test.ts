@@ -7,7 +7,7 @@ import { mergeResources } from '../../../src/container/resources.js';
 import { capOutput } from '../../../src/container/service.js';
 import { sumStats } from '../../../src/container/stats.js';
 import { containerName, type ContainerRecord } from '../../../src/container/model.js';
-import { logPathFor } from '../../../src/container/create.js';
+import { logPathFor } from '../../../src/container/log-file.js';
 import { filterContainers } from '../../../src/cri/container-query.js';
 import { EXEC_SYNC_MAX_OUTPUT } from '../../../src/monitor/exec-sync.js';
 
