@@ -1,11 +1,18 @@
 /**
  * Reading /etc/passwd and /etc/group from a container's root filesystem for resolveUser. The files are
  * looked up as the container would see them: symlinks are followed inside the rootfs (an absolute link
- * target starts again at the rootfs, `..` stops at it), never out to the host's files.
+ * target starts again at the rootfs, `..` stops at it), never out to the host's files. The image decides
+ * what they are: a FIFO or a device there must not block or exhaust the daemon (platform/safe-file.ts),
+ * so only a regular file of at most MAX_USER_DB_BYTES is read, and anything else is FAILED_PRECONDITION
+ * naming the file.
  */
-import { lstat, readFile, readlink } from 'node:fs/promises';
+import { lstat, readlink } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { wrap } from '../common/errors.js';
+import { failedPrecondition, wrap } from '../common/errors.js';
+import { readUntrustedFile, UntrustedFileError } from '../platform/safe-file.js';
+
+/** The largest /etc/passwd or /etc/group read from an image (real ones are a few KiB). */
+export const MAX_USER_DB_BYTES = 16 * 1024 * 1024;
 
 const MAX_LINKS = 40;
 
@@ -42,13 +49,15 @@ export async function resolveInRoot(root: string, path: string): Promise<string>
 }
 
 /** A file's text from inside the rootfs, or null when it does not exist. */
-export async function readRootfsFile(root: string, path: string): Promise<string | null> {
+export async function readRootfsFile(root: string, path: string, maxBytes = MAX_USER_DB_BYTES): Promise<string | null> {
   try {
-    return await readFile(await resolveInRoot(root, path), 'utf8');
+    return (await readUntrustedFile(await resolveInRoot(root, path), maxBytes, path)).toString('utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-    throw wrap(err, `failed to read ${path} from the container's root filesystem`);
+    const context = `failed to read ${path} from the container's root filesystem`;
+    if (err instanceof UntrustedFileError) throw failedPrecondition(`${context}: ${err.message}`, err);
+    throw wrap(err, context);
   }
 }
 

@@ -43,41 +43,47 @@ export class UntrustedFileError extends Error {
   }
 }
 
-async function openNoFollow(path: string, flags: number, mode?: number): Promise<FileHandle> {
+async function openNoFollow(path: string, flags: number, mode?: number, name = path): Promise<FileHandle> {
   try {
     return await open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, mode);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UntrustedFileError(`"${path}" is a symbolic link`, 'ELOOP');
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UntrustedFileError(`"${name}" is a symbolic link`, 'ELOOP');
     throw err;
   }
 }
 
-async function assertRegular(fh: FileHandle, path: string): Promise<number> {
+async function assertRegular(fh: FileHandle, name: string): Promise<number> {
   const st = await fh.stat();
-  if (!st.isFile()) throw new UntrustedFileError(`"${path}" is ${fileTypeName(st.mode)}, not a regular file`, 'ENOTREG');
+  if (!st.isFile()) throw new UntrustedFileError(`"${name}" is ${fileTypeName(st.mode)}, not a regular file`, 'ENOTREG');
   return st.size;
 }
+
+/** Bytes read per read(2) of an untrusted file. */
+const READ_CHUNK = 64 * 1024;
 
 /**
  * Reads a regular file of at most `maxBytes` without following a symlink at `path` and without ever
  * blocking in open(2). ENOENT and the like come through unchanged; a symlink, a non-regular file or
- * one over the cap is an UntrustedFileError.
+ * one over the cap is an UntrustedFileError whose message names the file as `name`.
  */
-export async function readUntrustedFile(path: string, maxBytes: number): Promise<Buffer> {
-  const fh = await openNoFollow(path, O_RDONLY);
+export async function readUntrustedFile(path: string, maxBytes: number, name = path): Promise<Buffer> {
+  const fh = await openNoFollow(path, O_RDONLY, undefined, name);
   try {
-    const size = await assertRegular(fh, path);
-    if (size > maxBytes) throw new UntrustedFileError(`"${path}" is ${size} bytes, more than the ${maxBytes}-byte limit`, 'EFBIG');
-    // Read one byte past the cap: a file that grows after fstat is refused too.
-    const buf = Buffer.alloc(maxBytes + 1);
+    const size = await assertRegular(fh, name);
+    const tooBig = () => new UntrustedFileError(`"${name}" is larger than the ${maxBytes}-byte limit`, 'EFBIG');
+    if (size > maxBytes) throw tooBig();
+    // Read until EOF, not just fstat's size: a file that grows meanwhile still stops at the cap.
+    const chunks: Buffer[] = [];
     let length = 0;
-    while (length < buf.length) {
-      const { bytesRead } = await fh.read(buf, length, buf.length - length, length);
+    for (;;) {
+      const chunk = Buffer.alloc(Math.min(READ_CHUNK, maxBytes + 1 - length));
+      const { bytesRead } = await fh.read(chunk, 0, chunk.length, length);
       if (bytesRead === 0) break;
+      chunks.push(chunk.subarray(0, bytesRead));
       length += bytesRead;
+      if (length > maxBytes) throw tooBig();
     }
-    if (length > maxBytes) throw new UntrustedFileError(`"${path}" is more than the ${maxBytes}-byte limit`, 'EFBIG');
-    return buf.subarray(0, length);
+    return Buffer.concat(chunks, length);
   } finally {
     await fh.close();
   }
