@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
 import type { Config } from './config/schema.js';
-import type { Logger } from './common/logger.js';
+import type { RootLogger } from './common/logger.js';
+import { planReload } from './config/reload.js';
 import { implement } from './api/services.js';
 import { ensureSocketFree, serveGrpc, type GrpcEndpoint } from './api/server.js';
 import { lockStateDir, type StateLock } from './persist/state-lock.js';
@@ -20,7 +21,7 @@ import { listImages, imageStatus, imageFsInfo, streamImages } from './cri/image-
 import { removeImage } from './cri/image-remove.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
-import { detectSpecSettings } from './oci/index.js';
+import { detectSpecSettings, liveSpecSettings } from './oci/index.js';
 import { SandboxStore, type PodContainers } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
 import { RuntimeHandlerSet } from './runtime/handlers.js';
@@ -59,15 +60,26 @@ export function stoveVersion(): string {
   return pkg.version;
 }
 
+/** What a config reload did: keys applied live, and changed keys that wait for a restart. */
+export interface ReloadReport {
+  applied: string[];
+  needsRestart: string[];
+}
+
 /** A running daemon. */
 export interface Daemon {
   readonly endpoint: GrpcEndpoint;
+  /**
+   * Applies a new configuration's live keys (config/reload.ts) to work that starts from now on;
+   * running containers are not touched. `next` has been loaded and validated already.
+   */
+  reload(next: Config): ReloadReport;
   /** Drains the API, then stops background work. */
   stop(): Promise<void>;
 }
 
 /** Builds every service, recovers state from disk, and serves the CRI on the configured socket. */
-export async function startDaemon(config: Config, log: Logger): Promise<Daemon> {
+export async function startDaemon(config: Config, log: RootLogger): Promise<Daemon> {
   await mkdir(config.root, { recursive: true, mode: 0o711 });
   await mkdir(config.state, { recursive: true, mode: 0o711 });
   // Before recovery touches anything: refuse while another daemon owns this state dir or socket.
@@ -82,7 +94,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
 }
 
 /** Everything after the lock: services, recovery, the API. */
-async function buildAndServe(config: Config, log: Logger, lock: StateLock): Promise<Daemon> {
+async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): Promise<Daemon> {
   const paths = pathsFor(config);
   const podNetwork = new PodNetworkManager({
     ...config.network,
@@ -101,6 +113,7 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     signaturePolicy: config.images.signaturePolicy,
     signaturePolicyDir: config.images.signaturePolicyDir,
     registries: config.registries,
+    pinnedImages: config.images.pinned,
     log: log.child({ module: 'images' }),
   });
 
@@ -124,6 +137,8 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
       cgroupDriver: config.runtime.cgroupDriver,
       seccompProfile: config.runtime.seccompProfile,
       runtimeSupportsRro: handlerFeatures[0]?.features?.recursiveReadOnlyMounts ?? false,
+      pidsLimit: config.runtime.pidsLimit,
+      defaultUlimits: config.runtime.defaultUlimits,
     },
     log.child({ module: 'spec' }),
   );
@@ -253,8 +268,22 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     throw err;
   });
 
+  let current = config;
   return {
     endpoint,
+    reload(next) {
+      // Live keys against the last config applied; the others against the start-up config in force.
+      const applied = planReload(current, next).live;
+      const needsRestart = planReload(config, next).restart;
+      log.setLevel(next.logLevel);
+      images.setRegistries(next.registries);
+      images.setPinned(next.images.pinned);
+      // The spec builders read the live settings object at each create.
+      Object.assign(specSettings, liveSpecSettings({ pidsLimit: next.runtime.pidsLimit, defaultUlimits: next.runtime.defaultUlimits }));
+      podNetwork.rescanConfig();
+      current = next;
+      return { applied, needsRestart };
+    },
     async stop() {
       containers.events.close();
       await endpoint.shutdown();
@@ -267,3 +296,4 @@ async function buildAndServe(config: Config, log: Logger, lock: StateLock): Prom
     },
   };
 }
+

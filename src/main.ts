@@ -2,7 +2,9 @@
  * The `stove` command: `serve` runs the daemon; `version`, `config` and `check` inspect it.
  */
 import { parseArgs } from 'node:util';
-import { loadConfig, configToToml, ConfigError, type ConfigOverrides } from './config/load.js';
+import { loadConfigLayers, configOriginLines, configToToml, ConfigError, type ConfigSources } from './config/load.js';
+import type { RootLogger } from './common/logger.js';
+import type { Daemon } from './daemon.js';
 import { createLogger } from './common/logger.js';
 import { startDaemon, stoveVersion } from './daemon.js';
 import { formatChecks, runChecks } from './check/doctor.js';
@@ -14,7 +16,8 @@ const USAGE = `usage: stove <command> [flags]
 commands:
   serve     run the CRI daemon
   version   print the version
-  config    print the effective configuration as TOML
+  config    print the effective configuration as TOML (--origin: with the file
+            each value came from)
   check     check this node for what stove needs
   pull IMAGE [--creds USER:PASSWORD]
             pull an image through the running daemon, with progress
@@ -22,6 +25,8 @@ commands:
 
 flags (serve, config, check):
   --config FILE     configuration file (default /etc/stove/stove.toml)
+  --config-dir DIR  drop-in files *.toml merged over it in lexical order
+                    (default /etc/stove/stove.d)
   --socket PATH     CRI socket (default /run/stove/stove.sock)
   --root DIR        persistent state (default /var/lib/stove)
   --state DIR       volatile state (default /run/stove)
@@ -30,6 +35,8 @@ flags (serve, config, check):
 
 const FLAG_OPTIONS = {
   config: { type: 'string' },
+  'config-dir': { type: 'string' },
+  origin: { type: 'boolean' },
   socket: { type: 'string' },
   root: { type: 'string' },
   state: { type: 'string' },
@@ -38,10 +45,11 @@ const FLAG_OPTIONS = {
   creds: { type: 'string' },
 } as const;
 
-async function serve(configPath: string | undefined, overrides: ConfigOverrides): Promise<number> {
-  const config = await loadConfig(configPath, overrides);
+async function serve(sources: ConfigSources): Promise<number> {
+  const config = (await loadConfigLayers(sources)).config;
   const log = createLogger(config.logLevel);
   const daemon = await startDaemon(config, log);
+  process.on('SIGHUP', () => void reload(daemon, sources, log));
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string) => {
@@ -61,6 +69,23 @@ async function serve(configPath: string | undefined, overrides: ConfigOverrides)
   });
 }
 
+/**
+ * SIGHUP: reads the main file and the drop-ins again and applies what can change live. A config that
+ * does not load changes nothing: the daemon keeps its current one and goes on serving.
+ */
+async function reload(daemon: Daemon, sources: ConfigSources, log: RootLogger): Promise<void> {
+  let loaded;
+  try {
+    loaded = await loadConfigLayers(sources);
+  } catch (err) {
+    log.error('config reload failed; keeping the current configuration', { error: messageOf(err) });
+    return;
+  }
+  const report = daemon.reload(loaded.config);
+  log.info('configuration reloaded', { files: loaded.files, applied: report.applied });
+  for (const key of report.needsRestart) log.warn('configuration key changed; it takes effect after a restart', { key });
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === 'help' || command === '--help' || command === '-h') {
@@ -72,23 +97,25 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  const overrides: ConfigOverrides = {
-    socket: values.socket,
-    root: values.root,
-    state: values.state,
-    logLevel: values['log-level'],
+  const sources: ConfigSources = {
+    path: values.config,
+    dir: values['config-dir'],
+    overrides: { socket: values.socket, root: values.root, state: values.state, logLevel: values['log-level'] },
   };
+  const load = async () => (await loadConfigLayers(sources)).config;
   switch (command) {
     case 'serve':
-      return serve(values.config, overrides);
+      return serve(sources);
     case 'version':
       process.stdout.write(`stove ${stoveVersion()} (CRI v1, node ${process.version})\n`);
       return 0;
-    case 'config':
-      process.stdout.write(configToToml(await loadConfig(values.config, overrides)));
+    case 'config': {
+      const loaded = await loadConfigLayers(sources);
+      process.stdout.write(values.origin ? configOriginLines(loaded) : configToToml(loaded.config));
       return 0;
+    }
     case 'check': {
-      const results = await runChecks(await loadConfig(values.config, overrides));
+      const results = await runChecks(await load());
       process.stdout.write(formatChecks(results) + '\n');
       return results.some((r) => r.status === 'fail') ? 1 : 0;
     }
@@ -97,11 +124,11 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write(`stove: pull takes one image reference\n${USAGE}`);
         return 2;
       }
-      const config = await loadConfig(values.config, overrides);
+      const config = await load();
       return cliPull(config, positionals[0]!, values.creds, process.stdout);
     }
     case 'images':
-      return cliImages(await loadConfig(values.config, overrides), process.stdout);
+      return cliImages(await load(), process.stdout);
     default:
       process.stderr.write(`stove: unknown command "${command}" ${positionals.join(' ')}\n${USAGE}`);
       return 2;

@@ -24,15 +24,21 @@ function replacer(_key: string, value: unknown): unknown {
   return value;
 }
 
-class JsonLogger implements Logger {
+/** The daemon's logger: its level (shared by every child) can change while it runs (a config reload). */
+export interface RootLogger extends Logger {
+  setLevel(level: LogLevel): void;
+}
+
+class JsonLogger implements RootLogger {
   constructor(
-    private readonly minLevel: number,
+    /** Shared with every child, so one setLevel changes them all. */
+    private readonly threshold: { min: number },
     private readonly base: LogFields,
     private readonly write: (line: string) => void,
   ) {}
 
   private log(level: LogLevel, msg: string, fields?: LogFields): void {
-    if (LOG_LEVELS.indexOf(level) < this.minLevel) return;
+    if (LOG_LEVELS.indexOf(level) < this.threshold.min) return;
     const record = { time: new Date().toISOString(), level, msg, ...this.base, ...fields };
     this.write(JSON.stringify(record, replacer) + '\n');
   }
@@ -43,17 +49,21 @@ class JsonLogger implements Logger {
   error(msg: string, fields?: LogFields) { this.log('error', msg, fields); }
 
   child(fields: LogFields): Logger {
-    return new JsonLogger(this.minLevel, { ...this.base, ...fields }, this.write);
+    return new JsonLogger(this.threshold, { ...this.base, ...fields }, this.write);
   }
 
   isEnabled(level: LogLevel): boolean {
-    return LOG_LEVELS.indexOf(level) >= this.minLevel;
+    return LOG_LEVELS.indexOf(level) >= this.threshold.min;
+  }
+
+  setLevel(level: LogLevel): void {
+    this.threshold.min = LOG_LEVELS.indexOf(level);
   }
 }
 
 /** A logger writing JSON lines at or above `level` (to stderr unless told otherwise). */
-export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
-  return new JsonLogger(LOG_LEVELS.indexOf(level), {}, write);
+export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): RootLogger {
+  return new JsonLogger({ min: LOG_LEVELS.indexOf(level) }, {}, write);
 }
 
 /** A logger that drops everything, for unit tests. */

@@ -1,13 +1,17 @@
 /**
- * Loading the configuration: defaults, then the TOML file, then command-line flags. Unknown keys and
- * values of the wrong type are errors that name the key and the file.
+ * Loading the configuration: defaults, then the main TOML file, then every `*.toml` drop-in of the
+ * config dir in lexical order (tables merge key by key, a later value wins, arrays are replaced), then
+ * command-line flags. Unknown keys and values of the wrong type are errors that name the key and the file.
  */
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { LOG_LEVELS, type LogLevel } from '../common/logger.js';
+import { parseUlimits } from './ulimits.js';
 import {
   defaultConfig,
   defaultRegistryConfig,
+  DEFAULT_CONFIG_DIR,
   DEFAULT_CONFIG_PATH,
   type Config,
   type RegistryConfig,
@@ -32,7 +36,7 @@ export interface ConfigOverrides {
 type Table = Record<string, unknown>;
 
 /** Integer keys where -1 means "no limit". */
-const UNLIMITED_WITH_MINUS_ONE = new Set(['runtime.log_size_max']);
+const UNLIMITED_WITH_MINUS_ONE = new Set(['runtime.log_size_max', 'runtime.pids_limit']);
 
 const camel = (key: string) => key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 const snake = (key: string) => key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
@@ -41,25 +45,29 @@ function isTable(v: unknown): v is Table {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }
 
+/** Where each value came from: dotted snake_case key → file (or `command line`). */
+export type ConfigOrigins = Map<string, string>;
+
 /**
  * Copies `input` over `target`, key by key, requiring each key to exist in target with a value of the
- * same type. `dynamic` lists paths whose keys are free (maps such as registries).
+ * same type. The keys of `registries` and `runtime.handlers` are free (maps by host or handler name);
+ * an entry set again by a later file merges over the earlier one.
  */
-function merge(target: Table, input: Table, path: string, source: string): void {
+function merge(target: Table, input: Table, path: string, source: string, origins?: ConfigOrigins): void {
   for (const [rawKey, value] of Object.entries(input)) {
     const key = camel(rawKey);
     const keyPath = path ? `${path}.${rawKey}` : rawKey;
     if (path === 'registries') {
       if (!isTable(value)) throw new ConfigError(`${source}: registries."${rawKey}" must be a table`);
-      const reg = defaultRegistryConfig();
-      merge(reg as unknown as Table, value, keyPath, source);
+      const reg = (target as Record<string, RegistryConfig>)[rawKey] ?? defaultRegistryConfig();
+      merge(reg as unknown as Table, value, keyPath, source, origins);
       (target as Record<string, RegistryConfig>)[rawKey] = reg;
       continue;
     }
     if (path === 'runtime.handlers') {
       if (!isTable(value)) throw new ConfigError(`${source}: runtime.handlers."${rawKey}" must be a table`);
-      const handler = { path: '', root: `/run/stove/runtime-${rawKey}` };
-      merge(handler as unknown as Table, value, keyPath, source);
+      const handler = (target[rawKey] as { path: string; root: string } | undefined) ?? { path: '', root: `/run/stove/runtime-${rawKey}` };
+      merge(handler as unknown as Table, value, keyPath, source, origins);
       if (!handler.path) throw new ConfigError(`${source}: runtime.handlers."${rawKey}".path is required`);
       target[rawKey] = handler;
       continue;
@@ -68,15 +76,18 @@ function merge(target: Table, input: Table, path: string, source: string): void 
     const current = target[key];
     if (isTable(current)) {
       if (!isTable(value)) throw new ConfigError(`${source}: "${keyPath}" must be a table`);
-      merge(current, value, keyPath, source);
-    } else if (Array.isArray(current)) {
+      merge(current, value, keyPath, source, origins);
+      continue;
+    }
+    origins?.set(keyPath, source);
+    if (Array.isArray(current)) {
       if (!Array.isArray(value) || !value.every((v) => typeof v === 'string'))
         throw new ConfigError(`${source}: "${keyPath}" must be a list of strings`);
       target[key] = value;
     } else if (typeof current === 'number') {
       const n = typeof value === 'bigint' ? Number(value) : value;
-      if (typeof n !== 'number' || !Number.isInteger(n) || (n < 0 && !(n === -1 && UNLIMITED_WITH_MINUS_ONE.has(keyPath))))
-        throw new ConfigError(`${source}: "${keyPath}" must be a non-negative integer, got ${JSON.stringify(String(value))}`);
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || (n < 0 && !(n === -1 && UNLIMITED_WITH_MINUS_ONE.has(keyPath))))
+        throw new ConfigError(`${source}: "${keyPath}" must be a non-negative integer${UNLIMITED_WITH_MINUS_ONE.has(keyPath) ? ' or -1 (unlimited)' : ''}, got ${JSON.stringify(String(value))}`);
       target[key] = n;
     } else if (typeof current !== typeof value) {
       throw new ConfigError(`${source}: "${keyPath}" must be a ${typeof current}, got ${typeof value}`);
@@ -105,6 +116,15 @@ function validate(config: Config, source: string): void {
   // conmon needs room for at least one line's worth of log between truncations (CRI-O's minimum).
   if (config.runtime.logSizeMax !== -1 && config.runtime.logSizeMax < 8192)
     throw new ConfigError(`${source}: "runtime.log_size_max" must be -1 (unlimited) or at least 8192 bytes, got ${config.runtime.logSizeMax}`);
+  try {
+    parseUlimits(config.runtime.defaultUlimits);
+  } catch (err) {
+    throw new ConfigError(`${source}: "runtime.default_ulimits": ${(err as Error).message}`);
+  }
+  for (const pattern of config.images.pinned) {
+    if (!pattern || pattern.indexOf('*') !== -1 && pattern.indexOf('*') !== pattern.length - 1)
+      throw new ConfigError(`${source}: "images.pinned": "${pattern}" must be a reference, or a prefix ending in a single "*"`);
+  }
   if (config.images.maxConcurrentDownloads < 1)
     throw new ConfigError(`${source}: "images.max_concurrent_downloads" must be at least 1`);
   for (const dir of config.images.certsDirs)
@@ -115,44 +135,94 @@ function validate(config: Config, source: string): void {
   }
 }
 
-/** Parses TOML text into a Config over the defaults. */
-export function parseConfig(text: string, source: string): Config {
-  let data: Table;
+function parseToTable(text: string, source: string): Table {
   try {
-    data = parseToml(text, { integersAsBigInt: 'asNeeded' }) as Table;
+    return parseToml(text, { integersAsBigInt: 'asNeeded' }) as Table;
   } catch (err) {
     throw new ConfigError(`${source}: invalid TOML: ${(err as Error).message.split('\n')[0]}`);
   }
-  const config = defaultConfig();
-  merge(config as unknown as Table, data, '', source);
+}
+
+/** Parses TOML text into a Config over `base` (the defaults unless given). */
+export function parseConfig(text: string, source: string, base: Config = defaultConfig(), origins?: ConfigOrigins): Config {
+  const config = structuredClone(base);
+  merge(config as unknown as Table, parseToTable(text, source), '', source, origins);
   validate(config, source);
   return config;
 }
 
-/**
- * Loads the effective configuration. A missing file at the default path means "defaults"; a missing
- * file that was asked for by name is an error.
- */
-export async function loadConfig(path: string | undefined, overrides: ConfigOverrides = {}): Promise<Config> {
-  const file = path ?? DEFAULT_CONFIG_PATH;
-  let config: Config;
+/** Where the configuration comes from: the main file, the drop-in dir, and the flags. */
+export interface ConfigSources {
+  /** Main file; undefined = the default path, which may be missing. */
+  path?: string;
+  /** Drop-in dir; undefined = the default dir, which may be missing. */
+  dir?: string;
+  overrides?: ConfigOverrides;
+}
+
+/** The effective configuration, the files it was read from, and where each value came from. */
+export interface LoadedConfig {
+  config: Config;
+  files: string[];
+  origins: ConfigOrigins;
+}
+
+/** `*.toml` in `dir`, in lexical order; a missing default dir has none. */
+async function dropInFiles(dir: string, explicit: boolean): Promise<string[]> {
+  let names: string[];
   try {
-    config = parseConfig(await readFile(file, 'utf8'), file);
+    names = await readdir(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if ((code === 'ENOENT' || code === 'ENOTDIR') && !explicit) return [];
+    if (code === 'ENOENT') throw new ConfigError(`${dir}: config dir not found`);
+    throw new ConfigError(`${dir}: cannot read config dir: ${(err as Error).message}`);
+  }
+  return names
+    .filter((n) => n.endsWith('.toml') && !n.startsWith('.'))
+    .sort()
+    .map((n) => join(dir, n));
+}
+
+/**
+ * Loads the effective configuration from every layer. A missing file at the default path means
+ * "defaults"; a missing file or dir that was asked for by name is an error.
+ */
+export async function loadConfigLayers(sources: ConfigSources = {}): Promise<LoadedConfig> {
+  const origins: ConfigOrigins = new Map();
+  const files: string[] = [];
+  let config = defaultConfig();
+  const main = sources.path ?? DEFAULT_CONFIG_PATH;
+  try {
+    config = parseConfig(await readFile(main, 'utf8'), main, config, origins);
+    files.push(main);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    if (path !== undefined) throw new ConfigError(`${file}: config file not found`);
-    config = defaultConfig();
+    if (sources.path !== undefined) throw new ConfigError(`${main}: config file not found`);
   }
-  applyOverrides(config, overrides);
-  return config;
+  for (const file of await dropInFiles(sources.dir ?? DEFAULT_CONFIG_DIR, sources.dir !== undefined)) {
+    config = parseConfig(await readFile(file, 'utf8'), file, config, origins);
+    files.push(file);
+  }
+  applyOverrides(config, sources.overrides ?? {}, origins);
+  return { config, files, origins };
+}
+
+/** Loads the effective configuration (see loadConfigLayers). */
+export async function loadConfig(path: string | undefined, overrides: ConfigOverrides = {}, dir?: string): Promise<Config> {
+  return (await loadConfigLayers({ path, dir, overrides })).config;
 }
 
 /** Applies command-line flags over a loaded config and validates the result. */
-export function applyOverrides(config: Config, overrides: ConfigOverrides): void {
-  if (overrides.socket !== undefined) config.socket = overrides.socket;
-  if (overrides.root !== undefined) config.root = overrides.root;
-  if (overrides.state !== undefined) config.state = overrides.state;
-  if (overrides.logLevel !== undefined) config.logLevel = overrides.logLevel as LogLevel;
+export function applyOverrides(config: Config, overrides: ConfigOverrides, origins?: ConfigOrigins): void {
+  const set = (key: string, apply: () => void) => {
+    apply();
+    origins?.set(key, 'command line');
+  };
+  if (overrides.socket !== undefined) set('socket', () => (config.socket = overrides.socket!));
+  if (overrides.root !== undefined) set('root', () => (config.root = overrides.root!));
+  if (overrides.state !== undefined) set('state', () => (config.state = overrides.state!));
+  if (overrides.logLevel !== undefined) set('log_level', () => (config.logLevel = overrides.logLevel as LogLevel));
   validate(config, 'command line');
 }
 
@@ -168,4 +238,31 @@ export function configToToml(config: Config): string {
     return out;
   };
   return stringifyToml(toSnake(config, '') as Table) + '\n';
+}
+
+/**
+ * One line per value, `key = value  # origin`, where origin is the file (or `command line`) that set
+ * it last, or `default` (what `stove config --origin` prints).
+ */
+export function configOriginLines(loaded: LoadedConfig): string {
+  const lines: string[] = [];
+  const walk = (value: unknown, path: string) => {
+    if (isTable(value)) {
+      const free = path === 'registries' || path === 'runtime.handlers';
+      for (const [k, v] of Object.entries(value)) walk(v, path ? `${path}.${free ? k : snake(k)}` : snake(k));
+      return;
+    }
+    const shown = SECRET_KEY.test(path) && value ? '"<redacted>"' : stringifyValue(value);
+    lines.push(`${path} = ${shown}  # ${loaded.origins.get(path) ?? 'default'}`);
+  };
+  walk(loaded.config, '');
+  return lines.join('\n') + '\n';
+}
+
+/** Registry credentials: never printed. */
+const SECRET_KEY = /^registries\..*\.(password|auth|identity_token)$/;
+
+function stringifyValue(value: unknown): string {
+  // The one-key TOML document `v = …` gives TOML's own spelling of the value.
+  return stringifyToml({ v: value as never }).replace(/^v = /, '').trimEnd();
 }

@@ -36,6 +36,13 @@ export interface RuntimeConfig {
   handlers: Record<string, RuntimeHandlerConfig>;
   /** Bytes a container's CRI log may reach before conmon truncates it (`--log-size-max`); -1 = unlimited. */
   logSizeMax: number;
+  /**
+   * Rlimits for containers whose request sets none, CRI-O's `name=soft:hard` form
+   * (`nofile=1048576:1048576`); see oci/ulimits.
+   */
+  defaultUlimits: string[];
+  /** pids.max for containers whose request sets no pids limit; -1 = unlimited. */
+  pidsLimit: number;
 }
 
 export interface NetworkConfig {
@@ -57,6 +64,11 @@ export interface StreamingConfig {
 }
 
 export interface ImagesConfig {
+  /**
+   * Images reported as pinned (the kubelet's image GC never removes them): exact references, or a
+   * prefix ending in `*` (`registry.k8s.io/pause:*`), as CRI-O's `pinned_images`.
+   */
+  pinned: string[];
   maxConcurrentDownloads: number;
   /** A transfer with no bytes for this long fails. */
   stallTimeoutSeconds: number;
@@ -112,6 +124,8 @@ export const CONTAINERD_DEFAULT_CAPABILITIES = [
 ];
 
 export const DEFAULT_CONFIG_PATH = '/etc/stove/stove.toml';
+/** Drop-ins merged over the main file, in lexical order (as CRI-O's crio.conf.d). */
+export const DEFAULT_CONFIG_DIR = '/etc/stove/stove.d';
 
 /** Every default, in one place. */
 export function defaultConfig(): Config {
@@ -129,6 +143,8 @@ export function defaultConfig(): Config {
       seccompProfile: '',
       handlers: {},
       logSizeMax: -1,
+      defaultUlimits: [],
+      pidsLimit: -1,
     },
     network: {
       cniConfDir: '/etc/cni/net.d',
@@ -142,6 +158,7 @@ export function defaultConfig(): Config {
       idleTimeoutSeconds: 4 * 60 * 60,
     },
     images: {
+      pinned: [],
       maxConcurrentDownloads: 3,
       stallTimeoutSeconds: 60,
       certsDirs: ['/etc/stove/certs.d', '/etc/containers/certs.d', '/etc/docker/certs.d'],

@@ -10,7 +10,8 @@ export function imageUser(user: string | undefined): { uid?: bigint; username: s
   return { username: name };
 }
 
-export function toCriImage(record: ImageRecord): Image {
+/** `pinned`: whether the image matches `images.pinned` now (not when it was pulled). */
+export function toCriImage(record: ImageRecord, pinned: boolean): Image {
   const user = imageUser(record.config.config?.User);
   return Image.fromPartial({
     id: record.id,
@@ -20,6 +21,6 @@ export function toCriImage(record: ImageRecord): Image {
     uid: user.uid !== undefined ? { value: user.uid } : undefined,
     username: user.username,
     spec: { image: record.id, annotations: {} },
-    pinned: record.pinned,
+    pinned,
   });
 }

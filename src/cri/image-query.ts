@@ -30,7 +30,7 @@ export async function streamImages(images: ImageService, req: StreamImagesReques
 function selectImages(images: ImageService, filter: ImageFilter | undefined): Image[] {
   const wanted = filter?.image?.image;
   const records = wanted ? [images.find(wanted)].filter((r) => r !== undefined) : images.list();
-  return records.map(toCriImage);
+  return records.map((r) => toCriImage(r, images.isPinned(r)));
 }
 
 /** An unknown image is an empty response, not an error (the kubelet pulls when it sees one). */
@@ -48,7 +48,7 @@ export async function imageStatus(images: ImageService, req: ImageStatusRequest)
       pulledAt: record.pulledAt,
     });
   }
-  return ImageStatusResponse.fromPartial({ image: toCriImage(record), info });
+  return ImageStatusResponse.fromPartial({ image: toCriImage(record, images.isPinned(record)), info });
 }
 
 export async function imageFsInfo(images: ImageService): Promise<ImageFsInfoResponse> {

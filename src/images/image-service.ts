@@ -23,6 +23,7 @@ import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord } from './image-store.js';
 import { RegistryClient } from './registry-client.js';
 import type { RegistryConfig } from '../config/schema.js';
+import { PinnedImages } from './pinned.js';
 import { Leases, Puller } from './pull.js';
 import { credentialsFromAuthConfig, type AuthConfigLike } from './auth.js';
 import { digestReference, formatReference, parseReference, repositoryName, tagReference } from './reference.js';
@@ -46,8 +47,8 @@ export interface ImageServiceOptions {
   signaturePolicy?: string;
   /** Per-namespace policies `<dir>/<namespace>.json`, used instead when they exist. */
   signaturePolicyDir?: string;
-  /** References reported as pinned (never garbage-collected by the kubelet). */
-  pinnedImages?: string[];
+  /** `images.pinned`: images reported as pinned (never garbage-collected by the kubelet). */
+  pinnedImages?: readonly string[];
   /** fdatasync each blob before committing it (default true). */
   syncBlobs?: boolean;
   log: Logger;
@@ -92,7 +93,7 @@ export class ImageService {
   private readonly holds = new Map<string, Hold>();
   private readonly holdsDir: string;
   private readonly log: Logger;
-  private readonly pinned: Set<string>;
+  private pinned: PinnedImages;
 
   private constructor(private readonly options: ImageServiceOptions) {
     this.log = options.log;
@@ -100,15 +101,7 @@ export class ImageService {
     this.layers = new LayerStore(options.imagesDir);
     this.store = new ImageStore(options.imagesDir);
     this.holdsDir = join(options.imagesDir, 'holds');
-    this.pinned = new Set(
-      (options.pinnedImages ?? []).flatMap((r) => {
-        try {
-          return [formatReference(parseReference(r))];
-        } catch {
-          return [];
-        }
-      }),
-    );
+    this.pinned = new PinnedImages(options.pinnedImages ?? []);
     this.client = new RegistryClient({
       registries: options.registries,
       stallTimeoutMs: options.stallTimeoutSeconds * 1000,
@@ -128,7 +121,7 @@ export class ImageService {
       maxConcurrentDownloads: options.maxConcurrentDownloads,
       syncBlobs: options.syncBlobs ?? true,
       progressFile: (ref) => progressFile(options.stateDir, ref),
-      isPinned: (r) => r.repoTags.some((t) => this.pinned.has(t)) || r.repoDigests.some((d) => this.pinned.has(d)),
+      isPinned: (r) => this.pinned.matches(r),
     });
   }
 
@@ -164,6 +157,21 @@ export class ImageService {
     } catch (err) {
       throw wrap(err, `failed to pull image "${formatReference(ref)}"`);
     }
+  }
+
+  /** True when the image matches `images.pinned` as configured now. */
+  isPinned(record: ImageRecord): boolean {
+    return this.pinned.matches(record);
+  }
+
+  /** Replaces the pinned patterns (a config reload); applies to the next report of every image. */
+  setPinned(patterns: readonly string[]): void {
+    this.pinned = new PinnedImages(patterns);
+  }
+
+  /** Replaces the per-registry settings (mirrors, auth, insecure) for pulls that start later. */
+  setRegistries(registries: Record<string, RegistryConfig>): void {
+    this.client.setRegistries(registries);
   }
 
   list(): ImageRecord[] {

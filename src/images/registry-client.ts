@@ -143,6 +143,11 @@ export class RegistryClient {
     this.retryBaseMs = options.retryBaseMs ?? 250;
   }
 
+  /** Replaces the per-registry settings (a config reload); pulls that start later use them. */
+  setRegistries(registries: Record<string, RegistryConfig>): void {
+    this.options.registries = registries;
+  }
+
   dispatcher(endpoint: Endpoint): Dispatcher {
     return endpoint.agent ?? (endpoint.insecureTls ? this.insecureAgent : this.agent);
   }

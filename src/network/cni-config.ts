@@ -135,6 +135,11 @@ export class CniConfigSource {
     return lookup;
   }
 
+  /** Forgets the cached network, so the next call reads the conf dir again whatever it looks like. */
+  rescan(): void {
+    this.cached = undefined;
+  }
+
   private async fingerprint(): Promise<string> {
     const parts: string[] = [];
     for (const name of await candidates(this.confDir)) {

@@ -122,6 +122,11 @@ export class PodNetworkManager {
     return this.cache.containerIds();
   }
 
+  /** Reads the CNI conf dir again on the next use (a config reload). */
+  rescanConfig(): void {
+    this.config.rescan();
+  }
+
   /** NetworkReady: false with NetworkPluginNotReady while the conf dir has no usable network. Cheap. */
   async readiness(): Promise<PodNetworkReadiness> {
     const lookup = await this.config.current();

@@ -14,7 +14,7 @@ import { withAllDevicesAllowed, withDevices, type ResolvedDevice } from './devic
 import { withContainerMounts, type PodFiles } from './mounts.js';
 import { containerNamespaces, podNamespaceModes, withNamespaces, type PodNamespaceModes } from './namespaces.js';
 import { applyOpts, emptySpec, type SpecOpt } from './opts.js';
-import { containerEnv, processArgs, withArgs, withCwd, withEnv, withNoNewPrivileges, withOomScoreAdj, withTerminal, withUser, withoutRlimits, workingDir } from './process.js';
+import { containerEnv, processArgs, withArgs, withCwd, withEnv, withNoNewPrivileges, withOomScoreAdj, withTerminal, withUser, withoutRlimits, withDefaultRlimits, workingDir } from './process.js';
 import { cgroupsPathFor, toSpecNumber, withCgroupsPath, withResources } from './resources.js';
 import { selectSeccomp, withSeccomp, type SeccompProfileFile } from './seccomp.js';
 import { selectAppArmor, withAppArmor, withMaskedPaths, withReadonlyRoot, withRoot, withWritableSysfsAndCgroupfs } from './security.js';
@@ -100,6 +100,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Spec {
     withCwd(workingDir(config, input.image)),
     withTerminal(config.tty),
     withoutRlimits,
+    withDefaultRlimits(settings.defaultRlimits),
     withNoNewPrivileges(sc?.noNewPrivs ?? false),
     withUser(host.user),
     withContainerMounts(host.mounts, sandbox.files, {

@@ -13,6 +13,7 @@ import { oomScoreClamper, type CgroupDriverName } from './resources.js';
 import { seccompArchFor } from './seccomp.js';
 import { normalizeCapability } from './caps.js';
 import type { SpecSettings } from './settings.js';
+import { parseUlimits } from '../config/ulimits.js';
 
 export interface SpecSettingsConfig {
   defaultCapabilities: readonly string[];
@@ -23,6 +24,8 @@ export interface SpecSettingsConfig {
   runtimeSupportsRro: boolean;
   apparmorDefaultProfile?: string;
   pidsLimit?: number;
+  /** Config `runtime.default_ulimits` (validated at load). */
+  defaultUlimits?: readonly string[];
 }
 
 /**
@@ -49,6 +52,17 @@ export function kernelSupportsRro(kernelRelease: string): boolean {
   return major > 5 || (major === 5 && minor >= 12);
 }
 
+/**
+ * The settings a config reload may change (for containers created after it): the daemon assigns them
+ * over the live SpecSettings object.
+ */
+export function liveSpecSettings(config: Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits'>): Pick<SpecSettings, 'pidsLimit' | 'defaultRlimits'> {
+  return {
+    pidsLimit: config.pidsLimit !== undefined && config.pidsLimit > 0 ? config.pidsLimit : undefined,
+    defaultRlimits: config.defaultUlimits?.length ? parseUlimits(config.defaultUlimits) : undefined,
+  };
+}
+
 /** Reads the host facts and returns the settings for every spec this daemon builds. */
 export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger): Promise<SpecSettings> {
   // Bad names in the configuration fail the start, not every container.
@@ -71,7 +85,7 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
     recursiveReadOnlyMounts: config.runtimeSupportsRro && kernelSupportsRro(release()),
     apparmor: { enabled: apparmor, ...(config.apparmorDefaultProfile ? { defaultProfile: config.apparmorDefaultProfile } : {}) },
     clampOomScoreAdj: oomScoreClamper(ownOom, log),
-    ...(config.pidsLimit ? { pidsLimit: config.pidsLimit } : {}),
+    ...liveSpecSettings(config),
   };
   log.info('spec settings', {
     cgroupV2: cgroups.cgroupV2,

@@ -38,7 +38,7 @@ export { prepareMounts } from './host-mounts.js';
 export { resolveDevices, listHostDevices } from './host-devices.js';
 export { readUserDatabase } from './host-user.js';
 export { loadDefaultSeccompProfile, loadSeccompProfiles } from './host-security.js';
-export { detectSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
+export { detectSpecSettings, liveSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
 
 import type { Spec } from './types.js';
 

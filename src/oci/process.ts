@@ -5,7 +5,7 @@
 import type { ContainerConfig } from '../gen/runtime/v1/api.js';
 import { invalidArgument } from '../common/errors.js';
 import { DEFAULT_PATH_ENV } from './defaults.js';
-import type { ImageConfig } from './types.js';
+import type { ImageConfig, POSIXRlimit } from './types.js';
 import { processOf, type SpecOpt } from './opts.js';
 import type { ResolvedUser } from './user.js';
 
@@ -90,6 +90,11 @@ export const withTerminal = (tty: boolean): SpecOpt => (spec) => {
 /** No rlimits: the container inherits the runtime's (containerd/cri#515: no default RLIMIT_NOFILE 1024). */
 export const withoutRlimits: SpecOpt = (spec) => {
   delete processOf(spec).rlimits;
+};
+
+/** The node's default rlimits (`runtime.default_ulimits`); none configured keeps the runtime's own. */
+export const withDefaultRlimits = (rlimits: readonly POSIXRlimit[] | undefined): SpecOpt => (spec) => {
+  if (rlimits?.length) processOf(spec).rlimits = rlimits.map((r) => ({ ...r }));
 };
 
 /** Sets or clears no_new_privs. */

@@ -5,6 +5,7 @@
  */
 import type { ResourceHost, CgroupDriverName } from './resources.js';
 import type { SeccompProfileFile } from './seccomp.js';
+import type { POSIXRlimit } from './types.js';
 
 export interface SpecSettings {
   /** Capabilities every container starts with (config `runtime.default_capabilities`). */
@@ -24,6 +25,8 @@ export interface SpecSettings {
   apparmor: { enabled: boolean; defaultProfile?: string };
   /** Raises an OOM score the daemon could not set (see `oomScoreClamper`); identity when absent. */
   clampOomScoreAdj?: (requested: number) => number;
-  /** A pids limit for every app container; 0 or absent = none. */
+  /** A pids limit for every app container; 0, negative or absent = none. */
   pidsLimit?: number;
+  /** Rlimits for every app container (`runtime.default_ulimits`); absent = the runtime's own. */
+  defaultRlimits?: readonly POSIXRlimit[];
 }

@@ -3,7 +3,7 @@
  * integration tests and benchmarks. `stop()` sends SIGTERM and reports the exit code.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { access, chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { criClients, type CriClients } from './cri-client.js';
@@ -17,6 +17,8 @@ export interface StoveProcess {
   root: string;
   state: string;
   configPath: string;
+  /** The daemon's drop-in dir (`--config-dir`), empty unless the test writes files there. */
+  configDir: string;
   child: ChildProcess;
   /** Everything the daemon wrote to stdout and stderr so far. */
   output(): string;
@@ -68,9 +70,12 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   const state = join(dir, 'state');
   const configPath = join(dir, 'stove.toml');
   await writeFile(configPath, options.configToml ?? '');
+  // Its own drop-in dir, so a host's /etc/stove/stove.d never reaches a test daemon.
+  const configDir = join(dir, 'stove.d');
+  await mkdir(configDir, { recursive: true });
   const child = spawn(
     STOVE_BIN,
-    ['serve', '--config', configPath, '--socket', socket, '--root', root, '--state', state, '--log-level', 'debug', ...(options.extraArgs ?? [])],
+    ['serve', '--config', configPath, '--config-dir', configDir, '--socket', socket, '--root', root, '--state', state, '--log-level', 'debug', ...(options.extraArgs ?? [])],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
@@ -86,6 +91,7 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
     root,
     state,
     configPath,
+    configDir,
     child,
     clients,
     output: () => out,
