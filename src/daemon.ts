@@ -280,6 +280,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
       images.setPinned(next.images.pinned);
       // The spec builders read the live settings object at each create.
       Object.assign(specSettings, liveSpecSettings({ pidsLimit: next.runtime.pidsLimit, defaultUlimits: next.runtime.defaultUlimits }));
+      containers.setLogSizeMax(next.runtime.logSizeMax);
       podNetwork.rescanConfig();
       current = next;
       return { applied, needsRestart };

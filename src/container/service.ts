@@ -96,6 +96,11 @@ export class ContainerService {
     this.events = new EventHub({ maxBacklog: o.eventBacklog, log: o.log });
   }
 
+  /** A config reload's `runtime.log_size_max`: for containers created from now on. */
+  setLogSizeMax(bytes: number): void {
+    this.o.logSizeMax = bytes;
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Lookups
 
