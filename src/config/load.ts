@@ -133,6 +133,12 @@ function validate(config: Config, source: string): void {
     const value = config.images[key];
     if (value && !value.startsWith('/')) throw new ConfigError(`${source}: "images.${snake(key)}" must be an absolute path, got "${value}"`);
   }
+  for (const key of ['maxSessions', 'maxSessionsPerContainer', 'maxStreamsPerSession'] as const) {
+    if (config.streaming[key] < 1) throw new ConfigError(`${source}: "streaming.${snake(key)}" must be at least 1`);
+  }
+  for (const key of ['maxLayerSize', 'maxImageSize'] as const) {
+    if (config.images[key] < 1) throw new ConfigError(`${source}: "images.${snake(key)}" must be at least 1`);
+  }
 }
 
 function parseToTable(text: string, source: string): Table {

@@ -61,6 +61,12 @@ export interface StreamingConfig {
   tokenTtlSeconds: number;
   /** Seconds without traffic after which an exec/attach/port-forward connection is closed. */
   idleTimeoutSeconds: number;
+  /** Open exec/attach/port-forward connections at most, over all containers and pods. */
+  maxSessions: number;
+  /** Open connections at most per container (exec, attach) or pod (port-forward). */
+  maxSessionsPerContainer: number;
+  /** Open streams at most on one connection (a port-forward connection uses two per TCP connection). */
+  maxStreamsPerSession: number;
 }
 
 export interface ImagesConfig {
@@ -78,6 +84,12 @@ export interface ImagesConfig {
   signaturePolicy: string;
   /** Per-namespace policies, `<dir>/<pod namespace>.json`, used instead when present. */
   signaturePolicyDir: string;
+  /** Bytes one layer may hold uncompressed (its tar stream); more fails the pull. */
+  maxLayerSize: number;
+  /** Bytes all layers of one image may hold uncompressed. */
+  maxImageSize: number;
+  /** Bytes that must stay free on the root's filesystem while layers are unpacked. */
+  minFreeSpace: number;
 }
 
 /** Per-registry settings, keyed by host (`docker.io`, `localhost:5000`). */
@@ -156,6 +168,9 @@ export function defaultConfig(): Config {
       port: 0,
       tokenTtlSeconds: 60,
       idleTimeoutSeconds: 4 * 60 * 60,
+      maxSessions: 1024,
+      maxSessionsPerContainer: 64,
+      maxStreamsPerSession: 256,
     },
     images: {
       pinned: [],
@@ -164,6 +179,9 @@ export function defaultConfig(): Config {
       certsDirs: ['/etc/stove/certs.d', '/etc/containers/certs.d', '/etc/docker/certs.d'],
       signaturePolicy: '',
       signaturePolicyDir: '',
+      maxLayerSize: 32 * 1024 ** 3,
+      maxImageSize: 64 * 1024 ** 3,
+      minFreeSpace: 1024 ** 3,
     },
     registries: {},
   };

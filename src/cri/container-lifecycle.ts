@@ -10,6 +10,7 @@ import {
   type StopContainerRequest,
 } from '../gen/runtime/v1/api.js';
 import { required, requiredString } from './validate.js';
+import { validateLinuxResources } from './validate-resources.js';
 import { invalidArgument } from '../common/errors.js';
 import type { ContainerService } from '../container/service.js';
 
@@ -20,6 +21,7 @@ export async function createContainer(containers: ContainerService, req: CreateC
   requiredString(meta.name, 'config.metadata.name');
   if (meta.attempt < 0) throw invalidArgument(`config.metadata.attempt ${meta.attempt} must not be negative`);
   requiredString(config.image?.image, 'config.image.image');
+  validateLinuxResources(config.linux?.resources, 'config.linux.resources');
   const record = await containers.create(podSandboxId, config, req.sandboxConfig);
   return CreateContainerResponse.fromPartial({ containerId: record.id });
 }

@@ -6,10 +6,13 @@ import {
   type UpdateContainerResourcesRequest,
 } from '../gen/runtime/v1/api.js';
 import { requiredString } from './validate.js';
+import { validateLinuxResources } from './validate-resources.js';
 import type { ContainerService } from '../container/service.js';
 
 export async function updateContainerResources(containers: ContainerService, req: UpdateContainerResourcesRequest): Promise<UpdateContainerResourcesResponse> {
-  await containers.updateResources(requiredString(req.containerId, 'container_id'), req.linux);
+  const id = requiredString(req.containerId, 'container_id');
+  validateLinuxResources(req.linux, 'linux');
+  await containers.updateResources(id, req.linux);
   return UpdateContainerResourcesResponse.fromPartial({});
 }
 

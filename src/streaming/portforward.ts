@@ -17,6 +17,8 @@ export interface PortForwardOptions {
   podSandboxId: string;
   idleTimeoutMs: number;
   streamCreationTimeoutMs: number;
+  /** Open streams at most on the connection (two per forwarded TCP connection). */
+  maxStreams: number;
   head?: Buffer;
   backend: StreamingBackend;
   log: Logger;
@@ -117,6 +119,9 @@ export function servePortForward(transport: Duplex, options: PortForwardOptions)
     idleTimeoutMs: options.idleTimeoutMs,
     head: options.head,
     onProblem: (problem) => log.warn('port-forward connection closed', { problem }),
+    maxStreams: options.maxStreams,
+    onStreamCapped: (limit) =>
+      log.warn('port-forward stream refused', { podSandboxId: options.podSandboxId, problem: `${limit} streams open (streaming.max_streams_per_session)` }),
   });
   session.onClose(() => {
     for (const pair of pairs.values()) clearTimeout(pair.timer);

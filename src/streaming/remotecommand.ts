@@ -91,30 +91,42 @@ export function parseTerminalSize(text: string): TerminalSize | undefined {
   return { width, height };
 }
 
-/** Feeds newline-delimited sizes from `stream` into `queue` (an unparseable value stops it, as in Go). */
+/** Longest resize value accepted (`{"Width":65535,"Height":65535}` is 30 bytes). */
+export const MAX_RESIZE_LINE = 4096;
+
+/**
+ * Feeds newline-delimited sizes from `stream` into `queue`. An unparseable value, or more than
+ * MAX_RESIZE_LINE bytes without a newline, stops it (as in Go); the rest is read and dropped, so work
+ * and memory stay linear in the input and bounded per session.
+ */
 export function readResizeStream(stream: Readable, queue: ResizeQueue): void {
   let pending = '';
   let broken = false;
   stream.setEncoding('utf8');
   stream.on('data', (text: string) => {
     if (broken) return;
-    pending += text;
+    let start = 0;
     let nl: number;
-    while ((nl = pending.indexOf('\n')) >= 0) {
-      const line = pending.slice(0, nl).trim();
-      pending = pending.slice(nl + 1);
+    while ((nl = text.indexOf('\n', start)) >= 0) {
+      const line = (pending + text.slice(start, nl)).trim();
+      pending = '';
+      start = nl + 1;
+      if (line.length > MAX_RESIZE_LINE) return void (broken = true);
       if (!line) continue;
       const size = parseTerminalSize(line);
-      if (!size) {
-        broken = true;
-        return;
-      }
+      if (!size) return void (broken = true);
       queue.push(size);
     }
+    if (pending.length + text.length - start > MAX_RESIZE_LINE) {
+      pending = '';
+      return void (broken = true);
+    }
+    pending += text.slice(start);
     // A message without a newline (a WebSocket frame holds exactly one value) is complete as well.
     const rest = pending.trim();
-    if (rest && parseTerminalSize(rest)) {
-      queue.push(parseTerminalSize(rest)!);
+    const size = rest ? parseTerminalSize(rest) : undefined;
+    if (size) {
+      queue.push(size);
       pending = '';
     }
   });

@@ -26,7 +26,7 @@ import {
   type ExecRequest,
   type PortForwardRequest,
 } from '../gen/runtime/v1/api.js';
-import { invalidArgument, notFound, messageOf } from '../common/errors.js';
+import { StoveError, invalidArgument, notFound, messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import type { StreamingConfig } from '../config/schema.js';
 import type { StreamingBackend, StreamingLookup } from './backend.js';
@@ -48,12 +48,15 @@ import {
 import { servePortForward } from './portforward.js';
 import type { CommandRequest } from './remotecommand.js';
 import { serveSpdyCommand } from './spdy-command.js';
+import { DEFAULT_MAX_STREAMS } from './spdy.js';
 import { TokenCache } from './tokens.js';
 import { serveWsCommand, serveWsPortForward } from './ws-command.js';
 
 export const DEFAULT_IDLE_TIMEOUT_MS = 4 * 60 * 60 * 1000;
 export const DEFAULT_STREAM_CREATION_TIMEOUT_MS = 30_000;
 export const DEFAULT_MAX_IN_FLIGHT = 1000;
+export const DEFAULT_MAX_SESSIONS = 1024;
+export const DEFAULT_MAX_SESSIONS_PER_TARGET = 64;
 
 export interface StreamingServerOptions {
   /** Address to bind (and to put in URLs). */
@@ -68,6 +71,12 @@ export interface StreamingServerOptions {
   idleTimeoutMs?: number;
   /** How long a client may take to open its streams. Default 30 s. */
   streamCreationTimeoutMs?: number;
+  /** Open connections at most (`streaming.max_sessions`). */
+  maxSessions?: number;
+  /** Open connections at most per container or pod (`streaming.max_sessions_per_container`). */
+  maxSessionsPerTarget?: number;
+  /** Open streams at most per connection (`streaming.max_streams_per_session`). */
+  maxStreamsPerSession?: number;
   backend: StreamingBackend;
   lookup: StreamingLookup;
   log: Logger;
@@ -76,12 +85,18 @@ export interface StreamingServerOptions {
 /** The server's settings from the `[streaming]` config section. */
 export function streamingOptionsFromConfig(
   config: StreamingConfig,
-): Pick<StreamingServerOptions, 'address' | 'port' | 'tokenTtlMs' | 'idleTimeoutMs'> {
+): Pick<
+  StreamingServerOptions,
+  'address' | 'port' | 'tokenTtlMs' | 'idleTimeoutMs' | 'maxSessions' | 'maxSessionsPerTarget' | 'maxStreamsPerSession'
+> {
   return {
     address: config.address,
     port: config.port,
     tokenTtlMs: config.tokenTtlSeconds * 1000,
     idleTimeoutMs: config.idleTimeoutSeconds * 1000,
+    maxSessions: config.maxSessions,
+    maxSessionsPerTarget: config.maxSessionsPerContainer,
+    maxStreamsPerSession: config.maxStreamsPerSession,
   };
 }
 
@@ -97,6 +112,12 @@ interface Live {
   destroy(): void;
 }
 
+/** The container or pod a stored request is for (sessions are counted per target). */
+function targetOf(stored: Stored): { key: string; label: string } {
+  if (stored.kind === 'portforward') return { key: `pod:${stored.request.podSandboxId}`, label: `pod "${stored.request.podSandboxId}"` };
+  return { key: `container:${stored.request.containerId}`, label: `container "${stored.request.containerId}"` };
+}
+
 export class StreamingServer {
   private readonly http: Server;
   private readonly wss: WebSocketServer;
@@ -106,6 +127,12 @@ export class StreamingServer {
   private readonly negotiated = new WeakMap<IncomingMessage, string>();
   private readonly idleTimeoutMs: number;
   private readonly streamCreationTimeoutMs: number;
+  private readonly maxSessions: number;
+  private readonly maxSessionsPerTarget: number;
+  private readonly maxStreamsPerSession: number;
+  /** Upgraded connections still open, in total and per target key. */
+  private openSessions = 0;
+  private readonly sessionsPerTarget = new Map<string, number>();
   private readonly log: Logger;
   private base = '';
 
@@ -113,6 +140,9 @@ export class StreamingServer {
     this.log = options.log;
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     this.streamCreationTimeoutMs = options.streamCreationTimeoutMs ?? DEFAULT_STREAM_CREATION_TIMEOUT_MS;
+    this.maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+    this.maxSessionsPerTarget = options.maxSessionsPerTarget ?? DEFAULT_MAX_SESSIONS_PER_TARGET;
+    this.maxStreamsPerSession = options.maxStreamsPerSession ?? DEFAULT_MAX_STREAMS;
     this.tokens = new TokenCache({ ttlMs: options.tokenTtlMs, maxInFlight: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT });
     this.http = createServer((req, res) => this.onRequest(req, res));
     this.http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
@@ -162,15 +192,22 @@ export class StreamingServer {
     return this.tokens.size;
   }
 
+  /** Open upgraded connections (for tests and diagnostics). */
+  get sessions(): number {
+    return this.openSessions;
+  }
+
   /** CRI Exec: validates, checks the container, returns a URL. */
   async exec(request: ExecRequest): Promise<ExecResponse> {
     const containerId = await this.checkCommand(request, request.cmd.length === 0 ? 'cmd is required' : undefined);
+    this.checkCapacity({ kind: 'exec', request: { ...request, containerId } });
     return ExecResponse.fromPartial({ url: this.issue('exec', { kind: 'exec', request: { ...request, containerId } }) });
   }
 
   /** CRI Attach: validates, checks the container, returns a URL. */
   async attach(request: AttachRequest): Promise<AttachResponse> {
     const containerId = await this.checkCommand(request);
+    this.checkCapacity({ kind: 'attach', request: { ...request, containerId } });
     return AttachResponse.fromPartial({ url: this.issue('attach', { kind: 'attach', request: { ...request, containerId } }) });
   }
 
@@ -180,8 +217,14 @@ export class StreamingServer {
     for (const port of request.port) {
       if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalidArgument(`port ${port} is not a valid port number`);
     }
+    // Over WebSocket channels every port is two channels opened at once.
+    if (request.port.length * 2 > this.maxStreamsPerSession)
+      throw invalidArgument(
+        `${request.port.length} ports is more than one connection may carry (${this.maxStreamsPerSession} streams, streaming.max_streams_per_session)`,
+      );
     const podSandboxId = await this.options.lookup.sandbox(request.podSandboxId);
     if (!podSandboxId) throw notFound(`pod sandbox "${request.podSandboxId}" not found`);
+    this.checkCapacity({ kind: 'portforward', request: { ...request, podSandboxId } });
     return PortForwardResponse.fromPartial({
       url: this.issue('portforward', { kind: 'portforward', request: { ...request, podSandboxId } }),
     });
@@ -205,6 +248,35 @@ export class StreamingServer {
     const containerId = await this.options.lookup.container(request.containerId);
     if (!containerId) throw notFound(`container "${request.containerId}" not found`);
     return containerId;
+  }
+
+  /** Why one more connection for `stored` would pass a cap, or undefined when it fits. */
+  private capacityProblem(stored: Stored): string | undefined {
+    if (this.openSessions >= this.maxSessions)
+      return `too many streaming connections: ${this.openSessions} open, the limit is ${this.maxSessions} (streaming.max_sessions)`;
+    const target = targetOf(stored);
+    const open = this.sessionsPerTarget.get(target.key) ?? 0;
+    if (open >= this.maxSessionsPerTarget)
+      return `too many streaming connections to ${target.label}: ${open} open, the limit is ${this.maxSessionsPerTarget} (streaming.max_sessions_per_container)`;
+    return undefined;
+  }
+
+  private checkCapacity(stored: Stored): void {
+    const problem = this.capacityProblem(stored);
+    if (problem) throw new StoveError('ResourceExhausted', problem);
+  }
+
+  /** Counts an upgraded connection against the caps until its socket closes. */
+  private admit(stored: Stored, socket: Duplex): void {
+    const { key } = targetOf(stored);
+    this.openSessions++;
+    this.sessionsPerTarget.set(key, (this.sessionsPerTarget.get(key) ?? 0) + 1);
+    socket.once('close', () => {
+      this.openSessions--;
+      const n = (this.sessionsPerTarget.get(key) ?? 1) - 1;
+      if (n <= 0) this.sessionsPerTarget.delete(key);
+      else this.sessionsPerTarget.set(key, n);
+    });
   }
 
   private issue(kind: Kind, stored: Stored): string {
@@ -238,6 +310,12 @@ export class StreamingServer {
     socket.on('error', () => socket.destroy());
     const r = this.route(req);
     if ('code' in r) return rejectUpgrade(socket, r.code, r.message);
+    const problem = this.capacityProblem(r.stored);
+    if (problem) {
+      this.log.warn('streaming connection refused', { problem });
+      return rejectUpgrade(socket, 429, problem);
+    }
+    this.admit(r.stored, socket);
     try {
       if (wantsWebSocket(req)) this.handleWebSocket(req, socket, head, r.stored);
       else if (wantsSpdy(req)) this.handleSpdy(req, socket, head, r.stored);
@@ -274,6 +352,7 @@ export class StreamingServer {
             podSandboxId: stored.request.podSandboxId,
             idleTimeoutMs: this.idleTimeoutMs,
             streamCreationTimeoutMs: this.streamCreationTimeoutMs,
+            maxStreams: this.maxStreamsPerSession,
             head,
             backend: this.options.backend,
             log,
@@ -321,6 +400,7 @@ export class StreamingServer {
           podSandboxId: stored.request.podSandboxId,
           idleTimeoutMs: this.idleTimeoutMs,
           streamCreationTimeoutMs: this.streamCreationTimeoutMs,
+          maxStreams: this.maxStreamsPerSession,
           backend: this.options.backend,
           log,
         });

@@ -58,6 +58,8 @@ export function serveSpdyCommand(transport: Duplex, command: CommandRequest, opt
     idleTimeoutMs: options.idleTimeoutMs,
     head: options.head,
     onProblem: (problem) => options.log.warn('streaming connection closed', { problem }),
+    // error, stdin, stdout, stderr, resize: one of each at most (duplicates are refused above).
+    maxStreams: 5,
   });
 
   let timer: NodeJS.Timeout | undefined;

@@ -47,9 +47,17 @@ export const RstStatus = {
 /** Largest DATA payload we send in one frame. */
 const MAX_DATA_CHUNK = 32 * 1024;
 /** Largest inflated header block we accept; real ones are a few dozen bytes. */
-const MAX_HEADER_BLOCK = 256 * 1024;
+const MAX_HEADER_BLOCK = 16 * 1024;
+/** Name/value entries in one block (client-go sends at most four). */
+export const MAX_HEADER_ENTRIES = 64;
+/** Values in one block, NUL-separated ones counted one by one. */
+export const MAX_HEADER_VALUES = 256;
 /** A frame's 24-bit length allows 16 MiB; refuse anything larger than this to bound memory. */
 const MAX_FRAME_PAYLOAD = 1 << 24;
+/** Control frames carry a header block or a few words: bound them well below DATA's limit. */
+const MAX_CONTROL_PAYLOAD = 64 * 1024;
+/** Open streams per connection when the owner sets no cap. */
+export const DEFAULT_MAX_STREAMS = 256;
 
 /** Header names are lowercase; a repeated header keeps every value. */
 export type SpdyHeaders = Map<string, string[]>;
@@ -67,10 +75,14 @@ export function encodeHeaderBlock(headers: Record<string, string | string[]>): B
   return Buffer.concat(parts);
 }
 
-/** Decodes an uncompressed name/value block; throws on truncation. */
+/**
+ * Decodes an uncompressed name/value block; throws on truncation and past the caps. Linear in the
+ * block: a repeated name appends to its value list instead of copying it.
+ */
 export function decodeHeaderBlock(block: Buffer): SpdyHeaders {
   const headers: SpdyHeaders = new Map();
   let off = 0;
+  let values = 0;
   const take = (n: number): Buffer => {
     if (off + n > block.length) throw new Error('truncated header block');
     const b = block.subarray(off, off + n);
@@ -78,10 +90,15 @@ export function decodeHeaderBlock(block: Buffer): SpdyHeaders {
     return b;
   };
   const count = take(4).readUInt32BE(0);
+  if (count > MAX_HEADER_ENTRIES) throw new Error(`header block has ${count} entries, more than ${MAX_HEADER_ENTRIES}`);
   for (let i = 0; i < count; i++) {
     const name = take(take(4).readUInt32BE(0)).toString('utf8').toLowerCase();
-    const values = take(take(4).readUInt32BE(0)).toString('utf8').split('\0');
-    headers.set(name, [...(headers.get(name) ?? []), ...values]);
+    const parts = take(take(4).readUInt32BE(0)).toString('utf8').split('\0');
+    values += parts.length;
+    if (values > MAX_HEADER_VALUES) throw new Error(`header block has more than ${MAX_HEADER_VALUES} values`);
+    const list = headers.get(name);
+    if (list) list.push(...parts);
+    else headers.set(name, parts);
   }
   return headers;
 }
@@ -214,6 +231,10 @@ export interface SpdySessionOptions {
   head?: Buffer;
   /** Told why the session ended abnormally (protocol error, idle timeout). */
   onProblem?(message: string): void;
+  /** Open streams at most; a SYN_STREAM beyond it is refused (REFUSED_STREAM). Default 256. */
+  maxStreams?: number;
+  /** Told when a stream was refused for the cap (to log which setting it was). */
+  onStreamCapped?(limit: number): void;
 }
 
 /** A SPDY/3.1 connection, server side. */
@@ -337,6 +358,7 @@ export class SpdySession {
     const head = this.input.peek(8);
     const length = head.readUInt32BE(4) & 0xffffff;
     if (length > MAX_FRAME_PAYLOAD) throw new Error('frame too large');
+    if ((head[0]! & 0x80) !== 0 && length > MAX_CONTROL_PAYLOAD) throw new Error(`control frame of ${length} bytes is too large`);
     if (this.input.length < 8 + length) return undefined;
     const bytes = this.input.take(8 + length);
     const control = (bytes[0]! & 0x80) !== 0;
@@ -423,6 +445,12 @@ export class SpdySession {
     this.lastStreamId = id;
     if (this.goAwaySent || this.goAwayReceived) {
       this.rst(id, RstStatus.REFUSED_STREAM);
+      return;
+    }
+    const limit = this.options.maxStreams ?? DEFAULT_MAX_STREAMS;
+    if (this.streams.size >= limit) {
+      this.rst(id, RstStatus.REFUSED_STREAM);
+      this.options.onStreamCapped?.(limit);
       return;
     }
     const stream = new SpdyStream(this, id, headers);

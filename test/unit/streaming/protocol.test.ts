@@ -5,7 +5,7 @@ import { SPDY3_DICTIONARY } from '../../../src/streaming/spdy-dictionary.js';
 import { decodeHeaderBlock, encodeHeaderBlock, HeaderCodec } from '../../../src/streaming/spdy.js';
 import { encodePortForwardError, encodeStatus, exitCodeStatus, internalErrorStatus, successStatus } from '../../../src/streaming/status.js';
 import { commandProtocolVersion, headerValues, negotiate, SPDY_COMMAND_PROTOCOLS } from '../../../src/streaming/negotiate.js';
-import { parseTerminalSize, readResizeStream, ResizeQueue } from '../../../src/streaming/remotecommand.js';
+import { MAX_RESIZE_LINE, parseTerminalSize, readResizeStream, ResizeQueue } from '../../../src/streaming/remotecommand.js';
 import { parsePort } from '../../../src/streaming/portforward.js';
 
 describe('streaming protocol pieces', () => {
@@ -32,7 +32,7 @@ describe('streaming protocol pieces', () => {
       { streamtype: 'stdout' },
       { streamtype: 'stdout' },
       { port: '8080', requestid: '0', streamtype: 'data' },
-      { big: 'y'.repeat(100_000) },
+      { big: 'y'.repeat(12_000) },
     ];
     const blocks = headerSets.map((h) => encodeHeaderBlock(h));
     const compressed = await Promise.all(blocks.map((b) => deflate.process(b)));
@@ -106,6 +106,34 @@ describe('streaming protocol pieces', () => {
     assert.deepEqual(await pending, { value: { width: 12, height: 22 }, done: false });
     q.end();
     assert.deepEqual(await it.next(), { value: undefined, done: true });
+  });
+
+  it('stops reading sizes after a line longer than the cap, in time linear in the input', async () => {
+    const q = new ResizeQueue();
+    const s = new PassThrough();
+    readResizeStream(s, q);
+    const chunk = 'x'.repeat(64 * 1024);
+    const started = performance.now();
+    for (let i = 0; i < 256; i++) s.write(chunk); // 16 MiB, no newline
+    s.write('\n{"Width":5,"Height":6}\n');
+    await new Promise((r) => setImmediate(r));
+    assert.ok(performance.now() - started < 1000, `took ${performance.now() - started} ms`);
+    // The stream is broken from the overlong line on, as Go's decoder would be.
+    const it = q[Symbol.asyncIterator]();
+    q.end();
+    assert.deepEqual(await it.next(), { value: undefined, done: true });
+    assert.ok(MAX_RESIZE_LINE <= 8192);
+  });
+
+  it('refuses header blocks past the entry and value caps without quadratic work', () => {
+    const many = Buffer.alloc(4);
+    many.writeUInt32BE(26_000);
+    assert.throws(() => decodeHeaderBlock(many), /26000 entries, more than 64/);
+    const values = encodeHeaderBlock(Object.fromEntries(Array.from({ length: 60 }, (_v, i) => [`h${i}`, ['a', 'b', 'c', 'd', 'e']])));
+    assert.throws(() => decodeHeaderBlock(values), /more than 256 values/);
+    const repeated = Buffer.concat([encodeHeaderBlock({ a: '1' }).subarray(0, 4), ...Array<Buffer>(3).fill(encodeHeaderBlock({ a: '1' }).subarray(4))]);
+    repeated.writeUInt32BE(3);
+    assert.deepEqual(decodeHeaderBlock(repeated).get('a'), ['1', '1', '1']);
   });
 
   it('accepts port header values 1-65535 only', () => {
