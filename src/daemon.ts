@@ -53,6 +53,9 @@ import {
 } from './cri/stats.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
+import { CdiRegistry } from './cdi/index.js';
+import { OciHookRegistry } from './oci-hooks/index.js';
+import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -162,6 +165,10 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
     log: log.child({ module: 'sandbox' }),
   });
   const cgroups = await detectCgroups();
+  const cdi = new CdiRegistry({ specDirs: config.cdi.specDirs, log: log.child({ module: 'cdi' }) });
+  const ociHooks = new OciHookRegistry({ hooksDirs: config.runtime.hooksDirs, log: log.child({ module: 'oci-hooks' }) });
+  // Read once now so that bad files are logged at start, not at the first container that wants them.
+  await Promise.all([cdi.current(), ociHooks.current()]);
   const containers = new ContainerService({
     store: new ContainerStore(config.root),
     sandboxes,
@@ -169,6 +176,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
     monitor,
     runtimes,
     specSettings,
+    specEditors: [cdiEditor(cdi, log.child({ module: 'cdi' })), ociHooksEditor(ociHooks)],
     cgroups,
     containerDir: paths.containerDir,
     containerStateDir: paths.containerStateDir,

@@ -7,6 +7,9 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import type { Config } from '../config/schema.js';
 import { findCniNetwork } from '../network/cni-config.js';
+import { CdiRegistry } from '../cdi/index.js';
+import { OciHookRegistry } from '../oci-hooks/index.js';
+import { silentLogger } from '../common/logger.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -16,6 +19,8 @@ export interface CheckResult {
   detail: string;
   /** What to do about a warn or fail. */
   fix?: string;
+  /** Further lines (a listing), printed indented below. */
+  lines?: string[];
 }
 
 async function executable(path: string): Promise<boolean> {
@@ -115,6 +120,41 @@ async function checkFreeSpace(config: Config): Promise<CheckResult> {
   }
 }
 
+/** The CDI devices in the spec dirs, and the spec files that cannot be used, with why. */
+export async function checkCdi(config: Config): Promise<CheckResult> {
+  const view = await new CdiRegistry({ specDirs: config.cdi.specDirs, log: silentLogger }).current();
+  const dirs = config.cdi.specDirs.join(':');
+  const lines = [
+    ...[...view.devices.values()].map((d) => `device   ${d.qualifiedName}  (${d.spec.path}, cdiVersion ${d.spec.version})`),
+    ...view.rejected.map((r) => `rejected ${r.path}: ${r.reason}`),
+    ...view.conflicts.map((c) => `conflict ${c.device}: defined in ${c.files.join(' and ')}; not usable`),
+  ];
+  const problems = view.rejected.length + view.conflicts.length;
+  return {
+    name: 'cdi',
+    status: problems ? 'warn' : 'ok',
+    detail: `${view.devices.size} device(s) from ${view.specs.length} spec file(s) in ${dirs}${problems ? `, ${problems} problem(s)` : ''}`,
+    ...(problems ? { fix: 'fix or remove the rejected spec files (containers asking for their devices fail to create)' } : {}),
+    lines,
+  };
+}
+
+/** The OCI hook files in effect, and the ones skipped, with why. */
+export async function checkOciHooks(config: Config): Promise<CheckResult> {
+  const view = await new OciHookRegistry({ hooksDirs: config.runtime.hooksDirs, log: silentLogger }).current();
+  const lines = [
+    ...view.hooks.map((h) => `hook     ${h.path}  (${h.hook.stages.join(', ')}: ${h.hook.hook.path})`),
+    ...view.rejected.map((r) => `rejected ${r.path}: ${r.reason}`),
+  ];
+  return {
+    name: 'oci hooks',
+    status: view.rejected.length ? 'warn' : 'ok',
+    detail: `${view.hooks.length} hook file(s) in ${config.runtime.hooksDirs.join(':')}${view.rejected.length ? `, ${view.rejected.length} rejected` : ''}`,
+    ...(view.rejected.length ? { fix: 'fix or remove the rejected hook files' } : {}),
+    lines,
+  };
+}
+
 /** Runs every check. */
 export async function runChecks(config: Config): Promise<CheckResult[]> {
   return Promise.all([
@@ -127,6 +167,8 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkCgroups(),
     checkIptables(),
     checkFreeSpace(config),
+    checkCdi(config),
+    checkOciHooks(config),
   ]);
 }
 
@@ -134,6 +176,11 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
 export function formatChecks(results: CheckResult[]): string {
   const width = Math.max(...results.map((r) => r.name.length));
   return results
-    .map((r) => `${r.status.padEnd(5)} ${r.name.padEnd(width)}  ${r.detail}${r.fix ? `\n      ${' '.repeat(width)}  -> ${r.fix}` : ''}`)
+    .map(
+      (r) =>
+        `${r.status.padEnd(5)} ${r.name.padEnd(width)}  ${r.detail}` +
+        (r.lines ?? []).map((l) => `\n      ${' '.repeat(width)}  ${l}`).join('') +
+        (r.fix ? `\n      ${' '.repeat(width)}  -> ${r.fix}` : ''),
+    )
     .join('\n');
 }

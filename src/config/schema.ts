@@ -8,6 +8,7 @@
  *   [network]      CNI conf and bin dirs
  *   [streaming]    address and port of the exec/attach/port-forward server
  *   [images]       download concurrency, stall timeout
+ *   [cdi]          CDI spec dirs
  *   [registries."host"]  mirrors, insecure, credentials per registry host
  */
 import type { LogLevel } from '../common/logger.js';
@@ -43,6 +44,13 @@ export interface RuntimeConfig {
   defaultUlimits: string[];
   /** pids.max for containers whose request sets no pids limit; -1 = unlimited. */
   pidsLimit: number;
+  /** `oci-hooks(5)` directories, in increasing priority (a file masks one of the same name before it). */
+  hooksDirs: string[];
+}
+
+export interface CdiConfig {
+  /** CDI spec directories, in increasing priority (a later dir's device replaces an earlier one's). */
+  specDirs: string[];
 }
 
 export interface NetworkConfig {
@@ -114,6 +122,7 @@ export interface Config {
   network: NetworkConfig;
   streaming: StreamingConfig;
   images: ImagesConfig;
+  cdi: CdiConfig;
   registries: Record<string, RegistryConfig>;
 }
 
@@ -157,6 +166,7 @@ export function defaultConfig(): Config {
       logSizeMax: -1,
       defaultUlimits: [],
       pidsLimit: -1,
+      hooksDirs: ['/usr/share/containers/oci/hooks.d', '/etc/containers/oci/hooks.d'],
     },
     network: {
       cniConfDir: '/etc/cni/net.d',
@@ -182,6 +192,9 @@ export function defaultConfig(): Config {
       maxLayerSize: 32 * 1024 ** 3,
       maxImageSize: 64 * 1024 ** 3,
       minFreeSpace: 1024 ** 3,
+    },
+    cdi: {
+      specDirs: ['/etc/cdi', '/var/run/cdi'],
     },
     registries: {},
   };

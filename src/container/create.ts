@@ -3,6 +3,7 @@
  *
  *   check sandbox and request → resolve image → reserve name → bundle dir → overlay rootfs
  *   → host preparation (user from the image's passwd/group, mounts, devices, seccomp) → OCI spec
+ *   → spec editors (CDI devices, OCI hooks)
  *   → log dir → conmon + runc create → record written
  *
  * Each acquisition pushes its undo at once, so a failed create leaves no mount, cgroup, conmon, runc
@@ -20,6 +21,7 @@ import type { Runc } from '../runtime/runc.js';
 import { isReady, podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
 import type { ContainerServiceOptions } from './deps.js';
+import { applySpecEditors } from './spec-editors.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord } from './model.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
@@ -154,6 +156,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
 
   let spec: Spec;
   let host: ContainerHostInputs;
+  let edits: Record<string, unknown>;
   try {
     // In a pod with its own user namespace the runtime sets the container up as the pod's mapped root,
     // which must own the root filesystem to make mount points in it and to write to it. Its owners are
@@ -165,7 +168,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     const idShift = sandbox.userns ? { uids: sandbox.userns.uidMappings, gids: sandbox.userns.gidMappings } : undefined;
     await o.images.mountRootfs(image.id, id, rootfsDir, idShift ? { idShift } : {});
     lap('rootfs');
-    ({ spec, host } = await writeBundle(o, plan, bundleDir, rootfsDir));
+    ({ spec, host, edits } = await writeBundle(o, plan, bundleDir, rootfsDir));
     lap('spec');
     gate.resolve();
   } catch (err) {
@@ -205,6 +208,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     resources: LinuxContainerResources.toJSON(config.linux?.resources ?? LinuxContainerResources.fromPartial({})),
     user: { uid: host.user.uid, gid: host.user.gid, additionalGids: [...host.user.additionalGids] },
     process: (spec.process ?? {}) as unknown as Record<string, unknown>,
+    ...(Object.keys(edits).length ? { specEdits: edits } : {}),
   };
   await o.store.put(record);
   lap('record');
@@ -212,7 +216,12 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
 }
 
 /** Resolves the user, prepares mounts and devices, builds the OCI spec and writes config.json. */
-async function writeBundle(o: ContainerServiceOptions, plan: CreatePlan, bundleDir: string, rootfsDir: string): Promise<{ spec: Spec; host: ContainerHostInputs }> {
+async function writeBundle(
+  o: ContainerServiceOptions,
+  plan: CreatePlan,
+  bundleDir: string,
+  rootfsDir: string,
+): Promise<{ spec: Spec; host: ContainerHostInputs; edits: Record<string, unknown> }> {
   const { config, sandbox, image } = plan;
   let host: ContainerHostInputs;
   try {
@@ -238,8 +247,9 @@ async function writeBundle(o: ContainerServiceOptions, plan: CreatePlan, bundleD
     targetPid: plan.targetPid,
     settings: o.specSettings,
   });
+  const edits = await applySpecEditors(o.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
-  return { spec, host };
+  return { spec, host, edits };
 }
 
 /** A promise with its resolve and reject (the gate conmon waits at). */

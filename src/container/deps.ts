@@ -10,6 +10,7 @@ import type { CgroupLayout } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { SpecSettings } from '../oci/index.js';
+import type { SpecEditor } from './spec-editors.js';
 import type { ContainerStore } from './store.js';
 
 /** Sandbox lookups (the sandbox service). */
@@ -37,6 +38,8 @@ export interface ContainerServiceOptions {
   monitor: Monitor;
   runtimes: RuntimeLookup;
   specSettings: SpecSettings;
+  /** Applied to each built container spec in order (CDI devices, OCI hooks); none when absent. */
+  specEditors?: readonly SpecEditor[];
   cgroups: CgroupLayout;
   /** Per-container persistent dir (records, overlay upper/work, conmon's persist dir). */
   containerDir(id: string): string;

@@ -73,6 +73,8 @@ export interface ContainerRecord {
   user: ContainerUserRecord;
   /** The spec's `process`: the template for ExecSync and streaming exec. */
   process: Record<string, unknown>;
+  /** What the spec editors applied, by key (`cdiDevices`, `ociHooks`); absent when nothing. */
+  specEdits?: Record<string, unknown>;
 }
 
 /** The unique name of a container, as containerd builds it from the CRI metadata. */

@@ -37,6 +37,7 @@ async function verboseInfo(containers: ContainerService, r: ContainerRecord): Pr
     rootfs: r.rootfsDir,
     cgroupsPath: r.cgroupsPath,
     privileged: config.linux?.securityContext?.privileged ?? false,
+    ...r.specEdits,
     runtimeSpec: await containers.specOf(r),
   };
 }

@@ -17,8 +17,31 @@ export interface Spec {
   domainname?: string;
   mounts?: Mount[];
   annotations?: Record<string, string>;
+  hooks?: Hooks;
   linux?: Linux;
 }
+
+/** A program the runtime runs at a lifecycle stage, with the container's state on stdin. */
+export interface Hook {
+  /** Absolute, on the host. */
+  path: string;
+  args?: string[];
+  env?: string[];
+  /** Seconds. */
+  timeout?: number;
+}
+
+/** Hooks by stage (runtime-spec 1.0.2; `prestart` is the deprecated name of an early createRuntime). */
+export interface Hooks {
+  prestart?: Hook[];
+  createRuntime?: Hook[];
+  createContainer?: Hook[];
+  startContainer?: Hook[];
+  poststart?: Hook[];
+  poststop?: Hook[];
+}
+
+export type HookStage = keyof Hooks;
 
 export interface Root {
   /** Absolute, or relative to the bundle directory. */
@@ -84,6 +107,16 @@ export interface Linux {
   maskedPaths?: string[];
   readonlyPaths?: string[];
   mountLabel?: string;
+  intelRdt?: LinuxIntelRdt;
+}
+
+/** Intel RDT (resctrl) class of service, as runtime-spec 1.0.2 has it. */
+export interface LinuxIntelRdt {
+  closID?: string;
+  l3CacheSchema?: string;
+  memBwSchema?: string;
+  enableCMT?: boolean;
+  enableMBM?: boolean;
 }
 
 export interface LinuxIDMapping {
