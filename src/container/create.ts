@@ -24,6 +24,7 @@ import type { ContainerServiceOptions } from './deps.js';
 import { applySpecEditors } from './spec-editors.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord } from './model.js';
+import { effectiveStopSignal } from './stop-signal.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
 
@@ -41,6 +42,8 @@ export interface CreatePlan {
   logPath: string;
   /** Init pid of the target container (namespace_options.pid = TARGET). */
   targetPid?: number;
+  /** Canonical name of the signal StopContainer sends first. */
+  stopSignal: string;
 }
 
 /** The sandbox a container goes into: it must exist and be ready. */
@@ -85,6 +88,15 @@ export function targetPidFor(lookup: (id: string) => ContainerRecord | undefined
     throw failedPrecondition(`target container "${target.id}" (namespace_options.target_id) is not running`);
   }
   return target.pid;
+}
+
+/** The stop signal of the container: the request's, else the image's, else SIGTERM. */
+export function stopSignalFor(config: ContainerConfig, image: ImageInfo, sandboxId: string): string {
+  try {
+    return effectiveStopSignal(config.stopSignal, image.config.StopSignal);
+  } catch (err) {
+    throw wrap(err, `failed to create container "${config.metadata?.name}" in sandbox "${sandboxId}"`);
+  }
 }
 
 /** Container name as in the record, from the request and pod metadata. */
@@ -187,7 +199,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     image: plan.imageName,
     imageId: image.id,
     imageRef: image.repoDigests[0] ?? image.id,
-    stopSignal: image.config.StopSignal ?? '',
+    stopSignal: plan.stopSignal,
     logPath: plan.logPath,
     state: 'created',
     createdAt: nowNs(),

@@ -1,5 +1,6 @@
 /** A container record in the CRI's terms: ContainerStatus (status, events) and Container (listing). */
 import { Container, ContainerState, ContainerStatus } from '../gen/runtime/v1/api.js';
+import { DEFAULT_STOP_SIGNAL, toCriSignal } from './stop-signal.js';
 import { containerConfigOf, resourcesOf, type ContainerRecord, type ContainerStateName } from './model.js';
 
 const STATES: Record<ContainerStateName, ContainerState> = {
@@ -34,6 +35,7 @@ export function toContainerStatus(record: ContainerRecord): ContainerStatus {
     annotations: config.annotations,
     mounts: config.mounts,
     logPath: record.logPath,
+    stopSignal: toCriSignal(record.stopSignal || DEFAULT_STOP_SIGNAL),
     resources: resources ? { linux: resources } : undefined,
     user: {
       linux: {

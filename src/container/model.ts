@@ -41,7 +41,7 @@ export interface ContainerRecord {
   imageId: string;
   /** What ContainerStatus reports as image_ref: the first repo digest, else the image ID. */
   imageRef: string;
-  /** The image's StopSignal ('' = SIGTERM). */
+  /** Canonical name of the first signal StopContainer sends (stop-signal.ts; '' in older records = SIGTERM). */
   stopSignal: string;
   /** Absolute CRI log path ('' = no log). */
   logPath: string;

@@ -34,6 +34,7 @@ import { RuncError, type Runc } from '../runtime/runc.js';
 import { linuxResources, type Spec } from '../oci/index.js';
 import {
   checkRequest,
+  stopSignalFor,
   createSteps,
   imageForCreate,
   podConfigFor,
@@ -49,6 +50,7 @@ import { mergeResources } from './resources.js';
 import { containerConfigOf, type ContainerRecord, type ContainerStateName } from './model.js';
 import type { ContainerStore } from './store.js';
 import { destroyRuntimeContainer } from './teardown.js';
+import { DEFAULT_STOP_SIGNAL, signalNumber } from './stop-signal.js';
 
 /** Exit code and reason of a container whose start failed (containerd's). */
 const START_ERROR_EXIT_CODE = 128;
@@ -166,6 +168,7 @@ export class ContainerService {
       runtime: this.o.runtimes.get(sandbox.runtimeHandler),
       logPath: logPathFor(podConfig, config),
       targetPid: targetPidFor((c) => this.store.find(c), config, sandbox.id),
+      stopSignal: stopSignalFor(config, image, sandbox.id),
     };
     const log = this.log.child({ container: shortId(id), name });
     const steps: Record<string, number> = {};
@@ -236,7 +239,7 @@ export class ContainerService {
   // StopContainer
 
   /**
-   * Sends the image's StopSignal (SIGTERM by default), then SIGKILL once `timeoutSeconds` pass, and
+   * Sends the container's stop signal (stop-signal.ts), then SIGKILL once `timeoutSeconds` pass, and
    * returns when the container has exited. An unknown or not running container is already stopped.
    */
   async stop(idOrPrefix: string, timeoutSeconds: number): Promise<void> {
@@ -251,8 +254,8 @@ export class ContainerService {
     const runtime = this.runtimeOf(r);
     const log = this.log.child({ container: shortId(id) });
     if (timeoutSeconds > 0) {
-      const signal = r.stopSignal || 'SIGTERM';
-      await this.kill(runtime, id, signal, false);
+      const signal = r.stopSignal || DEFAULT_STOP_SIGNAL;
+      await this.kill(runtime, id, String(signalNumber(signal) ?? signal), false);
       if (await this.awaitExit(id, timeoutSeconds * 1000)) {
         log.info('container stopped', { signal });
         return;

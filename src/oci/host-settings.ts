@@ -79,7 +79,7 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
     defaultCapabilities,
     allCapabilities,
     cgroupDriver: config.cgroupDriver,
-    cgroups,
+    cgroups: { ...cgroups, hugepageLimitsSkipped: skippedHugepagesLogger(log) },
     seccompDefaultProfile,
     seccompArch: seccompArchFor(process.arch),
     recursiveReadOnlyMounts: config.runtimeSupportsRro && kernelSupportsRro(release()),
@@ -97,4 +97,14 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
     missingCapabilities: defaultCapabilities.filter((c) => !allCapabilities.includes(c)),
   });
   return settings;
+}
+
+/** Logs, the first time only, that zero hugepage limits are dropped (the kubelet sends them for every container). */
+function skippedHugepagesLogger(log: Logger): (pageSizes: string[]) => void {
+  let logged = false;
+  return (pageSizes) => {
+    if (logged) return;
+    logged = true;
+    log.info('zero hugepage limits are not set: the hugetlb cgroup controller is missing on this host (non-zero limits are refused)', { pageSizes });
+  };
 }

@@ -17,6 +17,8 @@ export interface ResourceHost {
   swapControllerAvailable: boolean;
   /** The hugetlb controller is mounted. */
   hugetlbControllerAvailable: boolean;
+  /** Told each time zero hugepage limits are dropped for want of the hugetlb controller (to log it once). */
+  hugepageLimitsSkipped?: (pageSizes: string[]) => void;
 }
 
 /** A CRI int64 as a spec number; values beyond 2^53 (no real limit is that large) are refused. */
@@ -30,7 +32,7 @@ export function toSpecNumber(value: bigint, field: string): number {
 /**
  * `linux.resources` for CRI resources (also what UpdateContainerResources hands to `runc update`).
  * Memory limit without a swap limit sets swap = limit (no swapping), as containerd does; hugepage
- * limits need the hugetlb controller; `unified` needs cgroup v2.
+ * limits need the hugetlb controller (see hugepageLimits); `unified` needs cgroup v2.
  */
 export function linuxResources(r: LinuxContainerResources | undefined, host: ResourceHost): LinuxResources {
   const out: LinuxResources = {};
@@ -53,18 +55,37 @@ export function linuxResources(r: LinuxContainerResources | undefined, host: Res
   }
   if (Object.keys(memory).length) out.memory = memory;
 
-  if (r.hugepageLimits.length) {
-    if (!host.hugetlbControllerAvailable) {
-      throw invalidArgument('huge pages limits are specified but the hugetlb cgroup controller is missing on this host');
-    }
-    out.hugepageLimits = r.hugepageLimits.map((h) => ({ pageSize: h.pageSize, limit: toSpecNumber(h.limit, 'hugepage_limits.limit') }));
-  }
+  const hugepages = hugepageLimits(r.hugepageLimits, host);
+  if (hugepages.length) out.hugepageLimits = hugepages;
   const unified = Object.entries(r.unified ?? {});
   if (unified.length) {
     if (!host.cgroupV2) throw invalidArgument('resources.unified needs cgroup v2; this host uses cgroup v1');
     out.unified = Object.fromEntries(unified);
   }
   return out;
+}
+
+/**
+ * The kubelet sends a limit for every page size in /sys/kernel/mm/hugepages, 0 for a pod that asked for
+ * none, whether or not the host has the hugetlb controller. Without it, a zero limit is already what
+ * the container gets (it cannot use huge pages it was not given) and is dropped, as containerd does with
+ * a missing controller; only a non-zero limit, which would be silently unenforced, is refused.
+ */
+function hugepageLimits(limits: LinuxContainerResources['hugepageLimits'], host: ResourceHost): { pageSize: string; limit: number }[] {
+  for (const h of limits) {
+    if (!/^[1-9][0-9]*[KMGT]B$/.test(h.pageSize)) throw invalidArgument(`hugepage_limits.page_size "${h.pageSize}" is not a page size like 2MB or 1GB`);
+    if (h.limit < 0n) throw invalidArgument(`hugepage_limits.limit ${h.limit} for ${h.pageSize} is negative`);
+  }
+  if (host.hugetlbControllerAvailable) {
+    return limits.map((h) => ({ pageSize: h.pageSize, limit: toSpecNumber(h.limit, 'hugepage_limits.limit') }));
+  }
+  const nonZero = limits.filter((h) => h.limit !== 0n);
+  if (nonZero.length) {
+    const asked = nonZero.map((h) => `${h.pageSize}=${h.limit}`).join(', ');
+    throw invalidArgument(`huge pages limits ${asked} cannot be enforced: the hugetlb cgroup controller is missing on this host`);
+  }
+  if (limits.length) host.hugepageLimitsSkipped?.(limits.map((h) => h.pageSize));
+  return [];
 }
 
 /** Merges CRI resources (and an optional pids limit) into spec.linux.resources, keeping device rules. */

@@ -371,8 +371,29 @@ describe('buildContainerSpec', () => {
       assert.deepEqual(build({ config: huge, settings: withHugetlb }).linux!.resources!.hugepageLimits, [{ pageSize: '2MB', limit: 4194304 }]);
       const unified = containerConfig({ linux: { resources: { unified: { 'memory.high': '1000000' } } } });
       throwsKind(() => build({ config: unified }), 'InvalidArgument', /cgroup v2/);
+      const bad = (pageSize: string, limit: bigint) => containerConfig({ linux: { resources: { hugepageLimits: [{ pageSize, limit }] } } });
+      throwsKind(() => build({ config: bad('2M', 0n), settings: withHugetlb }), 'InvalidArgument', /page size/);
+      throwsKind(() => build({ config: bad('2MB', -1n), settings: withHugetlb }), 'InvalidArgument', /negative/);
       const v2 = testSettings({ cgroups: { cgroupV2: true, swapControllerAvailable: true, hugetlbControllerAvailable: true } });
       assert.deepEqual(build({ config: unified, settings: v2 }).linux!.resources!.unified, { 'memory.high': '1000000' });
+    });
+
+    it('zero hugepage limits (as the kubelet sends for every page size) need no hugetlb controller and are dropped, once noted', () => {
+      const skipped: string[][] = [];
+      const settings = testSettings({
+        cgroups: { cgroupV2: false, swapControllerAvailable: true, hugetlbControllerAvailable: false, hugepageLimitsSkipped: (s) => skipped.push(s) },
+      });
+      const zeros = containerConfig({ linux: { resources: { hugepageLimits: [{ pageSize: '2MB', limit: 0n }, { pageSize: '1GB', limit: 0n }] } } });
+      assert.equal(build({ config: zeros, settings }).linux!.resources!.hugepageLimits, undefined);
+      assert.deepEqual(skipped, [['2MB', '1GB']]);
+      const mixed = containerConfig({ linux: { resources: { hugepageLimits: [{ pageSize: '2MB', limit: 0n }, { pageSize: '1GB', limit: 1073741824n }] } } });
+      throwsKind(() => build({ config: mixed, settings }), 'InvalidArgument', /1GB=1073741824 cannot be enforced: the hugetlb cgroup controller is missing/);
+      // With the controller, zero limits are set as they are (they forbid huge pages).
+      const withHugetlb = testSettings({ cgroups: { cgroupV2: false, swapControllerAvailable: true, hugetlbControllerAvailable: true } });
+      assert.deepEqual(build({ config: zeros, settings: withHugetlb }).linux!.resources!.hugepageLimits, [
+        { pageSize: '2MB', limit: 0 },
+        { pageSize: '1GB', limit: 0 },
+      ]);
     });
 
     it('a pids limit from the settings', () => {

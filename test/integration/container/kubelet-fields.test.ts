@@ -1,0 +1,83 @@
+/**
+ * Fields a Kubernetes 1.33–1.36 kubelet sends with every container, against real runc, conmon and CNI:
+ * hugepage limits of 0 for each page size of the node, stop_signal (request, image, default).
+ */
+import assert from 'node:assert/strict';
+import { readdir } from 'node:fs/promises';
+import { Signal } from '../../../src/gen/runtime/v1/api.js';
+import { detectCgroups } from '../../../src/platform/cgroups.js';
+import { containerSuite, ContainerWorld, eventually, rejectsWith } from './world.js';
+
+/** The page sizes the kubelet finds in /sys/kernel/mm/hugepages (`hugepages-2048kB` → `2MB`). */
+async function nodePageSizes(): Promise<string[]> {
+  const names = await readdir('/sys/kernel/mm/hugepages').catch(() => [] as string[]);
+  return names.map((n) => {
+    const kb = Number(/^hugepages-(\d+)kB$/.exec(n)![1]);
+    return kb >= 1 << 20 ? `${kb >> 20}GB` : kb >= 1 << 10 ? `${kb >> 10}MB` : `${kb}KB`;
+  });
+}
+
+describe('containers: fields of current kubelets (real runc, conmon and CNI)', function () {
+  this.timeout(60_000);
+  const world = new ContainerWorld();
+  let pod: Awaited<ReturnType<ContainerWorld['pod']>>;
+
+  containerSuite(world, 'container tests', { scope: 'containers', setup: async () => { pod = await world.pod(); } });
+
+  it('runs a container with the zero hugepage limits a kubelet sends, with or without the hugetlb controller', async function () {
+    const sizes = await nodePageSizes();
+    if (sizes.length === 0) this.skip();
+    const hugetlb = (await detectCgroups()).hierarchies.some((h) => h.controllers.includes('hugetlb') || h.version === 2);
+    const zeros = sizes.map((pageSize) => ({ pageSize, limit: 0n }));
+    const id = await world.run(pod, world.config('sleeper', { linux: { resources: { hugepageLimits: zeros } } }));
+    assert.equal((await world.exec(id, ['echo', 'up'])).stdout, 'up\n');
+    if (!hugetlb) {
+      assert.equal((await world.info(id)).runtimeSpec.linux.resources.hugepageLimits, undefined);
+      // A limit that would go unenforced is refused, naming it; nothing of the attempt is left.
+      const nonZero = [{ pageSize: sizes[0]!, limit: 4n << 20n }];
+      await rejectsWith(
+        world.create(pod, world.config('sleeper', { linux: { resources: { hugepageLimits: nonZero } } })),
+        'INVALID_ARGUMENT',
+        new RegExp(`huge pages limits ${sizes[0]}=4194304 cannot be enforced: the hugetlb cgroup controller is missing`),
+      );
+      const log = world.daemon.output();
+      assert.equal(log.split('\n').filter((l) => l.includes('zero hugepage limits are not set')).length, 1, 'logged once');
+    }
+  });
+
+  it('stops with stop_signal from the request over the image StopSignal, and reports the effective signal', async () => {
+    const rt = world.daemon.clients.runtime;
+    const trapUsr2 = ['sh', '-c', 'trap "exit 5" USR2; trap "" TERM USR1; echo ready; while true; do sleep 0.1; done'];
+    // The usr1 image's StopSignal is SIGUSR1; the request names SIGUSR2, which this command traps.
+    const fromRequest = await world.run(pod, world.config('usr1', { command: trapUsr2, stopSignal: Signal.SIGUSR2 }));
+    const fromImage = await world.run(pod, world.config('usr1'));
+    const byDefault = await world.run(pod, world.config('busybox', { command: ['sh', '-c', 'trap "exit 9" TERM; echo ready; while true; do sleep 0.1; done'] }));
+    for (const id of [fromRequest, fromImage, byDefault]) {
+      await eventually('ready', async () => (await world.logLines((await world.status(id)).status!.logPath)).length > 0);
+    }
+    assert.equal((await world.status(fromRequest)).status!.stopSignal, Signal.SIGUSR2);
+    assert.equal((await world.status(fromImage)).status!.stopSignal, Signal.SIGUSR1);
+    assert.equal((await world.status(byDefault)).status!.stopSignal, Signal.SIGTERM);
+
+    for (const [id, code] of [[fromRequest, 5], [fromImage, 3], [byDefault, 9]] as const) {
+      const t = Date.now();
+      await rt.stopContainer({ containerId: id, timeout: 20n });
+      assert.ok(Date.now() - t < 5000, 'stopped by its signal, not by SIGKILL after the timeout');
+      const st = (await world.status(id)).status!;
+      assert.equal(st.exitCode, code);
+      assert.equal(st.stopSignal, (await world.status(id)).status!.stopSignal);
+    }
+
+    // Kept across a daemon restart.
+    const again = await world.run(pod, world.config('usr1', { command: trapUsr2, stopSignal: Signal.SIGUSR2 }));
+    await eventually('ready', async () => (await world.logLines((await world.status(again)).status!.logPath)).length > 0);
+    await world.pods.restart();
+    assert.equal((await world.status(again)).status!.stopSignal, Signal.SIGUSR2);
+    await world.daemon.clients.runtime.stopContainer({ containerId: again, timeout: 20n });
+    assert.equal((await world.status(again)).status!.exitCode, 5);
+  });
+
+  it('refuses a stop_signal outside the enum with INVALID_ARGUMENT', async () => {
+    await rejectsWith(world.create(pod, world.config('busybox', { stopSignal: 99 as Signal })), 'INVALID_ARGUMENT', /stop_signal 99 is not a known signal/);
+  });
+});
