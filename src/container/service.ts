@@ -50,7 +50,7 @@ import { mergeResources } from './resources.js';
 import { containerConfigOf, type ContainerRecord, type ContainerStateName } from './model.js';
 import type { ContainerStore } from './store.js';
 import { destroyRuntimeContainer } from './teardown.js';
-import { DEFAULT_STOP_SIGNAL, signalNumber } from './stop-signal.js';
+import { DEFAULT_STOP_SIGNAL, runtimeSignalArg } from './stop-signal.js';
 
 /** Exit code and reason of a container whose start failed (containerd's). */
 const START_ERROR_EXIT_CODE = 128;
@@ -255,7 +255,7 @@ export class ContainerService {
     const log = this.log.child({ container: shortId(id) });
     if (timeoutSeconds > 0) {
       const signal = r.stopSignal || DEFAULT_STOP_SIGNAL;
-      await this.kill(runtime, id, String(signalNumber(signal) ?? signal), false);
+      await this.kill(runtime, id, runtimeSignalArg(signal), false);
       if (await this.awaitExit(id, timeoutSeconds * 1000)) {
         log.info('container stopped', { signal });
         return;

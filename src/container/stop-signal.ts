@@ -1,8 +1,8 @@
 /**
  * The signal StopContainer sends first: `ContainerConfig.stop_signal` when set, else the image's
  * `StopSignal`, else SIGTERM (containerd and CRI-O's order). Signals are kept by canonical name
- * (`SIGUSR1`, `SIGRTMIN+3`) in the record and handed to the OCI runtime as Linux numbers, so no
- * runtime's name table matters.
+ * (`SIGUSR1`, `SIGRTMIN+3`) in the record; real-time ones go to the OCI runtime as Linux numbers (runc
+ * knows no names for them).
  */
 import { Signal } from '../gen/runtime/v1/api.js';
 import { invalidArgument } from '../common/errors.js';
@@ -37,6 +37,12 @@ export function criSignalName(signal: Signal): string | undefined {
   const name = Signal[signal];
   if (name === undefined || name === 'UNRECOGNIZED') throw invalidArgument(`stop_signal ${signal} is not a known signal`);
   return name.replace(/PLUS(\d+)$/, '+$1').replace(/MINUS(\d+)$/, '-$1');
+}
+
+/** The signal argument of `runc kill`: the name, or the number of a real-time signal. */
+export function runtimeSignalArg(name: string): string {
+  const n = signalNumber(name);
+  return n !== undefined && n >= RTMIN ? String(n) : name;
 }
 
 /** The CRI Signal of a canonical name (RUNTIME_DEFAULT when it has none). */

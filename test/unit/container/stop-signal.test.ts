@@ -4,6 +4,7 @@ import {
   criSignalName,
   effectiveStopSignal,
   parseImageStopSignal,
+  runtimeSignalArg,
   signalNumber,
   toCriSignal,
 } from '../../../src/container/stop-signal.js';
@@ -44,5 +45,7 @@ describe('stop signal', () => {
     assert.equal(signalNumber('SIGRTMIN'), 34);
     assert.equal(signalNumber('SIGRTMAX-14'), 50);
     assert.equal(toCriSignal('SIGTERM'), Signal.SIGTERM);
+    assert.equal(runtimeSignalArg('SIGUSR1'), 'SIGUSR1');
+    assert.equal(runtimeSignalArg('SIGRTMIN+3'), '37');
   });
 });
