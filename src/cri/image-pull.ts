@@ -5,6 +5,6 @@ import type { ImageService } from '../images/image-service.js';
 
 export async function pullImage(images: ImageService, req: PullImageRequest): Promise<PullImageResponse> {
   const image = requiredString(req.image?.image, 'image.image');
-  const record = await images.pull(image, req.auth);
+  const record = await images.pull(image, req.auth, req.sandboxConfig?.metadata?.namespace || undefined);
   return PullImageResponse.fromPartial({ imageRef: record.id });
 }

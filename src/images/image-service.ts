@@ -29,6 +29,7 @@ import { credentialsFromAuthConfig, type AuthConfigLike } from './auth.js';
 import { digestReference, formatReference, parseReference, repositoryName, tagReference } from './reference.js';
 import { progressFile } from './progress.js';
 import { CertsDirs } from './trust/certs.js';
+import { PolicyStore } from './trust/enforce.js';
 import type { Platform } from './manifest.js';
 import type { ImageConfig } from '../oci/types.js';
 
@@ -121,6 +122,10 @@ export class ImageService {
       maxConcurrentDownloads: options.maxConcurrentDownloads,
       syncBlobs: options.syncBlobs ?? true,
       progressFile: (ref) => progressFile(options.stateDir, ref),
+      policies:
+        options.signaturePolicy || options.signaturePolicyDir
+          ? new PolicyStore({ policyFile: options.signaturePolicy ?? '', policyDir: options.signaturePolicyDir ?? '', log: options.log.child({ module: 'signature-policy' }) })
+          : undefined,
       isPinned: (r) => this.pinned.matches(r),
     });
   }
@@ -149,11 +154,14 @@ export class ImageService {
   // ---------------------------------------------------------------------------------------------
   // Images
 
-  /** Pulls an image (or finds it present) and returns its record. */
-  async pull(image: string, auth?: AuthConfigLike): Promise<ImageRecord> {
+  /**
+   * Pulls an image (or finds it present) and returns its record. `namespace` is the pod's, when the
+   * pull carries a sandbox config: it selects a per-namespace signature policy.
+   */
+  async pull(image: string, auth?: AuthConfigLike, namespace?: string): Promise<ImageRecord> {
     const ref = parseReference(image);
     try {
-      return await this.puller.pull(ref, credentialsFromAuthConfig(auth));
+      return await this.puller.pull(ref, credentialsFromAuthConfig(auth), namespace);
     } catch (err) {
       throw wrap(err, `failed to pull image "${formatReference(ref)}"`);
     }

@@ -17,6 +17,7 @@ import { digestReference, formatReference, tagReference, type ImageReference } f
 import type { ImageRecord, ImageStore, LayerRef } from './image-store.js';
 import { PullProgress } from './progress.js';
 import type { Credentials } from './auth.js';
+import { enforce, needsSignatures, refuseRejected, type PolicyStore, type PullPolicy } from './trust/enforce.js';
 
 const MAX_CONFIG_BYTES = 16 << 20;
 const MAX_INDEX_DEPTH = 4;
@@ -83,6 +84,8 @@ export interface PullerDeps {
   /** Where the progress snapshot of a reference goes (undefined: none). */
   progressFile?: (reference: string) => string;
   platform?: Platform;
+  /** The signature policy every pull must satisfy (undefined: none). */
+  policies?: PolicyStore;
   /** Normalised references that are reported as pinned. */
   isPinned?: (record: Pick<ImageRecord, 'repoTags' | 'repoDigests'>) => boolean;
 }
@@ -106,13 +109,19 @@ export class Puller {
     this.platform = deps.platform ?? hostPlatform();
   }
 
-  /** Pulls (or finds) an image; concurrent pulls of one reference share the work. */
-  pull(ref: ImageReference, creds?: Credentials): Promise<ImageRecord> {
+  /**
+   * Pulls (or finds) an image; concurrent pulls of one reference share the work. `namespace` (the
+   * pod's, when the pull carries a sandbox config) selects a per-namespace signature policy.
+   */
+  pull(ref: ImageReference, creds?: Credentials, namespace?: string): Promise<ImageRecord> {
     const name = formatReference(ref);
-    return this.pulls.run(name, async () => {
+    // Pulls under different namespaces may answer to different policies: they share nothing.
+    return this.pulls.run(`${name}\0${namespace ?? ''}`, async () => {
       const progress = new PullProgress(name, this.deps.progressFile?.(name), this.deps.log);
       try {
-        const record = await this.pullOnce(ref, creds, progress);
+        const policy = await this.deps.policies?.forPull(ref, namespace);
+        if (policy) refuseRejected(policy, ref);
+        const record = await this.pullOnce(ref, creds, progress, policy);
         progress.finish(record.id);
         return record;
       } catch (err) {
@@ -143,14 +152,21 @@ export class Puller {
     return updated;
   }
 
-  private async pullOnce(ref: ImageReference, creds: Credentials | undefined, progress: PullProgress): Promise<ImageRecord> {
+  private async pullOnce(ref: ImageReference, creds: Credentials | undefined, progress: PullProgress, policy: PullPolicy | undefined): Promise<ImageRecord> {
     const { store } = this.deps;
     const name = formatReference(ref);
+    // Signatures are checked for the top-level manifest digest before anything is stored.
+    const verify = async (session: RegistrySession, digest: string) => {
+      if (policy) await enforce(policy, ref, digest, session);
+    };
 
-    // Present by digest: no network at all.
+    // Present by digest: no network at all, unless the policy wants signatures.
     if (ref.digest) {
       const present = await this.complete(store.byRepoDigest(digestReference(ref, ref.digest)));
-      if (present) return this.remember(present, ref, ref.digest);
+      if (present) {
+        if (policy && needsSignatures(policy)) await verify(await this.deps.client.session(ref, creds), ref.digest);
+        return this.remember(present, ref, ref.digest);
+      }
     }
     const session = await this.deps.client.session(ref, creds);
 
@@ -159,7 +175,10 @@ export class Puller {
       const head = await session.headManifest(ref.tag!);
       if (head.digest) {
         const present = await this.complete(store.byRepoDigest(digestReference(ref, head.digest)));
-        if (present) return this.remember(present, ref, head.digest);
+        if (present) {
+          await verify(session, head.digest);
+          return this.remember(present, ref, head.digest);
+        }
       }
     }
 
@@ -167,6 +186,7 @@ export class Puller {
     const topDigest = digestOf(top.body, ref.digest ? digestAlgorithm(ref.digest) : 'sha256');
     if (ref.digest && topDigest !== ref.digest)
       throw internal(`manifest digest mismatch for "${name}": the registry sent content with digest ${topDigest}`);
+    await verify(session, topDigest);
     const manifestBlobs: { digest: string; body: Buffer }[] = [{ digest: topDigest, body: top.body }];
     let parsed = parseManifest(top.body, top.mediaType, `manifest of "${name}"`);
     let manifestDigest = topDigest;

@@ -444,10 +444,10 @@ export class RegistrySession {
   }
 
   /** GET a manifest (tag or digest); the caller verifies digests. */
-  async getManifest(reference: string): Promise<ManifestResponse> {
+  async getManifest(reference: string, maxBytes = MAX_MANIFEST_BYTES): Promise<ManifestResponse> {
     return this.onEndpoints(`manifest ${reference}`, async (endpoint) => {
       const res = await this.send(endpoint, `manifests/${reference}`, { method: 'GET', headers: { accept: ACCEPT }, what: `manifest "${reference}"` });
-      const body = await readLimited(res.body, MAX_MANIFEST_BYTES, `manifest "${reference}"`);
+      const body = await readLimited(res.body, maxBytes, `manifest "${reference}"`);
       const type = res.headers['content-type'];
       return { body, mediaType: typeof type === 'string' ? type.split(';')[0]!.trim() : '', endpoint };
     });
