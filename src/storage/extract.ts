@@ -8,9 +8,15 @@
  *  - parent directories are checked with lstat and never followed through a symlink: an entry below
  *    a symlink is rejected, as is a hardlink whose target is outside the layer;
  *  - files are created O_CREAT|O_EXCL|O_NOFOLLOW after removing whatever was at that name.
+ *  - `dirs` holds the directories verified so far and forgets a subtree the moment it is replaced, so
+ *    every path-based call (mkdir, symlink, link, chown, chmod, xattrs) resolves through verified
+ *    directories only; directory times, applied last, are re-verified component by component with
+ *    lstat then (an `a/`, `a/b/`, `a -> /host` sequence must not reach `/host/b`).
  * OCI whiteouts become overlayfs whiteouts: `.wh.NAME` → char device 0:0 `NAME` (a hardlink to one
  * template whiteout, so no process is spawned per whiteout), `.wh..wh..opq` → the parent directory
- * gets `trusted.overlay.opaque=y`.
+ * gets `trusted.overlay.opaque=y`. NAME must be a plain name (not empty, `.` or `..`).
+ * Extended attributes from the layer pass a policy (see `acceptedXattr`): overlayfs' private ones are
+ * dropped, since overlay trusts them (metacopy, redirect) and a layer must not forge them.
  */
 import {
   closeSync,
@@ -59,6 +65,17 @@ const OPAQUE = '.wh..wh..opq';
 const OPEN_FLAGS = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW;
 const BLOCK = 4096;
 
+/**
+ * Whether a layer may set xattr `name`, as containerd's and CRI-O's unpackers decide: user attributes
+ * (but not overlayfs' `user.overlay.*` of userxattr mounts), file capabilities and POSIX ACLs. Every
+ * `trusted.*` (overlayfs' `trusted.overlay.*` among them: opaque, redirect, metacopy, origin) and every
+ * other `security.*` (SELinux, IMA/EVM labels belong to the host's policy) is dropped.
+ */
+export function acceptedXattr(name: string): boolean {
+  if (name.startsWith('user.')) return !name.startsWith('user.overlay.');
+  return name === 'security.capability' || name === 'system.posix_acl_access' || name === 'system.posix_acl_default';
+}
+
 /** Normalises an entry name to a path relative to the layer root; throws if it climbs out. */
 export function normaliseEntryName(name: string): string {
   if (name.includes('\0')) throw new UnsafeEntryError(`entry name ${JSON.stringify(name)} contains a NUL byte`);
@@ -76,7 +93,8 @@ export function normaliseEntryName(name: string): string {
 }
 
 interface DeferredDir {
-  path: string;
+  /** Relative to the layer root. */
+  rel: string;
   atime: number;
   mtime: number;
 }
@@ -124,9 +142,10 @@ export class LayerExtractor implements TarSink {
       if (base === OPAQUE) {
         xattr.setAttributeSync(this.abs(parent), 'trusted.overlay.opaque', 'y');
       } else if (!base.startsWith(WHITEOUT_PREFIX + WHITEOUT_PREFIX)) {
-        const target = parent ? `${parent}/${base.slice(WHITEOUT_PREFIX.length)}` : base.slice(WHITEOUT_PREFIX.length);
-        if (target.endsWith('/') || base.length === WHITEOUT_PREFIX.length) throw new UnsafeEntryError(`invalid whiteout "${header.name}"`);
-        this.makeWhiteout(target);
+        const name = base.slice(WHITEOUT_PREFIX.length);
+        // `.wh..` or `.wh...` would name the directory itself or its parent (above the layer root at the top).
+        if (name === '' || name === '.' || name === '..') throw new UnsafeEntryError(`invalid whiteout "${header.name}"`);
+        this.makeWhiteout(parent ? `${parent}/${name}` : name);
       }
       // Other `.wh..wh.*` names are aufs bookkeeping (hardlink dirs): nothing to create.
       this.current = undefined;
@@ -187,11 +206,26 @@ export class LayerExtractor implements TarSink {
     }
   }
 
-  /** Applies directory times last (creating children changes them). */
+  /**
+   * Applies directory times last (creating children changes them), only to paths whose every component
+   * is, right now, a real directory of this layer: a later entry may have replaced a parent with a
+   * symlink, and lutimes follows symlinks in the parents.
+   */
   finish(): void {
+    const verified = new Map<string, boolean>([['', true]]);
+    const isRealDir = (rel: string): boolean => {
+      let known = verified.get(rel);
+      if (known === undefined) {
+        const slash = rel.lastIndexOf('/');
+        const parentOk = isRealDir(slash < 0 ? '' : rel.slice(0, slash));
+        known = parentOk && lstatOrUndefined(this.abs(rel))?.isDirectory() === true;
+        verified.set(rel, known);
+      }
+      return known;
+    };
     for (let i = this.deferred.length - 1; i >= 0; i--) {
       const d = this.deferred[i]!;
-      lutimesSync(d.path, d.atime, d.mtime);
+      if (isRealDir(d.rel)) lutimesSync(this.abs(d.rel), d.atime, d.mtime);
     }
     this.deferred.length = 0;
   }
@@ -260,7 +294,7 @@ export class LayerExtractor implements TarSink {
     if (header.uid !== 0 || header.gid !== 0) lchownSync(path, header.uid, header.gid);
     chmodSync(path, header.mode);
     this.setXattrs(path, header, false);
-    this.deferred.push({ path, atime: header.atime ?? header.mtime, mtime: header.mtime });
+    this.deferred.push({ rel, atime: header.atime ?? header.mtime, mtime: header.mtime });
   }
 
   private makeHardlink(rel: string, header: TarHeader): void {
@@ -318,6 +352,7 @@ export class LayerExtractor implements TarSink {
   private setXattrs(path: string, header: TarHeader, symlink: boolean): void {
     if (!header.xattrs) return;
     for (const [name, value] of header.xattrs) {
+      if (!acceptedXattr(name)) continue;
       try {
         xattr.setAttributeSync(path, name, value);
       } catch (err) {
