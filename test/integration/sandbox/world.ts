@@ -77,6 +77,8 @@ export class PodWorld {
   private uidCounter = 0;
   /** More `[runtime]` lines for this world's daemon (e.g. `log_size_max = 16384`). */
   runtimeToml: string[] = [];
+  /** More tables after the world's own (e.g. `[cdi]` and its keys). */
+  extraToml: string[] = [];
 
   /** The default cgroup parent of this world's pods (config runtime.cgroup_parent). */
   get cgroupRoot(): string {
@@ -92,6 +94,7 @@ export class PodWorld {
       `cni_conf_dir = "${this.net.confDir}"`,
       `cni_bin_dirs = ["${DEBIAN_CNI_DIR}"]`,
       'cni_timeout_seconds = 20',
+      ...this.extraToml,
       '',
     ].join('\n');
   }
