@@ -6,10 +6,8 @@ import { loadConfigLayers, configOriginLines, configToToml, ConfigError, type Co
 import type { RootLogger } from './common/logger.js';
 import type { Daemon } from './daemon.js';
 import { createLogger } from './common/logger.js';
-import { startDaemon, stoveVersion } from './daemon.js';
-import { formatChecks, runChecks } from './check/doctor.js';
 import { messageOf } from './common/errors.js';
-import { cliImages, cliPull } from './cli/images.js';
+// Each command imports what it runs when it runs: the daemon does not load the checks or the CLI client.
 
 const USAGE = `usage: stove <command> [flags]
 
@@ -48,6 +46,7 @@ const FLAG_OPTIONS = {
 async function serve(sources: ConfigSources): Promise<number> {
   const config = (await loadConfigLayers(sources)).config;
   const log = createLogger(config.logLevel);
+  const { startDaemon } = await import('./daemon.js');
   const daemon = await startDaemon(config, log);
   process.on('SIGHUP', () => void reload(daemon, sources, log));
   return new Promise<number>((resolve) => {
@@ -107,7 +106,7 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       return serve(sources);
     case 'version':
-      process.stdout.write(`stove ${stoveVersion()} (CRI v1, node ${process.version})\n`);
+      process.stdout.write(`stove ${(await import('./daemon.js')).stoveVersion()} (CRI v1, node ${process.version})\n`);
       return 0;
     case 'config': {
       const loaded = await loadConfigLayers(sources);
@@ -115,6 +114,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'check': {
+      const { formatChecks, runChecks } = await import('./check/doctor.js');
       const results = await runChecks(await load());
       process.stdout.write(formatChecks(results) + '\n');
       return results.some((r) => r.status === 'fail') ? 1 : 0;
@@ -125,10 +125,10 @@ async function main(argv: string[]): Promise<number> {
         return 2;
       }
       const config = await load();
-      return cliPull(config, positionals[0]!, values.creds, process.stdout);
+      return (await import('./cli/images.js')).cliPull(config, positionals[0]!, values.creds, process.stdout);
     }
     case 'images':
-      return cliImages(await load(), process.stdout);
+      return (await import('./cli/images.js')).cliImages(await load(), process.stdout);
     default:
       process.stderr.write(`stove: unknown command "${command}" ${positionals.join(' ')}\n${USAGE}`);
       return 2;

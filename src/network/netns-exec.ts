@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { execa } from 'execa';
+// execa is imported where it is used, on first use: these paths are rare, and an idle daemon need not load it.
 import { internal, notFound } from '../common/errors.js';
 
 /** The argv that runs `argv` inside the namespace pinned at `netnsPath`. */
@@ -33,6 +33,7 @@ export async function execInNetns(
   options: { input?: string; timeoutMs?: number } = {},
 ): Promise<NetnsExecResult> {
   const [file, ...args] = netnsCommand(netnsPath, argv);
+  const { execa } = await import('execa');
   const r = await execa(file, args, { input: options.input, timeout: options.timeoutMs, reject: false, stripFinalNewline: false });
   if (r.timedOut) throw internal(`${argv[0]} in ${netnsPath} timed out after ${options.timeoutMs}ms`);
   if (r.exitCode === undefined) throw internal(`cannot run ${argv[0]} in ${netnsPath}: ${r.shortMessage}`);

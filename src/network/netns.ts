@@ -10,7 +10,7 @@
  */
 import { mkdir, open, readdir, realpath, statfs, unlink } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
-import { execa } from 'execa';
+// execa is imported where it is used, on first use: these paths are rare, and an idle daemon need not load it.
 import { alreadyExists, internal, invalidArgument } from '../common/errors.js';
 import { bindMount, isMountPoint, unmount } from '../platform/mount.js';
 import { mountHelper } from '../platform/mount-helper.js';
@@ -36,6 +36,7 @@ export async function isNetns(path: string): Promise<boolean> {
 async function newPinnedNetns(path: string): Promise<string | undefined> {
   const helper = mountHelper();
   if (helper) return helper.newNetns(path).then(() => undefined, (err: Error) => err.message);
+  const { execa } = await import('execa');
   const r = await execa('unshare', [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up'], { reject: false });
   return r.exitCode === 0 ? undefined : String(r.stderr || r.stdout || r.shortMessage || '').trim();
 }

@@ -4,7 +4,7 @@
  * util-linux. Every caller that mounts something goes through here, so failures read the same everywhere.
  */
 import { readFile } from 'node:fs/promises';
-import { execa } from 'execa';
+// execa is imported where it is used, on first use: these paths are rare, and an idle daemon need not load it.
 import { internal } from '../common/errors.js';
 import { mountHelper, SyscallError } from './mount-helper.js';
 
@@ -73,6 +73,7 @@ export async function mount(req: MountRequest): Promise<void> {
   const args = ['-t', req.type];
   if (req.options?.length) args.push('-o', req.options.join(','));
   args.push(req.source, req.target);
+  const { execa } = await import('execa');
   const r = await execa('mount', args, { reject: false, cwd: req.cwd });
   if (r.exitCode !== 0) throw internal(`mount ${req.type} on ${req.target} failed: ${(r.stderr || r.stdout).trim()}`);
 }
@@ -97,6 +98,7 @@ export async function unmount(target: string, lazy = false): Promise<void> {
     return;
   }
   if (!(await isMountPoint(target))) return;
+  const { execa } = await import('execa');
   const r = await execa('umount', lazy ? ['-l', target] : [target], { reject: false });
   if (r.exitCode !== 0 && (await isMountPoint(target))) throw internal(`umount ${target} failed: ${(r.stderr || r.stdout).trim()}`);
 }

@@ -17,7 +17,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, createWebSocketStream, type WebSocket } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import {
   AttachResponse,
   ExecResponse,
@@ -120,7 +120,8 @@ function targetOf(stored: Stored): { key: string; label: string } {
 
 export class StreamingServer {
   private readonly http: Server;
-  private readonly wss: WebSocketServer;
+  /** Made on the first WebSocket upgrade: `ws` is loaded only when a client asks for it. */
+  private webSockets?: Promise<{ wss: WebSocketServer; createWebSocketStream: typeof import('ws').createWebSocketStream }>;
   private readonly tokens: TokenCache<Stored>;
   private readonly live = new Set<Live>();
   private readonly sockets = new Set<Duplex>();
@@ -151,19 +152,27 @@ export class StreamingServer {
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
     });
-    this.wss = new WebSocketServer({
-      noServer: true,
-      // Any protocol choice was made before handleUpgrade and stored under the alias (see handleWebSocket).
-      handleProtocols: (protocols) => (protocols.has(WS_PROTOCOL_ALIAS) ? WS_PROTOCOL_ALIAS : false),
-      perMessageDeflate: false,
-      maxPayload: 16 << 20,
+  }
+
+  /** The WebSocket server, made on the first WebSocket upgrade. */
+  private webSocketServer() {
+    this.webSockets ??= import('ws').then(({ WebSocketServer, createWebSocketStream }) => {
+      const wss = new WebSocketServer({
+        noServer: true,
+        // Any protocol choice was made before handleUpgrade and stored under the alias (see handleWebSocket).
+        handleProtocols: (protocols) => (protocols.has(WS_PROTOCOL_ALIAS) ? WS_PROTOCOL_ALIAS : false),
+        perMessageDeflate: false,
+        maxPayload: 16 << 20,
+      });
+      wss.on('headers', (headers, req) => {
+        const chosen = this.negotiated.get(req);
+        if (chosen === undefined) return;
+        const i = headers.findIndex((h) => h.toLowerCase().startsWith('sec-websocket-protocol:'));
+        if (i >= 0) headers[i] = `Sec-WebSocket-Protocol: ${chosen}`;
+      });
+      return { wss, createWebSocketStream };
     });
-    this.wss.on('headers', (headers, req) => {
-      const chosen = this.negotiated.get(req);
-      if (chosen === undefined) return;
-      const i = headers.findIndex((h) => h.toLowerCase().startsWith('sec-websocket-protocol:'));
-      if (i >= 0) headers[i] = `Sec-WebSocket-Protocol: ${chosen}`;
-    });
+    return this.webSockets;
   }
 
   /** Binds the configured address and port. */
@@ -236,7 +245,7 @@ export class StreamingServer {
     for (const conn of this.live) conn.destroy();
     this.live.clear();
     for (const socket of this.sockets) socket.destroy();
-    this.wss.close();
+    void this.webSockets?.then(({ wss }) => wss.close());
     await closed;
   }
 
@@ -389,26 +398,32 @@ export class StreamingServer {
       req.headers['sec-websocket-protocol'] = WS_PROTOCOL_ALIAS;
       this.negotiated.set(req, protocol);
     }
-    this.wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
-      const log = this.log.child({ stream: stored.kind, transport: 'websocket', protocol });
-      const serveOptions = { idleTimeoutMs: this.idleTimeoutMs, backend: this.options.backend, log };
-      if (stored.kind !== 'portforward') {
-        const conn = serveWsCommand(ws, protocol, stored, serveOptions);
-        this.track(conn, (cb) => ws.once('close', cb));
-      } else if (protocol === WS_SPDY_TUNNEL_PROTOCOL) {
-        const session = servePortForward(createWebSocketStream(ws), {
-          podSandboxId: stored.request.podSandboxId,
-          idleTimeoutMs: this.idleTimeoutMs,
-          streamCreationTimeoutMs: this.streamCreationTimeoutMs,
-          maxStreams: this.maxStreamsPerSession,
-          backend: this.options.backend,
-          log,
-        });
-        this.track({ destroy: () => session.destroy() }, (cb) => session.onClose(cb));
-      } else {
-        const conn = serveWsPortForward(ws, protocol, stored.request.podSandboxId, stored.request.port, serveOptions);
-        this.track(conn, (cb) => ws.once('close', cb));
-      }
-    });
+    this.webSocketServer().then(
+      ({ wss, createWebSocketStream }) => wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+        const log = this.log.child({ stream: stored.kind, transport: 'websocket', protocol });
+        const serveOptions = { idleTimeoutMs: this.idleTimeoutMs, backend: this.options.backend, log };
+        if (stored.kind !== 'portforward') {
+          const conn = serveWsCommand(ws, protocol, stored, serveOptions);
+          this.track(conn, (cb) => ws.once('close', cb));
+        } else if (protocol === WS_SPDY_TUNNEL_PROTOCOL) {
+          const session = servePortForward(createWebSocketStream(ws), {
+            podSandboxId: stored.request.podSandboxId,
+            idleTimeoutMs: this.idleTimeoutMs,
+            streamCreationTimeoutMs: this.streamCreationTimeoutMs,
+            maxStreams: this.maxStreamsPerSession,
+            backend: this.options.backend,
+            log,
+          });
+          this.track({ destroy: () => session.destroy() }, (cb) => session.onClose(cb));
+        } else {
+          const conn = serveWsPortForward(ws, protocol, stored.request.podSandboxId, stored.request.port, serveOptions);
+          this.track(conn, (cb) => ws.once('close', cb));
+        }
+      }),
+      (err: unknown) => {
+        this.log.error('cannot load the WebSocket server', { error: String(err) });
+        socket.destroy();
+      },
+    );
   }
 }
