@@ -286,6 +286,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
       log.setLevel(next.logLevel);
       images.setRegistries(next.registries);
       images.setPinned(next.images.pinned);
+      images.setTrust(next.images);
       // The spec builders read the live settings object at each create.
       Object.assign(specSettings, liveSpecSettings({ pidsLimit: next.runtime.pidsLimit, defaultUlimits: next.runtime.defaultUlimits }));
       containers.setLogSizeMax(next.runtime.logSizeMax);

@@ -87,6 +87,8 @@ export class ImageService {
   private readonly layers: LayerStore;
   private readonly store: ImageStore;
   private readonly client: RegistryClient;
+  private readonly certs: CertsDirs;
+  private readonly policies: PolicyStore;
   private readonly pool: UnpackPool;
   private readonly puller: Puller;
   private readonly leases = new Leases();
@@ -103,11 +105,17 @@ export class ImageService {
     this.store = new ImageStore(options.imagesDir);
     this.holdsDir = join(options.imagesDir, 'holds');
     this.pinned = new PinnedImages(options.pinnedImages ?? []);
+    this.certs = new CertsDirs(options.certsDirs ?? []);
+    this.policies = new PolicyStore({
+      policyFile: options.signaturePolicy ?? '',
+      policyDir: options.signaturePolicyDir ?? '',
+      log: options.log.child({ module: 'signature-policy' }),
+    });
     this.client = new RegistryClient({
       registries: options.registries,
       stallTimeoutMs: options.stallTimeoutSeconds * 1000,
       log: options.log.child({ module: 'registry' }),
-      certs: new CertsDirs(options.certsDirs ?? []),
+      certs: this.certs,
     });
     this.pool = new UnpackPool({ size: Math.max(1, options.maxConcurrentDownloads) });
     this.puller = new Puller({
@@ -122,10 +130,7 @@ export class ImageService {
       maxConcurrentDownloads: options.maxConcurrentDownloads,
       syncBlobs: options.syncBlobs ?? true,
       progressFile: (ref) => progressFile(options.stateDir, ref),
-      policies:
-        options.signaturePolicy || options.signaturePolicyDir
-          ? new PolicyStore({ policyFile: options.signaturePolicy ?? '', policyDir: options.signaturePolicyDir ?? '', log: options.log.child({ module: 'signature-policy' }) })
-          : undefined,
+      policies: this.policies,
       isPinned: (r) => this.pinned.matches(r),
     });
   }
@@ -175,6 +180,12 @@ export class ImageService {
   /** Replaces the pinned patterns (a config reload); applies to the next report of every image. */
   setPinned(patterns: readonly string[]): void {
     this.pinned = new PinnedImages(patterns);
+  }
+
+  /** Replaces the certs dirs and signature policy files (a config reload) for pulls that start later. */
+  setTrust(trust: { certsDirs: readonly string[]; signaturePolicy: string; signaturePolicyDir: string }): void {
+    this.certs.setDirs(trust.certsDirs);
+    this.policies.setFiles(trust.signaturePolicy, trust.signaturePolicyDir);
   }
 
   /** Replaces the per-registry settings (mirrors, auth, insecure) for pulls that start later. */

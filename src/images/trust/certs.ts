@@ -40,7 +40,13 @@ function safeHostDirName(host: string): boolean {
 export class CertsDirs {
   private readonly cache = new Map<string, Cached>();
 
-  constructor(readonly dirs: string[]) {}
+  constructor(private dirs: readonly string[]) {}
+
+  /** Replaces the dirs (a config reload); the next lookup reads them. */
+  setDirs(dirs: readonly string[]): void {
+    this.dirs = [...dirs];
+    this.cache.clear();
+  }
 
   /** Where an operator should put a host's CA: the first certs dir. */
   caHint(host: string): string {

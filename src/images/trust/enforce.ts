@@ -49,7 +49,12 @@ export interface PolicyStoreOptions {
 export class PolicyStore {
   private readonly cache = new Map<string, Loaded>();
 
-  constructor(private readonly options: PolicyStoreOptions) {}
+  constructor(private options: PolicyStoreOptions) {}
+
+  /** Points at other files (a config reload); each is read when a pull first needs it. */
+  setFiles(policyFile: string, policyDir: string): void {
+    this.options = { ...this.options, policyFile, policyDir };
+  }
 
   /** The policy file for a pull: the namespace's when it has one, else the node's (or none). */
   private async fileFor(namespace: string | undefined): Promise<string | undefined> {
