@@ -218,7 +218,8 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     cgroupsPath: spec.linux?.cgroupsPath ?? cgroupsPath,
     sharedPidNamespace: !spec.linux?.namespaces?.some((n) => n.type === 'pid' && !n.path),
     resources: LinuxContainerResources.toJSON(config.linux?.resources ?? LinuxContainerResources.fromPartial({})),
-    user: { uid: host.user.uid, gid: host.user.gid, additionalGids: [...host.user.additionalGids] },
+    // The spec's groups: the user's plus any a spec editor added (CDI additionalGids).
+    user: { uid: host.user.uid, gid: host.user.gid, additionalGids: [...(spec.process?.user.additionalGids ?? host.user.additionalGids)] },
     process: (spec.process ?? {}) as unknown as Record<string, unknown>,
     ...(Object.keys(edits).length ? { specEdits: edits } : {}),
   };

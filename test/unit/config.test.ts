@@ -26,6 +26,17 @@ describe('config', () => {
     assert.throws(() => parseConfig('[streaming]\nport = -1\n', 't.toml'), /non-negative integer/);
   });
 
+  it('reads the CDI spec dirs and OCI hooks dirs, absolute paths only', () => {
+    const d = defaultConfig();
+    assert.deepEqual(d.cdi.specDirs, ['/etc/cdi', '/var/run/cdi']);
+    assert.deepEqual(d.runtime.hooksDirs, ['/usr/share/containers/oci/hooks.d', '/etc/containers/oci/hooks.d']);
+    const c = parseConfig('[runtime]\nhooks_dirs = ["/h"]\n[cdi]\nspec_dirs = ["/a", "/b"]\n', 'f.toml');
+    assert.deepEqual(c.cdi.specDirs, ['/a', '/b']);
+    assert.deepEqual(c.runtime.hooksDirs, ['/h']);
+    assert.throws(() => parseConfig('[cdi]\nspec_dirs = ["cdi"]\n', 'f.toml'), /f\.toml: "cdi\.spec_dirs": "cdi" must be an absolute path/);
+    assert.throws(() => parseConfig('[runtime]\nhooks_dirs = ["hooks.d"]\n', 'f.toml'), /"runtime\.hooks_dirs": "hooks\.d" must be an absolute path/);
+  });
+
   it('reads snake_case keys from TOML over the defaults', () => {
     const c = parseConfig(
       `log_level = "debug"

@@ -121,6 +121,8 @@ describe('devices: CDI and OCI hooks (real runc containers)', function () {
     for (const v of VERSIONS) await assertDevice(id, tag(v));
     // 0.7.0 and later add a supplementary group.
     assert.match(await sh(id, 'cat /proc/self/status'), /^Groups:.*\b4242\b/m);
+    const { status } = await world.status(id);
+    assert.ok(status!.user!.linux!.supplementalGroups.includes(4242n), 'ContainerStatus reports the group');
     const info = await world.info(id);
     assert.deepEqual((info as unknown as { cdiDevices: string[] }).cdiDevices, devices.map((d) => d.name));
     assert.equal(info.runtimeSpec.hooks.createContainer.length, VERSIONS.length);
