@@ -25,6 +25,7 @@ import { applySpecEditors } from './spec-editors.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord } from './model.js';
 import { effectiveStopSignal } from './stop-signal.js';
+import { checkImageMounts, hasImageVolumes, mountImageVolumes, type ImageVolumeRecord } from './image-volumes.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
 
@@ -64,6 +65,7 @@ export function checkRequest(config: ContainerConfig, podConfig: PodSandboxConfi
   if (config.logPath && config.logPath.includes(':')) {
     throw invalidArgument(`config.log_path "${config.logPath}" must not contain ':'`);
   }
+  checkImageMounts(config.mounts);
 }
 
 /** The image the container runs; NOT_FOUND with a hint when it is not present. */
@@ -168,6 +170,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
 
   let spec: Spec;
   let host: ContainerHostInputs;
+  let imageVolumes: ImageVolumeRecord[] = [];
   let edits: Record<string, unknown>;
   try {
     // In a pod with its own user namespace the runtime sets the container up as the pod's mapped root,
@@ -180,7 +183,14 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     const idShift = sandbox.userns ? { uids: sandbox.userns.uidMappings, gids: sandbox.userns.gidMappings } : undefined;
     await o.images.mountRootfs(image.id, id, rootfsDir, idShift ? { idShift } : {});
     lap('rootfs');
-    ({ spec, host, edits } = await writeBundle(o, plan, bundleDir, rootfsDir));
+    let specPlan = plan;
+    if (hasImageVolumes(config.mounts)) {
+      const mounted = await mountImageVolumes(o.images, id, config.mounts, join(bundleDir, 'image-volumes'));
+      imageVolumes = mounted.volumes;
+      specPlan = { ...plan, config: { ...config, mounts: mounted.mounts } };
+      lap('image volumes');
+    }
+    ({ spec, host, edits } = await writeBundle(o, specPlan, bundleDir, rootfsDir));
     lap('spec');
     gate.resolve();
   } catch (err) {
@@ -221,6 +231,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     // The spec's groups: the user's plus any a spec editor added (CDI additionalGids).
     user: { uid: host.user.uid, gid: host.user.gid, additionalGids: [...(spec.process?.user.additionalGids ?? host.user.additionalGids)] },
     process: (spec.process ?? {}) as unknown as Record<string, unknown>,
+    ...(imageVolumes.length ? { imageVolumes } : {}),
     ...(Object.keys(edits).length ? { specEdits: edits } : {}),
   };
   await o.store.put(record);

@@ -1,6 +1,7 @@
 /** A container record in the CRI's terms: ContainerStatus (status, events) and Container (listing). */
 import { Container, ContainerState, ContainerStatus } from '../gen/runtime/v1/api.js';
 import { DEFAULT_STOP_SIGNAL, toCriSignal } from './stop-signal.js';
+import { statusMounts } from './image-volumes.js';
 import { containerConfigOf, resourcesOf, type ContainerRecord, type ContainerStateName } from './model.js';
 
 const STATES: Record<ContainerStateName, ContainerState> = {
@@ -33,7 +34,7 @@ export function toContainerStatus(record: ContainerRecord): ContainerStatus {
     message: record.message,
     labels: config.labels,
     annotations: config.annotations,
-    mounts: config.mounts,
+    mounts: statusMounts(config.mounts, record.imageVolumes),
     logPath: record.logPath,
     stopSignal: toCriSignal(record.stopSignal || DEFAULT_STOP_SIGNAL),
     resources: resources ? { linux: resources } : undefined,

@@ -21,7 +21,7 @@ export interface SandboxLookup {
 }
 
 /** What containers need from the image service. */
-export type ContainerImages = Pick<ImageService, 'getImage' | 'find' | 'mountRootfs' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage'> & {
+export type ContainerImages = Pick<ImageService, 'getImage' | 'find' | 'mountRootfs' | 'mountImageVolume' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage'> & {
   /** IDs of every container holding an image (for cleaning up after an interrupted create). */
   holders(): string[];
 };

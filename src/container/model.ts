@@ -13,6 +13,7 @@
  */
 import { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import type { ExitReason } from '../monitor/exits.js';
+import type { ImageVolumeRecord } from './image-volumes.js';
 
 export type ContainerStateName = 'created' | 'running' | 'exited';
 
@@ -73,6 +74,8 @@ export interface ContainerRecord {
   user: ContainerUserRecord;
   /** The spec's `process`: the template for ExecSync and streaming exec. */
   process: Record<string, unknown>;
+  /** The image volumes mounted for it (absent: none). */
+  imageVolumes?: ImageVolumeRecord[];
   /** What the spec editors applied, by key (`cdiDevices`, `ociHooks`); absent when nothing. */
   specEdits?: Record<string, unknown>;
 }

@@ -21,6 +21,7 @@ import type { ContainerService } from './service.js';
 import { CONTAINER_RECORD_FILE } from './store.js';
 import { destroyRuntimeContainer, type ConmonRef } from './teardown.js';
 import { processStartTime, readPidFile } from '../monitor/process.js';
+import { containerOfHolder } from '../images/image-service.js';
 
 /** How long a stopped container's exit file may take to appear (runc reports stopped first). */
 const EXIT_FILE_WAIT_MS = 2000;
@@ -54,7 +55,8 @@ export async function recoverContainers(svc: ContainerService): Promise<Recovery
     await step(log, r.id, 'reconcile container', () => reconcile(svc, r));
   }
   for (const id of o.images.holders()) {
-    if (svc.store.get(id)) continue;
+    // An image volume's hold belongs to its container, whose removal releases it.
+    if (svc.store.get(containerOfHolder(id))) continue;
     orphans++;
     await step(log, id, 'orphan root filesystem', () => o.images.removeRootfs(id));
   }

@@ -36,6 +36,7 @@ async function verboseInfo(containers: ContainerService, r: ContainerRecord): Pr
     bundle: r.bundleDir,
     rootfs: r.rootfsDir,
     cgroupsPath: r.cgroupsPath,
+    ...(r.imageVolumes ? { imageVolumes: r.imageVolumes } : {}),
     privileged: config.linux?.securityContext?.privileged ?? false,
     ...r.specEdits,
     runtimeSpec: await containers.specOf(r),

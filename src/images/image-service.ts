@@ -6,9 +6,10 @@
  *   layers/<chain hex>/     unpacked layers, one per chain ID, shared; l/<short> links to them
  *   records/<id hex>.json   one per image, written last (a partly pulled image is never listed)
  *   holds/<container>.json  which image each container's root filesystem is built on
+ *   holds/<container>.iv<n>.json  the image of a container's image volume n (mounted read-only)
  * A container's overlay upper/work dirs live in its own dir: `<container dir>/fs/{upper,work}`.
  */
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { mkdir, readdir, rm, unlink, stat } from 'node:fs/promises';
 import { KeyedMutex } from '../common/locks.js';
 import { failedPrecondition, invalidArgument, notFound, messageOf, wrap } from '../common/errors.js';
@@ -18,7 +19,7 @@ import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
 import { BlobStore } from '../storage/blobs.js';
 import { LayerStore } from '../storage/layers.js';
 import { UnpackPool } from '../storage/unpack-pool.js';
-import { diskUsage, mountOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
+import { diskUsage, mountOverlay, mountReadOnlyOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
 import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord } from './image-store.js';
 import { RegistryClient } from './registry-client.js';
@@ -406,6 +407,33 @@ export class ImageService {
     }
   }
 
+  /**
+   * Mounts an image read-only (nosuid, nodev, noexec) at `target` as image volume `index` of a
+   * container: the overlay of its unpacked layers, nothing copied. Holds the image like a root
+   * filesystem does, until `removeRootfs` of the container.
+   */
+  async mountImageVolume(imageSpec: string, containerId: string, index: number, target: string): Promise<ImageInfo> {
+    const holder = imageVolumeHolder(containerId, index);
+    const image = this.checkHold(imageSpec, holder);
+    const record = this.store.get(image.id)!;
+    const hold = this.saveHold({ containerId: holder, imageId: image.id, target });
+    try {
+      const lowerDirs = this.layers.lowerDirs(record.layers.map((l) => l.chainId));
+      await hold;
+      await mountReadOnlyOverlay({ baseDir: this.options.imagesDir, lowerDirs, padDir: relative(this.options.imagesDir, this.layers.emptyDir), target });
+    } catch (err) {
+      await hold.catch(() => {}); // settled before the caller cleans up
+      throw wrap(err, `failed to mount image "${imageSpec}" as a volume at ${target}`);
+    }
+    return image;
+  }
+
+  /** The holds of a container's image volumes. */
+  private imageVolumeHolds(containerId: string): Hold[] {
+    const prefix = imageVolumeHolder(containerId, 0).slice(0, -1);
+    return [...this.holds.values()].filter((h) => h.containerId.startsWith(prefix) && /^\d+$/.test(h.containerId.slice(prefix.length)));
+  }
+
   /** Unmounts a container's root filesystem (its writable layer and the hold stay). */
   async unmountRootfs(containerId: string): Promise<void> {
     const hold = this.holds.get(containerId);
@@ -414,8 +442,12 @@ export class ImageService {
     await this.saveHold({ containerId, imageId: hold.imageId, ...(hold.idShifted ? { idShifted: true } : {}) });
   }
 
-  /** Unmounts, deletes the writable layer, and releases the image. */
+  /** Unmounts, deletes the writable layer, and releases the image; the same for the image volumes. */
   async removeRootfs(containerId: string): Promise<void> {
+    for (const volume of this.imageVolumeHolds(containerId)) {
+      if (volume.target) await unmountOverlay(volume.target);
+      await this.releaseImage(volume.containerId);
+    }
     await this.unmountRootfs(containerId);
     await rm(this.fsDir(containerId), { recursive: true, force: true });
     await this.releaseImage(containerId);
@@ -434,4 +466,14 @@ export class ImageService {
       return { bytes: 0n, inodes: 0n };
     });
   }
+}
+
+/** The hold name of a container's image volume n (`<container>.iv<n>`). */
+export function imageVolumeHolder(containerId: string, index: number): string {
+  return `${containerId}.iv${index}`;
+}
+
+/** The container a hold belongs to: itself, or the container of an image volume hold. */
+export function containerOfHolder(holder: string): string {
+  return holder.replace(/\.iv\d+$/, '');
 }

@@ -8,7 +8,7 @@
  */
 import { mkdir, realpath, stat } from 'node:fs/promises';
 import { MountPropagation, type Mount as CriMount } from '../gen/runtime/v1/api.js';
-import { failedPrecondition, invalidArgument, unimplemented, wrap } from '../common/errors.js';
+import { failedPrecondition, internal, invalidArgument, wrap } from '../common/errors.js';
 import { mountContaining, propagationOf, readMountInfo, type MountInfo } from '../platform/proc.js';
 
 /**
@@ -21,7 +21,8 @@ export async function prepareMounts(mounts: readonly CriMount[], mountInfo?: rea
   for (const m of mounts) {
     if (!m.containerPath.startsWith('/')) throw invalidArgument(`mounts: container_path "${m.containerPath}" must be an absolute path`);
     if (!m.hostPath) {
-      if (m.image?.image) throw unimplemented(`mounts: image volume "${m.image.image}" for "${m.containerPath}" is not supported`);
+      // The container module mounts image volumes and names their source as host_path first.
+      if (m.image?.image) throw internal(`mounts: image volume "${m.image.image}" for "${m.containerPath}" was not mounted`);
       throw invalidArgument(`mounts: host_path is empty for "${m.containerPath}"`);
     }
     await ensureHostPath(m.hostPath);

@@ -108,6 +108,8 @@ export function bindMountOptions(m: CriMount, rroSupported: boolean): { options:
     if (m.recursiveReadOnly) throw invalidArgument(`recursive read-only mount conflicts with RW mount (hostPath="${m.hostPath}")`);
     options.push('rw');
   }
+  // An image volume is data, never programs or devices (KEP-4639; CRI-O mounts it so too).
+  if (m.image?.image) options.push('nosuid', 'nodev', 'noexec');
   return { options, ...(rootfsPropagation ? { rootfsPropagation } : {}) };
 }
 

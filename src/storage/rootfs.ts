@@ -52,6 +52,26 @@ export async function mountOverlay(spec: OverlaySpec, alongside?: Promise<unknow
   await mount({ type: 'overlay', source: 'overlay', target: spec.target, options, cwd: spec.baseDir });
 }
 
+/**
+ * Mounts the layers read-only on target (an image volume): no upper dir, so nothing can be written,
+ * and nosuid, nodev, noexec, as CRI-O mounts image volumes (KEP-4639: read-only and not executable).
+ * overlayfs wants two lower dirs without an upper one: `padDir` (an empty dir, relative to baseDir) makes
+ * up the second for a one-layer image; an image without layers is the empty dir itself, bound read-only.
+ */
+export async function mountReadOnlyOverlay(spec: { baseDir: string; lowerDirs: string[]; padDir: string; target: string }): Promise<void> {
+  const flags = ['ro', 'nosuid', 'nodev', 'noexec'];
+  await mkdir(spec.target, { recursive: true, mode: 0o755 });
+  if (spec.lowerDirs.length === 0) {
+    await mount({ type: 'none', source: join(spec.baseDir, spec.padDir), target: spec.target, options: ['bind'] });
+    await mount({ type: 'none', source: 'none', target: spec.target, options: ['remount', 'bind', ...flags] });
+    return;
+  }
+  const lowerDirs = spec.lowerDirs.length >= 2 ? spec.lowerDirs : [...spec.lowerDirs, spec.padDir];
+  const options = [`lowerdir=${lowerDirs.join(':')}`, ...flags];
+  if (options.join(',').length + 1 > MOUNT_DATA_LIMIT) throw internal(`overlay mount options for ${lowerDirs.length} layers do not fit in one page`);
+  await mount({ type: 'overlay', source: 'overlay', target: spec.target, options, cwd: spec.baseDir });
+}
+
 export async function unmountOverlay(target: string): Promise<void> {
   await unmount(target);
 }

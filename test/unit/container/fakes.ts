@@ -84,6 +84,14 @@ export class FakeImages implements ContainerImages {
     await writeFile(join(target, 'etc', 'group'), 'root:x:0:\nuser:x:1000:\n');
     this.mounted.add(id);
   }
+  /** An image volume: the target gets a `data/` dir with one file, like a mounted image would. */
+  async mountImageVolume(spec: string, id: string, index: number, target: string): Promise<ImageInfo> {
+    const image = this.getImage(spec);
+    this.calls.push(`mount volume ${index} of ${id}`);
+    await mkdir(join(target, 'data'), { recursive: true });
+    await writeFile(join(target, 'data', 'file'), 'x');
+    return image;
+  }
   async removeRootfs(id: string): Promise<void> {
     this.calls.push(`remove ${id}`);
     this.mounted.delete(id);

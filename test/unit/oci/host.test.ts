@@ -81,7 +81,7 @@ describe('host preparation', () => {
 
     it('refuses empty host paths, image volumes and relative container paths', async () => {
       await rejectsKind(prepareMounts([mount('')]), 'InvalidArgument', /host_path is empty/);
-      await rejectsKind(prepareMounts([{ ...mount(''), image: { image: 'busybox', annotations: {}, userSpecifiedImage: '', runtimeHandler: '', imageRef: '' } }]), 'Unimplemented', /image volume/);
+      await rejectsKind(prepareMounts([{ ...mount(''), image: { image: 'busybox', annotations: {}, userSpecifiedImage: '', runtimeHandler: '', imageRef: '' } }]), 'Internal', /image volume "busybox" for "\/data" was not mounted/);
       await rejectsKind(prepareMounts([{ ...mount(dir), containerPath: 'x' }]), 'InvalidArgument', /absolute/);
     });
   });

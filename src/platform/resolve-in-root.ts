@@ -1,0 +1,53 @@
+/**
+ * Resolves a relative path inside a directory tree the way a chroot would see it: symlinks are followed
+ * within the tree (an absolute target starts again at the tree's root), and nothing may lead above the
+ * root. Meant for trees nobody can change meanwhile (a read-only image mount), so the answer stays true.
+ */
+import { lstat, readlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { invalidArgument, notFound } from '../common/errors.js';
+
+/** Linux's limit on symlinks followed in one lookup. */
+const MAX_SYMLINKS = 40;
+
+/**
+ * The host path of `relativePath` inside `root` (a path without symlinks), with every symlink resolved;
+ * `what` names the path in errors. NotFound when a component is missing; InvalidArgument for a path that
+ * would leave the root.
+ */
+export async function resolveInRoot(root: string, relativePath: string, what: string): Promise<string> {
+  let pending = components(relativePath);
+  const resolved: string[] = [];
+  let followed = 0;
+  while (pending.length > 0) {
+    const part = pending.shift()!;
+    if (part === '..') {
+      if (resolved.length === 0) throw invalidArgument(`${what} leads outside its root through a symlink`);
+      resolved.pop();
+      continue;
+    }
+    const path = join(root, ...resolved, part);
+    let isLink: boolean;
+    try {
+      isLink = (await lstat(path)).isSymbolicLink();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') {
+        throw notFound(`${what} does not exist (no "${[...resolved, part].join('/')}")`);
+      }
+      throw err;
+    }
+    if (!isLink) {
+      resolved.push(part);
+      continue;
+    }
+    if (++followed > MAX_SYMLINKS) throw invalidArgument(`${what}: too many levels of symbolic links`);
+    const target = await readlink(path);
+    if (target.startsWith('/')) resolved.length = 0;
+    pending = [...components(target), ...pending];
+  }
+  return join(root, ...resolved);
+}
+
+function components(path: string): string[] {
+  return path.split('/').filter((p) => p !== '' && p !== '.');
+}
