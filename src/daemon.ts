@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
 import type { Config } from './config/schema.js';
-import type { RootLogger } from './common/logger.js';
+import type { Logger, RootLogger } from './common/logger.js';
 import { planReload } from './config/reload.js';
 import { implement } from './api/services.js';
 import { ensureSocketFree, serveGrpc, type GrpcEndpoint } from './api/server.js';
@@ -14,7 +14,9 @@ import { lockStateDir, type StateLock } from './persist/state-lock.js';
 import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
 import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
 import { PodNetworkManager } from './network/pod-network.js';
-import { pathsFor } from './config/paths.js';
+import { pathsFor, type Paths } from './config/paths.js';
+import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
+import { podRootGid } from './sandbox/model.js';
 import { ImageService } from './images/image-service.js';
 import { pullImage } from './cri/image-pull.js';
 import { listImages, imageStatus, imageFsInfo, streamImages } from './cri/image-query.js';
@@ -83,17 +85,29 @@ export interface Daemon {
 
 /** Builds every service, recovers state from disk, and serves the CRI on the configured socket. */
 export async function startDaemon(config: Config, log: RootLogger): Promise<Daemon> {
-  await mkdir(config.root, { recursive: true, mode: 0o711 });
-  await mkdir(config.state, { recursive: true, mode: 0o711 });
+  await mkdir(config.state, { recursive: true, mode: SEARCH_ONLY_DIR });
   // Before recovery touches anything: refuse while another daemon owns this state dir or socket.
   const lock = await lockStateDir(config.state);
   try {
     await ensureSocketFree(config.socket);
+    // Trees an older Stove made readable by every host user are closed before anything else runs.
+    const tightened = await tightenStateTrees(config.root, config.state);
+    if (tightened) log.info('closed state dirs and records to unprivileged users', { root: config.root, state: config.state, changed: tightened });
     return await buildAndServe(config, log, lock);
   } catch (err) {
     await lock.release();
     throw err;
   }
+}
+
+/** The volatile dirs of recovered pods and containers get their access (tree-modes.ts); others root's alone. */
+async function tightenRecoveredPodDirs(state: string, paths: Paths, sandboxes: SandboxService, containers: ContainerService, log: Logger): Promise<void> {
+  const gids = new Map(sandboxes.list().map((s) => [s.id, podRootGid(s.userns)]));
+  const changed = await tightenPodDirs(state, [
+    ...sandboxes.list().map((s) => ({ path: paths.sandboxStateDir(s.id), podGid: gids.get(s.id) })),
+    ...containers.list().map((c) => ({ path: c.bundleDir, podGid: gids.get(c.sandboxId) })),
+  ]);
+  if (changed) log.info('set the access of pod and container state dirs', { changed });
 }
 
 /** Everything after the lock: services, recovery, the API. */
@@ -200,6 +214,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
   await recoverContainers(containers);
   // Exits that came between the watcher's start and the containers' load were not theirs yet.
   await recheckExits(containers);
+  await tightenRecoveredPodDirs(config.state, paths, sandboxes, containers, log);
 
   const info = new RuntimeInfo({
     config,

@@ -18,7 +18,8 @@ import { failedPrecondition, invalidArgument, isKind, notFound, wrap } from '../
 import type { ImageInfo } from '../images/image-service.js';
 import { removeCgroup } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
-import { isReady, podConfigOf, type SandboxRecord } from '../sandbox/model.js';
+import { isReady, podConfigOf, podRootGid, type SandboxRecord } from '../sandbox/model.js';
+import { makePodDir } from '../persist/tree-modes.js';
 import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { applySpecEditors } from './spec-editors.js';
@@ -132,7 +133,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
   cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
   const [, logMade] = await Promise.all([
-    mkdir(bundleDir, { recursive: true, mode: 0o711 }),
+    makePodDir(bundleDir, podRootGid(sandbox.userns)),
     plan.logPath ? prepareLogFile(plan.podConfig.logDirectory || dirname(plan.logPath), plan.logPath) : [],
   ]);
   if (logMade.length) cleanup.push('remove log file', () => removeMade(logMade));

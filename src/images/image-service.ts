@@ -139,7 +139,7 @@ export class ImageService {
   /** Opens the store: loads images, layers and holds, and removes leftovers of interrupted work. */
   static async open(options: ImageServiceOptions): Promise<ImageService> {
     const service = new ImageService(options);
-    await mkdir(options.imagesDir, { recursive: true, mode: 0o711 });
+    await mkdir(options.imagesDir, { recursive: true, mode: 0o700 });
     await service.blobs.init();
     await service.layers.init();
     await service.store.init();

@@ -136,7 +136,7 @@ export class PullProgress {
     const file = this.file;
     this.writing = this.writing.then(async () => {
       try {
-        await mkdir(join(file, '..'), { recursive: true });
+        await mkdir(join(file, '..'), { recursive: true, mode: 0o700 });
         const tmp = `${file}.${process.pid}.tmp`;
         await writeFile(tmp, text);
         await rename(tmp, file);

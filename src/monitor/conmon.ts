@@ -195,7 +195,7 @@ export function detachConmon(conmon: ConmonProcess): void {
 export async function createContainer(config: ConmonConfig, runtime: Runc, opts: CreateContainerOptions): Promise<CreatedContainer> {
   checkLogPath(opts.logPath);
   const log = config.log.child({ container: opts.id });
-  await Promise.all([config.exitsDir, config.attachDir, opts.persistDir].map((d) => mkdir(d, { recursive: true })));
+  await Promise.all([config.exitsDir, config.attachDir, opts.persistDir].map((d) => mkdir(d, { recursive: true, mode: 0o700 })));
   await removeBundleArtifacts(opts.bundle);
   const logExisted = opts.logPath ? await exists(opts.logPath) : true;
   let conmon: ConmonProcess | undefined;

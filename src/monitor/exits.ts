@@ -116,7 +116,7 @@ export class ExitWatcher {
   /** Starts watching (creating the dir if needed). */
   async start(opts: { emitExisting?: boolean } = {}): Promise<void> {
     if (this.watcher) return;
-    await mkdir(this.options.exitsDir, { recursive: true });
+    await mkdir(this.options.exitsDir, { recursive: true, mode: 0o700 });
     this.watcher = watch(this.options.exitsDir, { persistent: false }, (_event, name) => {
       if (name) void this.check(String(name));
     });

@@ -57,7 +57,7 @@ export class NetnsStore {
 
   /** Creates the empty file a namespace is bind-mounted on; ALREADY_EXISTS when the pin is taken. */
   private async createPinFile(path: string): Promise<void> {
-    await mkdir(this.dir, { recursive: true, mode: 0o755 });
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
     try {
       await (await open(path, 'wx', 0o444)).close();
     } catch (err) {

@@ -17,10 +17,11 @@ export interface WriteOptions {
 }
 
 /** Atomically replaces `path` with `data`. */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644, options: WriteOptions = {}): Promise<void> {
+export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600, options: WriteOptions = {}): Promise<void> {
   const durable = options.durable ?? true;
   const dir = dirname(path);
-  await mkdir(dir, { recursive: true });
+  // Records are root's alone (persist/tree-modes.ts).
+  await mkdir(dir, { recursive: true, mode: 0o700 });
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
   const fh = await open(tmp, 'w', mode);
   try {
@@ -46,7 +47,7 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
 
 /** Atomically writes a value as JSON (bigint-safe). */
 export async function writeJsonAtomic(path: string, value: unknown, options?: WriteOptions): Promise<void> {
-  await writeFileAtomic(path, stringifyJson(value, 2) + '\n', 0o644, options);
+  await writeFileAtomic(path, stringifyJson(value, 2) + '\n', 0o600, options);
 }
 
 /** Reads JSON written by writeJsonAtomic; undefined when the file does not exist. */

@@ -1,8 +1,8 @@
 /**
  * A pod with its own user namespace runs as an unprivileged host uid (its mapped root): the OCI runtime
  * sets its root filesystem up as that uid, so every directory above it must let other users through.
- * Stove makes its own directories 0711; this names a parent that does not, instead of leaving the
- * runtime to fail with a bare EACCES.
+ * Stove makes the parents of its pod dirs 0711 (persist/tree-modes.ts); this names a parent that does
+ * not, instead of leaving the runtime to fail with a bare EACCES.
  */
 import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';

@@ -11,7 +11,7 @@
  */
 import { PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { PodFiles } from './pod-files.js';
-import type { IdRange } from '../storage/idshift.js';
+import { hostIdOf, type IdRange } from '../storage/idshift.js';
 
 export type SandboxState = 'ready' | 'notready';
 
@@ -85,6 +85,14 @@ export function sandboxName(meta: { name: string; namespace: string; uid: string
 /** The CRI config a record was created from. */
 export function podConfigOf(record: Pick<SandboxRecord, 'config'>): PodSandboxConfig {
   return PodSandboxConfig.fromJSON(record.config);
+}
+
+/**
+ * The host gid of a user-namespaced pod's root (in-namespace gid 0), which may pass through the pod's
+ * and its containers' volatile dirs (persist/tree-modes.ts); undefined for a pod without one.
+ */
+export function podRootGid(userns: SandboxRecord['userns']): number | undefined {
+  return userns ? hostIdOf(userns.gidMappings, 0) : undefined;
 }
 
 /** True while the pause process should be running. */

@@ -23,7 +23,8 @@ import { nowNs } from '../common/clock.js';
 import { wrap } from '../common/errors.js';
 import { newId, shortId } from '../common/ids.js';
 import { buildPauseSpec, preparePauseHost, type Spec } from '../oci/index.js';
-import type { SandboxNamespaces, SandboxRecord } from './model.js';
+import { podRootGid, type SandboxNamespaces, type SandboxRecord } from './model.js';
+import { makePodDir } from '../persist/tree-modes.js';
 import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
@@ -93,7 +94,7 @@ class PodRun {
     const { store } = this.o;
     store.names.reserve(plan.name, id, 'sandbox');
     this.cleanup.push('release sandbox name', () => store.names.release(plan.name, id));
-    await mkdir(stateDir, { recursive: true, mode: 0o711 });
+    await makePodDir(stateDir, plan.modes.userns ? podRootGid(usernsOf(plan)) : undefined);
     this.cleanup.push('remove sandbox state dir', () => rm(stateDir, { recursive: true, force: true }));
     await this.createLogDirectory();
     if (plan.modes.userns)

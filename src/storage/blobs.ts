@@ -71,7 +71,7 @@ export class BlobStore {
     if (actual !== digest) throw internal(`content digest mismatch: expected ${digest}, got ${actual}`);
     if (await this.has(digest)) return;
     const tmp = this.ingestPath(digest);
-    await writeFile(tmp, data, { mode: 0o644 });
+    await writeFile(tmp, data, { mode: 0o600 });
     const fh = await open(tmp, 'r');
     try {
       await fh.datasync();

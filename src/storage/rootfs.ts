@@ -5,7 +5,7 @@
  * fit in the one page of mount data the kernel accepts.
  */
 import { mkdir, lstat, opendir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { mount, unmount } from '../platform/mount.js';
 import { internal } from '../common/errors.js';
 
@@ -43,6 +43,9 @@ export function overlayOptions(spec: OverlaySpec): string[] {
  */
 export async function mountOverlay(spec: OverlaySpec, alongside?: Promise<unknown>): Promise<void> {
   const options = overlayOptions(spec);
+  // The dir holding upper and work is root's alone (a root container's writable layer may hold a
+  // set-user-ID program); upper keeps 0755, the mode of the container's `/`.
+  await mkdir(dirname(spec.upperDir), { recursive: true, mode: 0o700 });
   await Promise.all([
     mkdir(spec.upperDir, { recursive: true, mode: 0o755 }),
     mkdir(spec.workDir, { recursive: true, mode: 0o700 }),
