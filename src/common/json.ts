@@ -18,3 +18,39 @@ export function parseJson<T>(text: string): T {
       : v,
   ) as T;
 }
+
+/**
+ * The first key that appears twice in one object of `text`, which must be valid JSON (parse it first).
+ * JSON.parse keeps the last of duplicate keys; formats that must mean one thing to every reader
+ * (policies, signed payloads) refuse them instead, as Go's containers/image does. Linear time.
+ */
+export function duplicateKey(text: string): string | undefined {
+  const objects: (Set<string> | undefined)[] = [];
+  let expectKey = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      let end = i + 1;
+      while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1;
+      if (expectKey) {
+        const key = JSON.parse(text.slice(i, end + 1)) as string;
+        const keys = objects[objects.length - 1]!;
+        if (keys.has(key)) return key;
+        keys.add(key);
+        expectKey = false;
+      }
+      i = end;
+    } else if (c === '{') {
+      objects.push(new Set());
+      expectKey = true;
+    } else if (c === '[') {
+      objects.push(undefined);
+    } else if (c === '}' || c === ']') {
+      objects.pop();
+      expectKey = false;
+    } else if (c === ',') {
+      expectKey = objects[objects.length - 1] !== undefined;
+    }
+  }
+  return undefined;
+}

@@ -10,6 +10,7 @@
  */
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { failedPrecondition } from '../../common/errors.js';
+import { duplicateKey } from '../../common/json.js';
 import { digestAlgorithm, digestOf } from '../../storage/blobs.js';
 import { digestProblem } from '../reference.js';
 
@@ -153,7 +154,10 @@ function exactKeys(v: unknown, keys: string[], where: string): Record<string, un
  * a `timestamp` there must be an integer and a `creator` a string. Throws the reason.
  */
 export function parsePayload(payload: Buffer): SimpleSigningPayload {
-  const doc = exactKeys(JSON.parse(payload.toString('utf8')), ['critical', 'optional'], 'the payload');
+  const text = payload.toString('utf8');
+  const doc = exactKeys(JSON.parse(text), ['critical', 'optional'], 'the payload');
+  const twice = duplicateKey(text);
+  if (twice !== undefined) throw new Error(`key ${JSON.stringify(twice)} appears twice in one object`);
   if (doc.optional !== null) {
     const optional = doc.optional as Record<string, unknown>;
     if (!optional || typeof optional !== 'object' || Array.isArray(optional)) throw new Error('payload "optional" is not a JSON object');

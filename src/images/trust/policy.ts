@@ -8,6 +8,7 @@
  * then wildcard domains `*.sub.example.com`, `*.example.com`, `*.com` (the port dropped), then the
  * transport's `""` scope, then `default`.
  */
+import { duplicateKey } from '../../common/json.js';
 import { repositoryName, type ImageReference } from '../reference.js';
 import { parseSignedReference, type SignedIdentityRule } from './identity.js';
 
@@ -66,6 +67,8 @@ export function parsePolicy(text: string): Policy {
   } catch (err) {
     throw new PolicyFormatError(`not valid JSON: ${(err as Error).message}`);
   }
+  const twice = duplicateKey(text);
+  if (twice !== undefined) throw new PolicyFormatError(`key ${JSON.stringify(twice)} appears twice in one object`);
   const top = object(doc, 'the policy', ['default', 'transports']);
   if (top.default === undefined) throw new PolicyFormatError('"default" is missing');
   const policy: Policy = { default: requirements(top.default, '"default"'), docker: new Map() };

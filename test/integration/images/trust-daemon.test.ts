@@ -8,14 +8,13 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { status } from '@grpc/grpc-js';
 import { PullImageRequest } from '../../../src/gen/runtime/v1/api.js';
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
 import { startRegistry, type TestRegistry } from '../../helpers/registry.js';
 import { startStove, type StoveProcess } from '../../helpers/stove-process.js';
 import { testPki, type TestCa, type TestPki } from '../../helpers/pki.js';
 import { cosignSign, signingKey } from '../../helpers/cosign.js';
-import { eventually } from '../sandbox/world.js';
+import { eventually, rejectsWith } from '../sandbox/world.js';
 
 const pull = (image: string, namespace?: string) =>
   PullImageRequest.fromPartial({ image: { image }, ...(namespace ? { sandboxConfig: { metadata: { name: 'p', uid: 'u', namespace, attempt: 0 } } } : {}) });
@@ -45,13 +44,6 @@ describe('images: certs dirs and signature policy in the daemon', function () {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  const rejectsWith = (promise: Promise<unknown>, code: status, message: RegExp) =>
-    assert.rejects(promise, (err: { code: number; details: string }) => {
-      assert.equal(err.code, code, err.details);
-      assert.match(err.details, message);
-      return true;
-    });
-
   it('pulls from a private CA with a client certificate, as allowed by the policy', async () => {
     const key = signingKey('p256');
     await writeFile(join(dir, 'cosign.pub'), key.publicPem);
@@ -77,9 +69,9 @@ describe('images: certs dirs and signature policy in the daemon', function () {
     });
     const image = stove.clients.image;
 
-    await rejectsWith(image.pullImage(pull(signedImg.reference)), status.FAILED_PRECONDITION, /x509: certificate signed by unknown authority .*add its CA as .*certs\.d\/127\.0\.0\.1:\d+\/ca\.crt/);
+    await rejectsWith(image.pullImage(pull(signedImg.reference)), 'FAILED_PRECONDITION', /x509: certificate signed by unknown authority .*add its CA as .*certs\.d\/127\.0\.0\.1:\d+\/ca\.crt/);
     await writeFile(join(certs, registry.host, 'ca.crt'), ca.cert);
-    await rejectsWith(image.pullImage(pull(signedImg.reference)), status.FAILED_PRECONDITION, /requires a client certificate and none is configured/);
+    await rejectsWith(image.pullImage(pull(signedImg.reference)), 'FAILED_PRECONDITION', /requires a client certificate and none is configured/);
     const client = await ca.client('node');
     await writeFile(join(certs, registry.host, 'node.cert'), client.cert);
     await writeFile(join(certs, registry.host, 'node.key'), client.key);
@@ -87,12 +79,12 @@ describe('images: certs dirs and signature policy in the daemon', function () {
 
     await rejectsWith(
       image.pullImage(pull(unsigned.reference)),
-      status.FAILED_PRECONDITION,
+      'FAILED_PRECONDITION',
       new RegExp(`failed to pull image "${unsigned.reference}": .* refused by signature policy .*policy\\.json \\(scope "${registry.host}/signed"\\): no signature`),
     );
     // The pod's namespace has its own policy; another namespace falls back to the node's.
     assert.equal((await image.pullImage(pull(unsigned.reference, 'dev'))).imageRef, unsigned.configDigest);
-    await rejectsWith(image.pullImage(pull(unsigned.reference, 'prod')), status.FAILED_PRECONDITION, /no signature/);
+    await rejectsWith(image.pullImage(pull(unsigned.reference, 'prod')), 'FAILED_PRECONDITION', /no signature/);
 
     // A reload pointing at another policy file applies to the next pull.
     await writeFile(join(dir, 'open.json'), JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }] }));

@@ -7,6 +7,7 @@ import { identityMatches, type SignedIdentityRule } from '../../../src/images/tr
 import { fetchSignatures, loadPublicKey, parsePayload, signatureTag, signingKey, type SignatureSource } from '../../../src/images/trust/cosign.js';
 import { notFound } from '../../../src/common/errors.js';
 import { createHash } from 'node:crypto';
+import { duplicateKey } from '../../../src/common/json.js';
 
 const accept = [{ type: 'insecureAcceptAnything' }];
 const reject = [{ type: 'reject' }];
@@ -37,6 +38,7 @@ describe('signature policy: parsing', () => {
     ['an unknown signedIdentity', { default: [{ type: 'sigstoreSigned', keyPath: '/k', signedIdentity: { type: 'matchAnything' } }] }, /unknown signedIdentity type/],
     ['exactReference without a tag', { default: [{ type: 'sigstoreSigned', keyPath: '/k', signedIdentity: { type: 'exactReference', dockerReference: 'quay.io/a/b' } }] }, /with a tag or digest/],
     ['a wildcard with a path', { default: accept, transports: { docker: { '*.example.com/ns': accept } } }, /wildcard scope/],
+    ['a key given twice', '{"default": [{"type": "reject"}], "default": [{"type": "insecureAcceptAnything"}]}', /key "default" appears twice/],
     ['a bad requirement under another transport', { default: accept, transports: { atomic: { '': [{ type: 'nope' }] } } }, /unknown requirement type "nope"/],
   ];
   for (const [what, doc, message] of bad) {
@@ -44,6 +46,16 @@ describe('signature policy: parsing', () => {
       assert.throws(() => parsePolicy(typeof doc === 'string' ? doc : JSON.stringify(doc)), (err: Error) => err instanceof PolicyFormatError && message.test(err.message));
     });
   }
+});
+
+describe('duplicate JSON keys', () => {
+  it('finds a key given twice in one object, at any depth, escapes decoded', () => {
+    assert.equal(duplicateKey('{"a": 1, "b": {"a": 2}, "c": [{"a": 1}, {"a": 2}]}'), undefined);
+    assert.equal(duplicateKey('{"a": 1, "b": 2, "a": 3}'), 'a');
+    assert.equal(duplicateKey('[{"x": {"k": "\\"", "k": 1}}]'), 'k');
+    assert.equal(duplicateKey('{"\\u0061": 1, "a": 2}'), 'a');
+    assert.equal(duplicateKey('{"a": ["a", "a"], "b": "a,\\"a"}'), undefined);
+  });
 });
 
 describe('signature policy: scopes', () => {
@@ -127,6 +139,8 @@ describe('cosign signatures', () => {
     assert.throws(() => parsePayload(payload({ ...critical, type: 'atomic container signature' })), /unrecognised signature type/);
     assert.throws(() => parsePayload(payload(critical, { timestamp: 1.5 })), /timestamp is not an integer/);
     assert.throws(() => parsePayload(Buffer.from(JSON.stringify({ critical }))), /missing "optional"/);
+    const twice = payload(critical).toString().replace('"optional"', '"critical":{},"optional"');
+    assert.throws(() => parsePayload(Buffer.from(twice)), /key "critical" appears twice/);
     assert.throws(() => parsePayload(payload({ ...critical, image: { 'docker-manifest-digest': 'sha256:short' } })), /invalid docker-manifest-digest/);
   });
 
