@@ -38,6 +38,7 @@ export class ConfigDirs<T> {
   private known = new Map<string, { signature: string; loaded: T }>();
   private signature: string | undefined;
   private scanning?: Promise<ConfigDirsScan<T>>;
+  private queued?: Promise<ConfigDirsScan<T>>;
 
   constructor(private readonly o: ConfigDirsOptions<T>) {}
 
@@ -45,12 +46,24 @@ export class ConfigDirs<T> {
     return this.o.dirs;
   }
 
-  /** Lists and (re)loads the files; concurrent callers share one scan. */
+  /**
+   * Lists and (re)loads the files. A scan always starts after the call: while one runs (it may have
+   * passed a file the caller just wrote), callers share one more that starts when it ends.
+   */
   scan(): Promise<ConfigDirsScan<T>> {
-    this.scanning ??= this.doScan().finally(() => {
-      this.scanning = undefined;
-    });
-    return this.scanning;
+    if (!this.scanning) {
+      this.scanning = this.doScan().finally(() => {
+        this.scanning = undefined;
+      });
+      return this.scanning;
+    }
+    this.queued ??= this.scanning
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        return this.scan();
+      });
+    return this.queued;
   }
 
   private async doScan(): Promise<ConfigDirsScan<T>> {
@@ -66,7 +79,8 @@ export class ConfigDirs<T> {
         } catch {
           continue; // removed since the listing
         }
-        if (st.isDirectory()) continue;
+        // Only regular files: opening a FIFO would block a libuv worker until some writer came.
+        if (!st.isFile()) continue;
         const signature = `${st.ino}:${st.size}:${st.mtimeNs}`;
         const old = this.known.get(path);
         const loaded = old?.signature === signature ? old.loaded : await this.o.load(path);
