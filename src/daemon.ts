@@ -58,6 +58,8 @@ import { CriStreamingBackend, streamingLookup } from './streaming/container-back
 import { CdiRegistry } from './cdi/index.js';
 import { OciHookRegistry } from './oci-hooks/index.js';
 import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
+import { startObservability, type Observability } from './observability/start.js';
+import { metrics } from './observability/hooks.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -88,13 +90,16 @@ export async function startDaemon(config: Config, log: RootLogger): Promise<Daem
   await mkdir(config.state, { recursive: true, mode: SEARCH_ONLY_DIR });
   // Before recovery touches anything: refuse while another daemon owns this state dir or socket.
   const lock = await lockStateDir(config.state);
+  // Metrics and tracing first, so recovery and every call after it are counted.
+  const observability = await startObservability(config, stoveVersion(), log.child({ module: 'observability' }));
   try {
     await ensureSocketFree(config.socket);
     // Trees an older Stove made readable by every host user are closed before anything else runs.
     const tightened = await tightenStateTrees(config.root, config.state);
     if (tightened) log.info('closed state dirs and records to unprivileged users', { root: config.root, state: config.state, changed: tightened });
-    return await buildAndServe(config, log, lock);
+    return await buildAndServe(config, log, lock, observability);
   } catch (err) {
+    await observability.stop();
     await lock.release();
     throw err;
   }
@@ -111,7 +116,7 @@ async function tightenRecoveredPodDirs(state: string, paths: Paths, sandboxes: S
 }
 
 /** Everything after the lock: services, recovery, the API. */
-async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): Promise<Daemon> {
+async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, observability: Observability): Promise<Daemon> {
   const paths = pathsFor(config);
   const podNetwork = new PodNetworkManager({
     ...config.network,
@@ -209,12 +214,14 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
     log: log.child({ module: 'exits' }),
   });
   // Recovery before the API answers: the watcher first, so no exit falls between reading and watching.
+  const recoveryStarted = performance.now();
   await exits.start();
   await sandboxes.recover();
   await recoverContainers(containers);
   // Exits that came between the watcher's start and the containers' load were not theirs yet.
   await recheckExits(containers);
   await tightenRecoveredPodDirs(config.state, paths, sandboxes, containers, log);
+  metrics().recovered((performance.now() - recoveryStarted) / 1000);
 
   const info = new RuntimeInfo({
     config,
@@ -279,14 +286,25 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
   };
 
   const apiLog = log.child({ module: 'api' });
-  const endpoint = await serveGrpc(
+  const serving = observability
+    .listen({
+      containerStates: () => containers.list().map((c) => c.state),
+      podSandboxStates: () => sandboxes.list().map((s) => s.state),
+      imageCount: () => images.list().length,
+      streamingSessions: () => streaming.sessionsByKind(),
+      quarantinedRecords: () => 0,
+    })
+    .then(() =>
+      serveGrpc(
     config.socket,
     [
       { definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, runtimeHandlers, apiLog) },
       { definition: ImageServiceService, implementation: implement(ImageServiceService, imageHandlers, apiLog) },
-    ],
-    log,
-  ).catch(async (err: unknown) => {
+        ],
+        log,
+      ),
+    );
+  const endpoint = await serving.catch(async (err: unknown) => {
     await streaming.stop();
     throw err;
   });
@@ -317,6 +335,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock): 
       await streamingBackend.drain();
       exits.stop();
       await images.close();
+      await observability.stop();
       await lock.release();
     },
   };

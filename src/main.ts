@@ -29,6 +29,8 @@ flags (serve, config, check):
   --root DIR        persistent state (default /var/lib/stove)
   --state DIR       volatile state (default /run/stove)
   --log-level LVL   debug, info, warn or error
+  --metrics-address HOST:PORT
+                    serve Prometheus metrics at http://HOST:PORT/metrics ("" = off)
 `;
 
 const FLAG_OPTIONS = {
@@ -39,6 +41,7 @@ const FLAG_OPTIONS = {
   root: { type: 'string' },
   state: { type: 'string' },
   'log-level': { type: 'string' },
+  'metrics-address': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   creds: { type: 'string' },
 } as const;
@@ -99,7 +102,13 @@ async function main(argv: string[]): Promise<number> {
   const sources: ConfigSources = {
     path: values.config,
     dir: values['config-dir'],
-    overrides: { socket: values.socket, root: values.root, state: values.state, logLevel: values['log-level'] },
+    overrides: {
+      socket: values.socket,
+      root: values.root,
+      state: values.state,
+      logLevel: values['log-level'],
+      metricsAddress: values['metrics-address'],
+    },
   };
   const load = async () => (await loadConfigLayers(sources)).config;
   switch (command) {

@@ -1,9 +1,11 @@
 /**
  * Builds grpc-js service implementations from handler tables. Every RPC of both services is
- * registered: one without a handler answers UNIMPLEMENTED naming the RPC. Each call is timed and
- * logged, and every error is turned into a gRPC status here and nowhere else.
+ * registered: one without a handler answers UNIMPLEMENTED naming the RPC. Each call is timed, logged,
+ * counted and traced (observability/hooks.ts), and every error is turned into a gRPC status here and
+ * nowhere else.
  */
 import type {
+  Metadata,
   ServerUnaryCall,
   ServerWritableStream,
   sendUnaryData,
@@ -14,6 +16,7 @@ import { status } from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
 import { toServiceError, statusName } from './errors.js';
 import type { StreamSink } from './handlers.js';
+import { metrics, tracer, type MetadataGetter, type SpanAttributes } from '../observability/hooks.js';
 
 type AnyUnary = (request: unknown) => Promise<unknown>;
 type AnyStream = (request: unknown, sink: StreamSink<unknown>) => void | Promise<void>;
@@ -30,29 +33,68 @@ function logFailure(log: Logger, rpc: string, durationMs: number, err: unknown):
   else log.warn('rpc failed', fields);
 }
 
-function unary(log: Logger, rpc: string, handler: AnyUnary | undefined) {
+/** A gRPC metadata value, for the trace context a caller sends (`traceparent`). */
+function metadataGetter(metadata: Metadata): MetadataGetter {
+  return (key) => {
+    const value = metadata.get(key)[0];
+    return value === undefined ? undefined : String(value);
+  };
+}
+
+/** Span attributes naming what a call is about: the pod, container or image of its request or response. */
+function idAttributes(message: unknown): SpanAttributes {
+  const out: SpanAttributes = {};
+  if (typeof message !== 'object' || message === null) return out;
+  const m = message as { podSandboxId?: unknown; containerId?: unknown; image?: { image?: unknown }; imageRef?: unknown };
+  if (typeof m.podSandboxId === 'string' && m.podSandboxId) out['sandbox.id'] = m.podSandboxId;
+  if (typeof m.containerId === 'string' && m.containerId) out['container.id'] = m.containerId;
+  if (typeof m.image?.image === 'string' && m.image.image) out['image.name'] = m.image.image;
+  if (typeof m.imageRef === 'string' && m.imageRef) out['image.ref'] = m.imageRef;
+  return out;
+}
+
+function unary(log: Logger, method: string, handler: AnyUnary | undefined) {
+  const rpc = rpcName(method);
   return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
     const started = performance.now();
     if (!handler) {
+      metrics().criRequest(method, statusName(status.UNIMPLEMENTED), (performance.now() - started) / 1000);
       callback({ code: status.UNIMPLEMENTED, details: `${rpc} is not implemented by stove` });
       return;
     }
-    handler(call.request).then(
+    const t = tracer();
+    t.serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
+      try {
+        const response = await handler(call.request);
+        t.annotate({ ...idAttributes(response), 'rpc.grpc.status_code': status.OK });
+        return response;
+      } catch (err) {
+        t.annotate({ 'rpc.grpc.status_code': toServiceError(err).code });
+        throw err;
+      }
+    }).then(
       (response) => {
-        log.debug('rpc', { rpc, durationMs: +(performance.now() - started).toFixed(2) });
+        const seconds = (performance.now() - started) / 1000;
+        metrics().criRequest(method, 'OK', seconds);
+        log.debug('rpc', { rpc, durationMs: +(seconds * 1000).toFixed(2) });
         callback(null, response);
       },
       (err: unknown) => {
-        logFailure(log, rpc, +(performance.now() - started).toFixed(2), err);
-        callback(toServiceError(err));
+        const seconds = (performance.now() - started) / 1000;
+        const e = toServiceError(err);
+        metrics().criRequest(method, statusName(e.code), seconds);
+        logFailure(log, rpc, +(seconds * 1000).toFixed(2), err);
+        callback(e);
       },
     );
   };
 }
 
-function serverStream(log: Logger, rpc: string, handler: AnyStream | undefined) {
+function serverStream(log: Logger, method: string, handler: AnyStream | undefined) {
+  const rpc = rpcName(method);
   return (call: ServerWritableStream<unknown, unknown>) => {
     if (!handler) {
+      metrics().criRequest(method, statusName(status.UNIMPLEMENTED));
       call.emit('error', { code: status.UNIMPLEMENTED, details: `${rpc} is not implemented by stove` });
       return;
     }
@@ -95,12 +137,25 @@ function serverStream(log: Logger, rpc: string, handler: AnyStream | undefined) 
       if (!closed) call.emit('error', toServiceError(err));
       close();
     };
-    try {
-      const done = handler(call.request, sink);
-      if (done) done.then(() => sink.end(), fail);
-    } catch (err) {
-      fail(err);
-    }
+    // A handler that returns a promise answers a bounded list and is timed; one that does not
+    // (GetContainerEvents) streams until the client leaves and is counted once open.
+    let bounded = false;
+    tracer()
+      .serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
+        const done = handler(call.request, sink);
+        bounded = done !== undefined;
+        await done;
+      })
+      .then(
+        () => {
+          metrics().criRequest(method, 'OK', bounded ? (performance.now() - started) / 1000 : undefined);
+          if (bounded) sink.end();
+        },
+        (err: unknown) => {
+          metrics().criRequest(method, statusName(toServiceError(err).code), bounded ? (performance.now() - started) / 1000 : undefined);
+          fail(err);
+        },
+      );
   };
 }
 
@@ -115,11 +170,10 @@ export function implement(
 ): UntypedServiceImplementation {
   const impl: UntypedServiceImplementation = {};
   for (const [key, method] of Object.entries(definition)) {
-    const rpc = rpcName(method.path);
     const handler = handlers[key];
     impl[key] = method.responseStream
-      ? serverStream(log, rpc, handler as AnyStream | undefined)
-      : unary(log, rpc, handler as AnyUnary | undefined);
+      ? serverStream(log, method.path, handler as AnyStream | undefined)
+      : unary(log, method.path, handler as AnyUnary | undefined);
   }
   return impl;
 }

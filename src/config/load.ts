@@ -31,7 +31,11 @@ export interface ConfigOverrides {
   root?: string;
   state?: string;
   logLevel?: string;
+  metricsAddress?: string;
 }
+
+/** Number keys that take fractions; every other number is a non-negative integer. */
+const FRACTION_KEYS = new Set(['tracing.sample_ratio']);
 
 type Table = Record<string, unknown>;
 
@@ -84,6 +88,10 @@ function merge(target: Table, input: Table, path: string, source: string, origin
       if (!Array.isArray(value) || !value.every((v) => typeof v === 'string'))
         throw new ConfigError(`${source}: "${keyPath}" must be a list of strings`);
       target[key] = value;
+    } else if (typeof current === 'number' && FRACTION_KEYS.has(keyPath)) {
+      const n = typeof value === 'bigint' ? Number(value) : value;
+      if (typeof n !== 'number' || !Number.isFinite(n)) throw new ConfigError(`${source}: "${keyPath}" must be a number`);
+      target[key] = n;
     } else if (typeof current === 'number') {
       const n = typeof value === 'bigint' ? Number(value) : value;
       if (typeof n !== 'number' || !Number.isSafeInteger(n) || (n < 0 && !(n === -1 && UNLIMITED_WITH_MINUS_ONE.has(keyPath))))
@@ -142,6 +150,25 @@ function validate(config: Config, source: string): void {
   for (const key of ['maxLayerSize', 'maxImageSize'] as const) {
     if (config.images[key] < 1) throw new ConfigError(`${source}: "images.${snake(key)}" must be at least 1`);
   }
+  validateObservability(config, source);
+}
+
+/** `host:port` or `[v6]:port` into its parts; undefined when it is neither. */
+export function parseHostPort(address: string): { host: string; port: number } | undefined {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s/]+)):(\d{1,5})$/.exec(address);
+  if (!m || Number(m[3]) > 65535) return undefined;
+  return { host: m[1] ?? m[2]!, port: Number(m[3]) };
+}
+
+function validateObservability(config: Config, source: string): void {
+  const { address } = config.metrics;
+  if (address && !parseHostPort(address))
+    throw new ConfigError(`${source}: "metrics.address" must be host:port (e.g. "127.0.0.1:9099"), got "${address}"`);
+  const { endpoint, sampleRatio, serviceName } = config.tracing;
+  if (endpoint && !/^https?:\/\/[^/]+/.test(endpoint))
+    throw new ConfigError(`${source}: "tracing.endpoint" must be an http:// or https:// URL (e.g. "http://127.0.0.1:4318"), got "${endpoint}"`);
+  if (sampleRatio < 0 || sampleRatio > 1) throw new ConfigError(`${source}: "tracing.sample_ratio" must be between 0 and 1, got ${sampleRatio}`);
+  if (!serviceName) throw new ConfigError(`${source}: "tracing.service_name" must not be empty`);
 }
 
 function parseToTable(text: string, source: string): Table {
@@ -232,6 +259,7 @@ export function applyOverrides(config: Config, overrides: ConfigOverrides, origi
   if (overrides.root !== undefined) set('root', () => (config.root = overrides.root!));
   if (overrides.state !== undefined) set('state', () => (config.state = overrides.state!));
   if (overrides.logLevel !== undefined) set('log_level', () => (config.logLevel = overrides.logLevel as LogLevel));
+  if (overrides.metricsAddress !== undefined) set('metrics.address', () => (config.metrics.address = overrides.metricsAddress!));
   validate(config, 'command line');
 }
 

@@ -10,6 +10,8 @@
  *   [images]       download concurrency, stall timeout
  *   [cdi]          CDI spec dirs
  *   [registries."host"]  mirrors, insecure, credentials per registry host
+ *   [metrics]      Prometheus endpoint address (off when empty)
+ *   [tracing]      OTLP/HTTP endpoint, sample ratio, service name (off when the endpoint is empty)
  */
 import type { LogLevel } from '../common/logger.js';
 
@@ -113,6 +115,19 @@ export interface RegistryConfig {
   identityToken: string;
 }
 
+export interface MetricsConfig {
+  /** `host:port` serving `/metrics`; empty turns metrics off. */
+  address: string;
+}
+
+export interface TracingConfig {
+  /** OTLP/HTTP collector, e.g. `http://127.0.0.1:4318`; empty turns tracing off. */
+  endpoint: string;
+  /** Share of traces started by Stove that are kept, 0–1 (a caller's sampling decision wins). */
+  sampleRatio: number;
+  serviceName: string;
+}
+
 export interface Config {
   socket: string;
   root: string;
@@ -124,6 +139,8 @@ export interface Config {
   images: ImagesConfig;
   cdi: CdiConfig;
   registries: Record<string, RegistryConfig>;
+  metrics: MetricsConfig;
+  tracing: TracingConfig;
 }
 
 /** containerd's default capability set: what images built for Docker expect (ping, chroot, mknod). */
@@ -197,6 +214,8 @@ export function defaultConfig(): Config {
       specDirs: ['/etc/cdi', '/var/run/cdi'],
     },
     registries: {},
+    metrics: { address: '' },
+    tracing: { endpoint: '', sampleRatio: 1, serviceName: 'stove' },
   };
 }
 

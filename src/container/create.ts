@@ -29,6 +29,7 @@ import { effectiveStopSignal } from './stop-signal.js';
 import { checkImageMounts, hasImageVolumes, mountImageVolumes, type ImageVolumeRecord } from './image-volumes.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
+import { tracer } from '../observability/hooks.js';
 
 /** Everything a create needs, checked before anything exists. */
 export interface CreatePlan {
@@ -121,9 +122,11 @@ export function podConfigFor(sandbox: SandboxRecord): PodSandboxConfig {
 export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, steps: Record<string, number> = {}): Promise<ContainerRecord> {
   const { id, config, sandbox, image } = plan;
   let mark = performance.now();
-  const lap = (name: string) => {
+  // Each lap is a step in the log and a trace span; conmon's span starts with conmon, not after the spec.
+  const lap = (name: string, spanFrom = mark) => {
     const now = performance.now();
     steps[name] = +(now - mark).toFixed(1);
+    tracer().step(name, spanFrom, now);
     mark = now;
   };
   const bundleDir = o.containerStateDir(id);
@@ -152,6 +155,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   // conmon starts now and sets itself up while the bundle is prepared; it runs `runc create` only once
   // the gate opens (its start pipe). A failed preparation closes the gate and the monitor undoes conmon.
   const gate = deferred();
+  const conmonStarted = performance.now();
   const creating = o.monitor.createContainer(plan.runtime, {
     id,
     name: plan.name,
@@ -199,7 +203,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     throw err;
   }
   const created = await creating;
-  lap('conmon');
+  lap('conmon', conmonStarted);
 
   const record: ContainerRecord = {
     id,

@@ -51,6 +51,7 @@ import { containerConfigOf, type ContainerRecord, type ContainerStateName } from
 import type { ContainerStore } from './store.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { DEFAULT_STOP_SIGNAL, runtimeSignalArg } from './stop-signal.js';
+import { metrics } from '../observability/hooks.js';
 
 /** Exit code and reason of a container whose start failed (containerd's). */
 const START_ERROR_EXIT_CODE = 128;
@@ -184,7 +185,9 @@ export class ContainerService {
     ).catch((err: unknown) => {
       throw wrap(err, `failed to create container "${config.metadata?.name}" in sandbox "${sandbox.id}"`);
     });
-    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +(performance.now() - started).toFixed(1), steps });
+    const ms = performance.now() - started;
+    metrics().containerCreated(id, ms / 1000);
+    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +ms.toFixed(1), steps });
     return record;
   }
 
@@ -218,7 +221,9 @@ export class ContainerService {
         { durable: false },
       );
       this.emit(ContainerEventType.CONTAINER_STARTED_EVENT, updated);
-      this.log.info('container started', { id: shortId(id), pid: r.pid, ms: +(performance.now() - started).toFixed(1) });
+      const ms = performance.now() - started;
+      metrics().containerStarted(id, ms / 1000);
+      this.log.info('container started', { id: shortId(id), pid: r.pid, ms: +ms.toFixed(1) });
     });
   }
 
@@ -363,6 +368,7 @@ export class ContainerService {
       // A process that died before the start was recorded still finished after it began.
       if (c.startedAt > c.finishedAt) c.startedAt = c.finishedAt;
     });
+    if (oom) metrics().containerOom();
     this.log.info('container exited', { id: shortId(r.id), exitCode: updated.exitCode, reason: updated.reason });
     this.emit(ContainerEventType.CONTAINER_STOPPED_EVENT, updated);
     return updated;
@@ -474,7 +480,9 @@ export class ContainerService {
     let result;
     try {
       result = await this.o.monitor.execSync(this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name });
+      metrics().execSync(result.exitCode === 0 ? 'ok' : 'nonzero_exit');
     } catch (err) {
+      metrics().execSync(isKind(err, 'DeadlineExceeded') ? 'timeout' : 'error');
       if (isKind(err, 'DeadlineExceeded')) {
         throw new StoveError('DeadlineExceeded', `command ${JSON.stringify(cmd.join(' '))} in container "${r.id}" timed out after ${timeoutSeconds}s`, { cause: err });
       }

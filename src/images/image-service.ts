@@ -32,6 +32,7 @@ import { progressFile } from './progress.js';
 import { CertsDirs } from './trust/certs.js';
 import { PolicyStore } from './trust/enforce.js';
 import type { Platform } from './manifest.js';
+import { metrics } from '../observability/hooks.js';
 import type { ImageConfig } from '../oci/types.js';
 
 export interface ImageServiceOptions {
@@ -166,9 +167,13 @@ export class ImageService {
    */
   async pull(image: string, auth?: AuthConfigLike, namespace?: string): Promise<ImageRecord> {
     const ref = parseReference(image);
+    const started = performance.now();
     try {
-      return await this.puller.pull(ref, credentialsFromAuthConfig(auth), namespace);
+      const record = await this.puller.pull(ref, credentialsFromAuthConfig(auth), namespace);
+      metrics().imagePull('success', (performance.now() - started) / 1000);
+      return record;
     } catch (err) {
+      metrics().imagePull('failure', (performance.now() - started) / 1000);
       throw wrap(err, `failed to pull image "${formatReference(ref)}"`);
     }
   }

@@ -16,6 +16,7 @@ import { parseManifest, parseImageConfig, selectPlatform, hostPlatform, formatPl
 import { digestReference, formatReference, tagReference, type ImageReference } from './reference.js';
 import type { ImageRecord, ImageStore, LayerRef } from './image-store.js';
 import { PullProgress } from './progress.js';
+import { metrics, tracer } from '../observability/hooks.js';
 import type { Credentials } from './auth.js';
 import { enforce, needsSignatures, refuseRejected, type PolicyStore, type PullPolicy } from './trust/enforce.js';
 
@@ -275,8 +276,11 @@ export class Puller {
 
   /** Makes sure a layer is unpacked and its blob stored; one flight per chain ID. */
   private ensureLayer(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress): Promise<void> {
-    return this.layerFlights
-      .run(job.chainId, () => this.deps.locks.run(job.chainId, () => this.ensureLayerLocked(session, job, name, progress)))
+    const attributes = { 'layer.digest': job.desc.digest, 'layer.size': job.desc.size };
+    return tracer()
+      .span('pullLayer', attributes, () =>
+        this.layerFlights.run(job.chainId, () => this.deps.locks.run(job.chainId, () => this.ensureLayerLocked(session, job, name, progress))),
+      )
       .then(
         () => {
           // Another pull may have done this layer: make sure our own progress shows it complete.
@@ -335,8 +339,12 @@ export class Puller {
     const temp = network?.storeOnly ? undefined : await layers.createTemp();
     const ingest = network ? blobs.ingestPath(desc.digest) : undefined;
     try {
-      const source = network?.session.blobStream(desc.digest, desc.size, (n) => network.progress.bytes(desc.digest, n));
-      const result = await this.deps.pool.run(
+      const source = network?.session.blobStream(desc.digest, desc.size, (n) => {
+        metrics().imagePullBytes(n);
+        network.progress.bytes(desc.digest, n);
+      });
+      const started = performance.now();
+      const result = await tracer().span('unpack', { 'layer.digest': desc.digest, 'layer.source': network ? 'registry' : 'blob' }, () => this.deps.pool.run(
         {
           digestAlgorithm: digestAlgorithm(desc.digest),
           blobPath: ingest,
@@ -346,7 +354,8 @@ export class Puller {
           whiteoutTemplate: layers.whiteoutTemplate,
         },
         source,
-      );
+      ));
+      metrics().layerUnpacked((performance.now() - started) / 1000);
       if (result.digest !== desc.digest)
         throw internal(`layer digest mismatch: expected ${desc.digest}, got ${result.digest} (${result.size} bytes)`);
       if (result.size !== desc.size) throw internal(`layer ${desc.digest} is ${result.size} bytes, but its descriptor says ${desc.size}`);

@@ -30,6 +30,7 @@ import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './service.js';
 import { settleAll, StepTimer } from './steps.js';
+import { metrics } from '../observability/hooks.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */
 const NETNS_PENDING = '/proc/self/ns/net';
@@ -61,7 +62,9 @@ export async function runSandbox(o: SandboxServiceOptions, config: PodSandboxCon
   const record = await withCleanup(log, (cleanup) =>
     new PodRun(o, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer).run(),
   );
-  log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms: timer.total(), steps: timer.steps });
+  const ms = timer.total();
+  metrics().podSandboxStarted(ms / 1000, timer.steps);
+  log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms, steps: timer.steps });
   return record;
 }
 

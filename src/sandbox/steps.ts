@@ -1,4 +1,5 @@
 /** Small helpers for multi-step operations: settle parallel steps together, time each step. */
+import { tracer } from '../observability/hooks.js';
 
 /** Waits for every task; once all have settled, throws the first failure (in task order). */
 export async function settleAll<T extends readonly unknown[]>(tasks: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
@@ -10,7 +11,7 @@ export async function settleAll<T extends readonly unknown[]>(tasks: { [K in key
   return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
-/** Milliseconds per named step, for the log lines that show where an RPC's time goes. */
+/** Milliseconds per named step, for the log lines that show where an RPC's time goes; each step is a trace span. */
 export class StepTimer {
   private readonly started = performance.now();
   readonly steps: Record<string, number> = {};
@@ -18,7 +19,7 @@ export class StepTimer {
   async time<T>(name: string, body: () => Promise<T>): Promise<T> {
     const t = performance.now();
     try {
-      return await body();
+      return await tracer().span(name, {}, body);
     } finally {
       this.steps[name] = +(performance.now() - t).toFixed(1);
     }

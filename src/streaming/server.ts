@@ -123,7 +123,7 @@ export class StreamingServer {
   /** Made on the first WebSocket upgrade: `ws` is loaded only when a client asks for it. */
   private webSockets?: Promise<{ wss: WebSocketServer; createWebSocketStream: typeof import('ws').createWebSocketStream }>;
   private readonly tokens: TokenCache<Stored>;
-  private readonly live = new Set<Live>();
+  private readonly live = new Map<Live, Kind>();
   private readonly sockets = new Set<Duplex>();
   private readonly negotiated = new WeakMap<IncomingMessage, string>();
   private readonly idleTimeoutMs: number;
@@ -242,7 +242,7 @@ export class StreamingServer {
   /** Stops accepting, ends every live session (their backends see the abort), frees the port. */
   async stop(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
-    for (const conn of this.live) conn.destroy();
+    for (const conn of this.live.keys()) conn.destroy();
     this.live.clear();
     for (const socket of this.sockets) socket.destroy();
     void this.webSockets?.then(({ wss }) => wss.close());
@@ -335,9 +335,16 @@ export class StreamingServer {
     }
   }
 
-  private track(conn: Live, whenClosed: (cb: () => void) => void): void {
-    this.live.add(conn);
+  private track(conn: Live, kind: Kind, whenClosed: (cb: () => void) => void): void {
+    this.live.set(conn, kind);
     whenClosed(() => this.live.delete(conn));
+  }
+
+  /** Live sessions by kind (exec, attach, portforward). */
+  sessionsByKind(): Record<Kind, number> {
+    const counts: Record<Kind, number> = { exec: 0, attach: 0, portforward: 0 };
+    for (const kind of this.live.values()) counts[kind]++;
+    return counts;
   }
 
   private handleSpdy(req: IncomingMessage, socket: Duplex, head: Buffer, stored: Stored): void {
@@ -374,7 +381,7 @@ export class StreamingServer {
             backend: this.options.backend,
             log,
           });
-    this.track(session, (cb) => session.onClose(cb));
+    this.track(session, stored.kind, (cb) => session.onClose(cb));
   }
 
   private handleWebSocket(req: IncomingMessage, socket: Duplex, head: Buffer, stored: Stored): void {
@@ -404,7 +411,7 @@ export class StreamingServer {
         const serveOptions = { idleTimeoutMs: this.idleTimeoutMs, backend: this.options.backend, log };
         if (stored.kind !== 'portforward') {
           const conn = serveWsCommand(ws, protocol, stored, serveOptions);
-          this.track(conn, (cb) => ws.once('close', cb));
+          this.track(conn, stored.kind, (cb) => ws.once('close', cb));
         } else if (protocol === WS_SPDY_TUNNEL_PROTOCOL) {
           const session = servePortForward(createWebSocketStream(ws), {
             podSandboxId: stored.request.podSandboxId,
@@ -414,10 +421,10 @@ export class StreamingServer {
             backend: this.options.backend,
             log,
           });
-          this.track({ destroy: () => session.destroy() }, (cb) => session.onClose(cb));
+          this.track({ destroy: () => session.destroy() }, 'portforward', (cb) => session.onClose(cb));
         } else {
           const conn = serveWsPortForward(ws, protocol, stored.request.podSandboxId, stored.request.port, serveOptions);
-          this.track(conn, (cb) => ws.once('close', cb));
+          this.track(conn, 'portforward', (cb) => ws.once('close', cb));
         }
       }),
       (err: unknown) => {

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { Metadata, status, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { implement } from '../../../src/api/services.js';
+import { notFound } from '../../../src/common/errors.js';
+import { createLogger } from '../../../src/common/logger.js';
+import { RuntimeServiceService } from '../../../src/gen/runtime/v1/api.js';
+import { installObservability, NO_METRICS, NO_TRACING, type MetricsRecorder } from '../../../src/observability/hooks.js';
+import { OtelTracing, tracesUrl } from '../../../src/observability/tracing.js';
+import { StepTimer } from '../../../src/sandbox/steps.js';
+
+const log = createLogger('error');
+
+type Unary = (call: Partial<ServerUnaryCall<unknown, unknown>>, cb: (err: Partial<ServiceError> | null, res?: unknown) => void) => void;
+
+function call(handler: Unary, request: unknown, metadata = new Metadata()): Promise<{ err: Partial<ServiceError> | null; res?: unknown }> {
+  return new Promise((resolve) => handler({ request, metadata }, (err, res) => resolve({ err, res })));
+}
+
+describe('observability: the server edge', () => {
+  const exporter = new InMemorySpanExporter();
+  let tracing: OtelTracing;
+  const recorded: [string, string, number | undefined][] = [];
+  const recorder: MetricsRecorder = { ...NO_METRICS, criRequest: (method, code, seconds) => void recorded.push([method, code, seconds]) };
+
+  before(() => {
+    tracing = new OtelTracing({ endpoint: 'http://127.0.0.1:1', sampleRatio: 1, serviceName: 'stove-test', serviceVersion: '0', log, exporter });
+    installObservability(recorder, tracing);
+  });
+  after(async () => {
+    installObservability(NO_METRICS, NO_TRACING);
+    await tracing.shutdown();
+  });
+  beforeEach(async () => {
+    await tracing.flush();
+    exporter.reset();
+    recorded.length = 0;
+  });
+
+  const impl = implement(
+    RuntimeServiceService,
+    {
+      runPodSandbox: async () => {
+        const timer = new StepTimer();
+        await Promise.all([timer.time('netns', async () => {}), timer.time('cni', async () => timer.time('inner', async () => {}))]);
+        return { podSandboxId: 'p1' };
+      },
+      containerStatus: async () => {
+        throw notFound('container "c9" not found');
+      },
+    },
+    log,
+  );
+
+  it('counts each call by full method name and status name', async () => {
+    await call(impl.runPodSandbox as Unary, {});
+    const { err } = await call(impl.containerStatus as Unary, { containerId: 'c9' });
+    assert.equal(err?.code, status.NOT_FOUND);
+    await call(impl.version as Unary, {});
+    assert.deepEqual(
+      recorded.map(([m, c]) => [m, c]),
+      [
+        ['/runtime.v1.RuntimeService/RunPodSandbox', 'OK'],
+        ['/runtime.v1.RuntimeService/ContainerStatus', 'NOT_FOUND'],
+        ['/runtime.v1.RuntimeService/Version', 'UNIMPLEMENTED'],
+      ],
+    );
+    assert.ok(recorded.every(([, , s]) => typeof s === 'number' && s >= 0 && s < 5));
+  });
+
+  it('a call is a server span under the caller\'s traceparent, its steps are children', async () => {
+    const metadata = new Metadata();
+    metadata.set('traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    await call(impl.runPodSandbox as Unary, { config: {} }, metadata);
+    await tracing.flush();
+    const spans = exporter.getFinishedSpans();
+    const server = spans.find((s) => s.name === 'runtime.v1.RuntimeService/RunPodSandbox')!;
+    assert.ok(server);
+    assert.equal(server.spanContext().traceId, '0af7651916cd43dd8448eb211c80319c');
+    assert.equal(server.parentSpanContext?.spanId, 'b7ad6b7169203331');
+    assert.equal(server.attributes['sandbox.id'], 'p1');
+    assert.equal(server.attributes['rpc.service'], 'runtime.v1.RuntimeService');
+    const byName = new Map(spans.map((s) => [s.name, s]));
+    assert.equal(byName.get('netns')!.parentSpanContext?.spanId, server.spanContext().spanId);
+    assert.equal(byName.get('cni')!.parentSpanContext?.spanId, server.spanContext().spanId);
+    assert.equal(byName.get('inner')!.parentSpanContext?.spanId, byName.get('cni')!.spanContext().spanId);
+  });
+
+  it('a call without a traceparent starts a trace; a failure is recorded on its span', async () => {
+    await call(impl.containerStatus as Unary, { containerId: 'c9' });
+    await tracing.flush();
+    const [span] = exporter.getFinishedSpans();
+    assert.equal(span!.parentSpanContext, undefined);
+    assert.equal(span!.status.code, 2);
+    assert.match(span!.status.message!, /not found/);
+    assert.equal(span!.attributes['container.id'], 'c9');
+    assert.equal(span!.attributes['rpc.grpc.status_code'], status.NOT_FOUND);
+    assert.equal(span!.events[0]!.name, 'exception');
+  });
+
+  it('a malformed traceparent is ignored, a sampled-out one is not recorded', async () => {
+    const bad = new Metadata();
+    bad.set('traceparent', '00-zz-b7ad6b7169203331-01');
+    await call(impl.containerStatus as Unary, {}, bad);
+    const unsampled = new Metadata();
+    unsampled.set('traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00');
+    await call(impl.containerStatus as Unary, {}, unsampled);
+    await tracing.flush();
+    const spans = exporter.getFinishedSpans();
+    assert.equal(spans.length, 1);
+    assert.equal(spans[0]!.parentSpanContext, undefined);
+  });
+
+  it('the traces URL gets OTLP\'s path when the endpoint has none', () => {
+    assert.equal(tracesUrl('http://127.0.0.1:4318'), 'http://127.0.0.1:4318/v1/traces');
+    assert.equal(tracesUrl('https://collector:4318/'), 'https://collector:4318/v1/traces');
+    assert.equal(tracesUrl('http://gw/otlp/v1/traces'), 'http://gw/otlp/v1/traces');
+  });
+});
