@@ -15,8 +15,8 @@
  * the same images from a loopback registry, and pod cgroups made beforehand as a kubelet makes them.
  * Everything it starts is stopped and removed afterwards.
  */
-import { readdir, readFile } from 'node:fs/promises';
-import { ContainerConfig, PullImageRequest } from '../src/gen/runtime/v1/api.js';
+import { PullImageRequest } from '../src/gen/runtime/v1/api.js';
+import { memoryOf, mib, pidsWhere, sleepContainerConfig } from './lib/processes.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
@@ -59,17 +59,6 @@ interface Memory {
 
 const bench = new PodBench();
 
-function containerConfig(image: string, name: string): ContainerConfig {
-  return ContainerConfig.fromPartial({
-    metadata: { name, attempt: 0 },
-    image: { image },
-    command: ['sleep', '3600'],
-    logPath: `${name}/0.log`,
-    labels: { 'io.kubernetes.container.name': name },
-    linux: { resources: { cpuShares: 2n, memoryLimitInBytes: 64n << 20n, oomScoreAdj: 1000n }, securityContext: { namespaceOptions: {} } },
-  });
-}
-
 async function cycle(rt: Runtime, image: string, i: number, record: boolean): Promise<void> {
   const config = bench.podConfig(rt.name, i);
   const layout = await detectCgroups();
@@ -78,7 +67,7 @@ async function cycle(rt: Runtime, image: string, i: number, record: boolean): Pr
   try {
     const t = performance.now();
     const { podSandboxId } = await timed(rt.times, 'RunPodSandbox', () => r.runPodSandbox({ config, runtimeHandler: '' }), record);
-    const { containerId } = await timed(rt.times, 'CreateContainer', () => r.createContainer({ podSandboxId, config: containerConfig(image, 'app'), sandboxConfig: config }), record);
+    const { containerId } = await timed(rt.times, 'CreateContainer', () => r.createContainer({ podSandboxId, config: sleepContainerConfig(image, 'app'), sandboxConfig: config }), record);
     await timed(rt.times, 'StartContainer', () => r.startContainer({ containerId }), record);
     if (record) rt.times['start total'].push(performance.now() - t);
     await timed(rt.times, 'StopContainer', () => r.stopContainer({ containerId, timeout: 0n }), record);
@@ -88,13 +77,6 @@ async function cycle(rt: Runtime, image: string, i: number, record: boolean): Pr
   } finally {
     await removeCgroup(layout, config.linux!.cgroupParent).catch(() => {});
   }
-}
-
-/** RSS and PSS of a process in KiB (0 when it is gone). */
-async function memoryOf(pid: number): Promise<{ rss: number; pss: number }> {
-  const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
-  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
-  return { rss: field('Rss'), pss: field('Pss') };
 }
 
 async function measure(rt: Runtime): Promise<Memory> {
@@ -108,17 +90,6 @@ async function measure(rt: Runtime): Promise<Memory> {
     monitorsPss: monitors.reduce((a, m) => a + m.pss, 0),
     monitors: pids.length,
   };
-}
-
-/** Processes whose command line matches. */
-async function pidsWhere(match: (argv: string[]) => boolean): Promise<number[]> {
-  const out: number[] = [];
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0');
-    if (match(argv)) out.push(Number(name));
-  }
-  return out;
 }
 
 async function settle(): Promise<void> {
@@ -140,7 +111,7 @@ async function scale(rt: Runtime, image: string): Promise<void> {
       const { podSandboxId } = await r.runPodSandbox({ config, runtimeHandler: '' });
       pods.push({ id: podSandboxId, parent: config.linux!.cgroupParent });
       for (let c = 0; c < PER_POD; c++) {
-        const { containerId } = await r.createContainer({ podSandboxId, config: containerConfig(image, `app${c}`), sandboxConfig: config });
+        const { containerId } = await r.createContainer({ podSandboxId, config: sleepContainerConfig(image, `app${c}`), sandboxConfig: config });
         await r.startContainer({ containerId });
       }
       if ((p + 1) % 10 === 0) process.stderr.write(`  ${rt.name}: ${p + 1}/${PODS} pods running\n`);
@@ -170,8 +141,6 @@ async function scale(rt: Runtime, image: string): Promise<void> {
     }
   }
 }
-
-const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
 
 function report(runtimes: Runtime[], stoveOutput: string): void {
   const times = (name: Runtime['name']) => runtimes.find((r) => r.name === name)?.times;

@@ -1,0 +1,129 @@
+/**
+ * Read-path benchmark: the status and list RPCs a kubelet polls, Stove vs containerd (Debian's 1.6
+ * with its CRI plugin) in one run, with `pods` pods of `per-pod` running containers each.
+ *
+ *   node dist/bench/read-path.js [--calls 500] [--pods 10] [--per-pod 2] [--only stove|containerd]
+ *
+ * Each RPC is called `calls` times in a row (the runtimes alternate in rounds of 50, so neither always
+ * runs on a warmer or a busier machine); medians, p90 and the Stove/containerd ratio.
+ */
+import { ImageStatusRequest, PullImageRequest } from '../src/gen/runtime/v1/api.js';
+import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
+import { pushBusyboxImage } from '../test/helpers/image-builder.js';
+import type { CriClients } from '../test/helpers/cri-client.js';
+import { PodBench } from './lib/pods.js';
+import { sleepContainerConfig } from './lib/processes.js';
+import { benchOptions, heading, runBench } from './lib/run.js';
+import { comparisonRows, table } from './lib/stats.js';
+
+const values = benchOptions('node dist/bench/read-path.js [--calls 500] [--pods 10] [--per-pod 2] [--only stove|containerd]', {
+  calls: { type: 'string', default: '500' },
+  pods: { type: 'string', default: '10' },
+  'per-pod': { type: 'string', default: '2' },
+  only: { type: 'string' },
+});
+const CALLS = Number(values.calls);
+const PODS = Number(values.pods);
+const PER_POD = Number(values['per-pod']);
+const ROUND = 50;
+
+const RPCS = ['ContainerStatus', 'PodSandboxStatus', 'ListContainers', 'ListPodSandbox', 'ImageStatus', 'ListImages', 'ContainerStats', 'Version'] as const;
+type Rpc = (typeof RPCS)[number];
+
+interface Runtime {
+  name: 'stove' | 'containerd';
+  clients: CriClients;
+  times: Record<Rpc, number[]>;
+  pods: { id: string; parent: string }[];
+  containers: string[];
+}
+
+const bench = new PodBench();
+
+async function populate(rt: Runtime, image: string): Promise<void> {
+  const r = rt.clients.runtime;
+  const layout = await detectCgroups();
+  for (let p = 0; p < PODS; p++) {
+    const config = bench.podConfig(rt.name, `r${p}`);
+    await createCgroup(layout, config.linux!.cgroupParent);
+    const { podSandboxId } = await r.runPodSandbox({ config, runtimeHandler: '' });
+    rt.pods.push({ id: podSandboxId, parent: config.linux!.cgroupParent });
+    for (let c = 0; c < PER_POD; c++) {
+      const { containerId } = await r.createContainer({ podSandboxId, config: sleepContainerConfig(image, `app${c}`), sandboxConfig: config });
+      await r.startContainer({ containerId });
+      rt.containers.push(containerId);
+    }
+  }
+}
+
+/** The call for each RPC; `i` picks the object, so the calls spread over every pod and container. */
+function call(rt: Runtime, rpc: Rpc, i: number, image: string): Promise<unknown> {
+  const r = rt.clients.runtime;
+  const containerId = rt.containers[i % rt.containers.length]!;
+  const podSandboxId = rt.pods[i % rt.pods.length]!.id;
+  switch (rpc) {
+    case 'ContainerStatus':
+      return r.containerStatus({ containerId, verbose: false });
+    case 'PodSandboxStatus':
+      return r.podSandboxStatus({ podSandboxId, verbose: false });
+    case 'ListContainers':
+      return r.listContainers({ filter: undefined });
+    case 'ListPodSandbox':
+      return r.listPodSandbox({ filter: undefined });
+    case 'ImageStatus':
+      return rt.clients.image.imageStatus(ImageStatusRequest.fromPartial({ image: { image } }));
+    case 'ListImages':
+      return rt.clients.image.listImages({ filter: undefined });
+    case 'ContainerStats':
+      return r.containerStats({ containerId });
+    case 'Version':
+      return r.version({ version: 'v1' });
+  }
+}
+
+async function main(): Promise<void> {
+  if (process.getuid?.() !== 0) throw new Error('run as root (network namespaces, mounts, cgroups)');
+  const runtimes: Runtime[] = [];
+  try {
+    const registry = await bench.startRegistry();
+    const image = (await pushBusyboxImage(registry, 'bench/sleep:1', { cmd: ['sleep', '3600'] })).reference;
+    const empty = () => Object.fromEntries(RPCS.map((k) => [k, [] as number[]])) as Runtime['times'];
+    if (values.only !== 'containerd') runtimes.push({ name: 'stove', clients: (await bench.startStove()).clients, times: empty(), pods: [], containers: [] });
+    if (values.only !== 'stove') runtimes.push({ name: 'containerd', clients: (await bench.startContainerd()).clients, times: empty(), pods: [], containers: [] });
+    for (const rt of runtimes) {
+      await rt.clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } }));
+      await populate(rt, image);
+    }
+    for (const rpc of RPCS) {
+      // Warm-up: connections, caches and JIT of both runtimes.
+      for (const rt of runtimes) for (let i = 0; i < 20; i++) await call(rt, rpc, i, image);
+      for (let done = 0; done < CALLS; done += ROUND) {
+        for (const rt of done % (2 * ROUND) === 0 ? runtimes : [...runtimes].reverse()) {
+          for (let i = done; i < Math.min(CALLS, done + ROUND); i++) {
+            const t = performance.now();
+            await call(rt, rpc, i, image);
+            rt.times[rpc].push(performance.now() - t);
+          }
+        }
+      }
+      process.stderr.write(`  ${rpc} done\n`);
+    }
+    const times = (name: Runtime['name']) => runtimes.find((r) => r.name === name)?.times;
+    process.stdout.write(
+      heading('Read-path benchmark', `${CALLS} sequential calls per RPC; ${PODS} pods × ${PER_POD} running containers`) +
+        `${table(comparisonRows('RPC', RPCS, times('containerd'), times('stove')))}\n`,
+    );
+  } finally {
+    const layout = await detectCgroups();
+    for (const rt of runtimes) {
+      for (const pod of rt.pods) {
+        await rt.clients.runtime.stopPodSandbox({ podSandboxId: pod.id }).catch(() => {});
+        await rt.clients.runtime.removePodSandbox({ podSandboxId: pod.id }).catch(() => {});
+        await removeCgroup(layout, pod.parent).catch(() => {});
+      }
+    }
+    await bench.cleanup();
+  }
+}
+
+runBench(main);
