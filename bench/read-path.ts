@@ -5,8 +5,11 @@
  *   node dist/bench/read-path.js [--calls 500] [--pods 10] [--per-pod 2] [--only stove|containerd]
  *
  * Each RPC is called `calls` times in a row (the runtimes alternate in rounds of 50, so neither always
- * runs on a warmer or a busier machine); medians, p90 and the Stove/containerd ratio.
+ * runs on a warmer or a busier machine); medians, p90 and the Stove/containerd ratio of the latency,
+ * and the daemon's own CPU time per call (user + system, from /proc/<pid>/stat), which a busy machine
+ * disturbs far less than latency.
  */
+import { readFile } from 'node:fs/promises';
 import { ImageStatusRequest, PullImageRequest } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
@@ -33,12 +36,23 @@ type Rpc = (typeof RPCS)[number];
 interface Runtime {
   name: 'stove' | 'containerd';
   clients: CriClients;
+  pid: number;
   times: Record<Rpc, number[]>;
+  /** Daemon CPU milliseconds spent over the timed calls of each RPC. */
+  cpu: Partial<Record<Rpc, number>>;
   pods: { id: string; parent: string }[];
   containers: string[];
 }
 
 const bench = new PodBench();
+const TICK_MS = 1000 / 100; // USER_HZ
+
+/** User + system CPU time of a process so far, in milliseconds (/proc/<pid>/stat fields 14 and 15). */
+async function cpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+}
 
 async function populate(rt: Runtime, image: string): Promise<void> {
   const r = rt.clients.runtime;
@@ -88,8 +102,14 @@ async function main(): Promise<void> {
     const registry = await bench.startRegistry();
     const image = (await pushBusyboxImage(registry, 'bench/sleep:1', { cmd: ['sleep', '3600'] })).reference;
     const empty = () => Object.fromEntries(RPCS.map((k) => [k, [] as number[]])) as Runtime['times'];
-    if (values.only !== 'containerd') runtimes.push({ name: 'stove', clients: (await bench.startStove()).clients, times: empty(), pods: [], containers: [] });
-    if (values.only !== 'stove') runtimes.push({ name: 'containerd', clients: (await bench.startContainerd()).clients, times: empty(), pods: [], containers: [] });
+    if (values.only !== 'containerd') {
+      const stove = await bench.startStove();
+      runtimes.push({ name: 'stove', clients: stove.clients, pid: stove.child.pid!, times: empty(), cpu: {}, pods: [], containers: [] });
+    }
+    if (values.only !== 'stove') {
+      const containerd = await bench.startContainerd();
+      runtimes.push({ name: 'containerd', clients: containerd.clients, pid: containerd.pid, times: empty(), cpu: {}, pods: [], containers: [] });
+    }
     for (const rt of runtimes) {
       await rt.clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } }));
       await populate(rt, image);
@@ -99,11 +119,13 @@ async function main(): Promise<void> {
       for (const rt of runtimes) for (let i = 0; i < 20; i++) await call(rt, rpc, i, image);
       for (let done = 0; done < CALLS; done += ROUND) {
         for (const rt of done % (2 * ROUND) === 0 ? runtimes : [...runtimes].reverse()) {
+          const cpuBefore = await cpuMs(rt.pid);
           for (let i = done; i < Math.min(CALLS, done + ROUND); i++) {
             const t = performance.now();
             await call(rt, rpc, i, image);
             rt.times[rpc].push(performance.now() - t);
           }
+          rt.cpu[rpc] = (rt.cpu[rpc] ?? 0) + (await cpuMs(rt.pid)) - cpuBefore;
         }
       }
       process.stderr.write(`  ${rpc} done\n`);
@@ -113,6 +135,14 @@ async function main(): Promise<void> {
       heading('Read-path benchmark', `${CALLS} sequential calls per RPC; ${PODS} pods × ${PER_POD} running containers`) +
         `${table(comparisonRows('RPC', RPCS, times('containerd'), times('stove')))}\n`,
     );
+    const perCall = (name: Runtime['name'], rpc: Rpc) => runtimes.find((r) => r.name === name)?.cpu[rpc];
+    const cpuRows = [['daemon CPU per call', 'containerd', 'stove', 'stove/containerd']];
+    for (const rpc of RPCS) {
+      const [c, s] = [perCall('containerd', rpc), perCall('stove', rpc)];
+      const cell = (v: number | undefined) => (v === undefined ? '-' : `${((v / CALLS) * 1000).toFixed(0)} µs`);
+      cpuRows.push([rpc, cell(c), cell(s), c && s ? `${(s / c).toFixed(2)}×` : '-']);
+    }
+    process.stdout.write(`\n${table(cpuRows)}\n`);
   } finally {
     const layout = await detectCgroups();
     for (const rt of runtimes) {

@@ -57,6 +57,8 @@ export interface GrpcEndpoint {
 export async function serveGrpc(socketPath: string, services: ServiceBinding[], log: Logger): Promise<GrpcEndpoint> {
   await ensureSocketFree(socketPath);
   const server = new Server({
+    // No channelz bookkeeping on every call: nothing reads it, and the kubelet polls status RPCs often.
+    'grpc.enable_channelz': 0,
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
   });

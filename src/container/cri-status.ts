@@ -15,8 +15,22 @@ export function criState(state: ContainerStateName): ContainerState {
   return STATES[state];
 }
 
-/** ContainerStatus as the kubelet reads it (containerd's field choices). */
+const statuses = new WeakMap<ContainerRecord, ContainerStatus>();
+
+/**
+ * ContainerStatus as the kubelet reads it (containerd's field choices), built once per record object
+ * like toCriContainer (the kubelet asks for it far more often than a container changes).
+ */
 export function toContainerStatus(record: ContainerRecord): ContainerStatus {
+  let status = statuses.get(record);
+  if (!status) {
+    status = buildContainerStatus(record);
+    statuses.set(record, status);
+  }
+  return status;
+}
+
+function buildContainerStatus(record: ContainerRecord): ContainerStatus {
   const config = containerConfigOf(record);
   const resources = resourcesOf(record);
   return ContainerStatus.fromPartial({

@@ -83,8 +83,16 @@ export function sandboxName(meta: { name: string; namespace: string; uid: string
 }
 
 /** The CRI config a record was created from. */
+const parsedConfigs = new WeakMap<object, PodSandboxConfig>();
+
+/** The record's pod config, parsed once per record object (callers must not modify it). */
 export function podConfigOf(record: Pick<SandboxRecord, 'config'>): PodSandboxConfig {
-  return PodSandboxConfig.fromJSON(record.config);
+  let config = parsedConfigs.get(record);
+  if (!config) {
+    config = PodSandboxConfig.fromJSON(record.config);
+    parsedConfigs.set(record, config);
+  }
+  return config;
 }
 
 /**
