@@ -10,6 +10,7 @@ import { findCniNetwork } from '../network/cni-config.js';
 import { CdiRegistry } from '../cdi/index.js';
 import { OciHookRegistry } from '../oci-hooks/index.js';
 import { silentLogger } from '../common/logger.js';
+import { trustInventory } from '../images/trust/inventory.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -155,6 +156,18 @@ export async function checkOciHooks(config: Config): Promise<CheckResult> {
   };
 }
 
+/** Certs dirs and signature policies: a file that makes pulls fail is a failure. */
+export async function checkRegistryTrust(config: Config): Promise<CheckResult> {
+  const view = await trustInventory(config.images);
+  return {
+    name: 'registry trust',
+    status: view.problems.length ? 'fail' : 'ok',
+    detail: `${view.hosts} registry host dir(s) in ${config.images.certsDirs.join(':') || 'no certs dir'}, ${view.policies} signature policy file(s)${view.problems.length ? `, ${view.problems.length} problem(s)` : ''}`,
+    ...(view.problems.length ? { fix: 'fix the files named below (docs/registry-trust.md)' } : {}),
+    lines: [...view.lines, ...view.problems.map((p) => `problem  ${p}`)],
+  };
+}
+
 /** Runs every check. */
 export async function runChecks(config: Config): Promise<CheckResult[]> {
   return Promise.all([
@@ -169,6 +182,7 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkFreeSpace(config),
     checkCdi(config),
     checkOciHooks(config),
+    checkRegistryTrust(config),
   ]);
 }
 

@@ -120,7 +120,8 @@ function refusal(policy: PullPolicy, ref: ImageReference, reason: string): Polic
   return new PolicyRefusal(`image "${formatReference(ref)}" refused by signature policy ${policy.file} (scope "${policy.scope}"): ${reason}`);
 }
 
-async function loadKeys(sources: KeySource[]): Promise<TrustedKey[]> {
+/** Reads and checks the public keys a requirement names. */
+export async function loadKeys(sources: KeySource[]): Promise<TrustedKey[]> {
   const keys: TrustedKey[] = [];
   for (const source of sources) {
     if ('pem' in source) {
