@@ -5,6 +5,7 @@
  */
 import { request, type Dispatcher } from 'undici';
 import { StoveError, failedPrecondition, messageOf } from '../common/errors.js';
+import { readBounded } from './bounded-body.js';
 
 export interface Challenge {
   /** Lower-case scheme: `basic`, `bearer`, … */
@@ -152,6 +153,9 @@ export interface TokenRequest {
   headersTimeout: number;
 }
 
+/** Token replies are a few KiB (a JWT and some fields); a registry's is not trusted to stop. */
+const MAX_TOKEN_REPLY_BYTES = 1 << 20;
+
 /** Asks the challenge's realm for a bearer token. */
 export async function fetchToken(req: TokenRequest): Promise<{ token: string; expiresIn: number; issuedAt?: string }> {
   const { challenge, creds } = req;
@@ -177,6 +181,7 @@ export async function fetchToken(req: TokenRequest): Promise<{ token: string; ex
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
         body: form.toString(),
         headersTimeout: req.headersTimeout,
+        bodyTimeout: req.headersTimeout,
       });
     } else {
       if (service) url.searchParams.set('service', service);
@@ -184,12 +189,19 @@ export async function fetchToken(req: TokenRequest): Promise<{ token: string; ex
       const headers: Record<string, string> = {};
       const basic = creds ? basicAuthorization(creds) : undefined;
       if (basic) headers.authorization = basic;
-      response = await request(url, { method: 'GET', dispatcher: req.dispatcher, headers, headersTimeout: req.headersTimeout });
+      response = await request(url, { method: 'GET', dispatcher: req.dispatcher, headers, headersTimeout: req.headersTimeout, bodyTimeout: req.headersTimeout });
     }
   } catch (err) {
     throw new StoveError('Unavailable', `fetching a token from ${url.origin}${url.pathname} for ${req.host}: ${messageOf(err)}`, { cause: err });
   }
-  const text = await response.body.text();
+  const text = (
+    await readBounded(response.body, {
+      max: MAX_TOKEN_REPLY_BYTES,
+      what: `the token reply from ${url.origin}${url.pathname}`,
+      stallMs: req.headersTimeout,
+      deadlineMs: req.headersTimeout * 2,
+    })
+  ).toString('utf8');
   if (response.statusCode === 401 || response.statusCode === 403) {
     throw failedPrecondition(
       `${req.host}: the token server ${url.origin} rejected the credentials (${credentialsLabel(creds)}): HTTP ${response.statusCode}${errorSummary(text)}`,

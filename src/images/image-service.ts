@@ -21,7 +21,7 @@ import { LayerStore } from '../storage/layers.js';
 import { UnpackPool } from '../storage/unpack-pool.js';
 import { diskUsage, mountOverlay, mountReadOnlyOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
 import { shiftOwnership, type IdShift } from '../storage/idshift.js';
-import { ImageStore, type ImageRecord } from './image-store.js';
+import { ImageStore, type ImageRecord, type LayerRef } from './image-store.js';
 import { RegistryClient } from './registry-client.js';
 import type { RegistryConfig } from '../config/schema.js';
 import { PinnedImages } from './pinned.js';
@@ -43,6 +43,10 @@ export interface ImageServiceOptions {
   containerDir: (containerId: string) => string;
   maxConcurrentDownloads: number;
   stallTimeoutSeconds: number;
+  /** `images.max_layer_size`, `images.max_image_size`, `images.min_free_space` (bytes; absent: no cap). */
+  maxLayerSize?: number;
+  maxImageSize?: number;
+  minFreeSpace?: number;
   registries: Record<string, RegistryConfig>;
   /** Certs dirs in Docker's layout, first match wins (none: only the built-in CAs). */
   certsDirs?: string[];
@@ -134,6 +138,10 @@ export class ImageService {
       progressFile: (ref) => progressFile(options.stateDir, ref),
       policies: this.policies,
       isPinned: (r) => this.pinned.matches(r),
+      maxLayerSize: options.maxLayerSize,
+      maxImageSize: options.maxImageSize,
+      minFreeSpace: options.minFreeSpace,
+      discard: (chainIds, blobs) => this.collectGarbage({ layers: chainIds.map((chainId) => ({ chainId })), blobs }),
     });
   }
 
@@ -268,7 +276,7 @@ export class ImageService {
    * Deletes layers and blobs no image references and no pull in progress relies on: those of
    * `removed`, or (at start-up) everything unreferenced.
    */
-  private async collectGarbage(removed: ImageRecord | undefined): Promise<void> {
+  private async collectGarbage(removed: (Pick<ImageRecord, 'blobs'> & { layers: Pick<LayerRef, 'chainId'>[] }) | undefined): Promise<void> {
     const referencedBlobs = new Set<string>();
     const referencedLayers = new Set<string>();
     for (const r of this.store.all()) {

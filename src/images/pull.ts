@@ -4,7 +4,7 @@
  * max_concurrent_downloads). Each layer streams from the socket into an unpack worker that hashes,
  * stores and unpacks it in one pass. The image record is written last.
  */
-import { rm } from 'node:fs/promises';
+import { rm, statfs } from 'node:fs/promises';
 import { SingleFlight, KeyedMutex } from '../common/locks.js';
 import { StoveError, failedPrecondition, internal, wrap, isKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -87,6 +87,14 @@ export interface PullerDeps {
   platform?: Platform;
   /** The signature policy every pull must satisfy (undefined: none). */
   policies?: PolicyStore;
+  /** `images.max_layer_size`: bytes of one layer's uncompressed tar stream at most. */
+  maxLayerSize?: number;
+  /** `images.max_image_size`: bytes all unpacked layers of one image may occupy. */
+  maxImageSize?: number;
+  /** `images.min_free_space`: bytes that must stay free on the image filesystem while unpacking. */
+  minFreeSpace?: number;
+  /** Removes layers and blobs no image references (after a pull refused for a cap). */
+  discard?: (chainIds: string[], blobs: string[]) => Promise<void>;
   /** Normalised references that are reported as pinned. */
   isPinned?: (record: Pick<ImageRecord, 'repoTags' | 'repoDigests'>) => boolean;
 }
@@ -212,9 +220,16 @@ export class Puller {
     const jobs: LayerJob[] = manifest.layers.map((desc, i) => ({ desc, diffId: diffIds[i]!, chainId: chains[i]!, parent: chains[i - 1] }));
     const blobs = [...new Set([...manifestBlobs.map((m) => m.digest), id, ...manifest.layers.map((l) => l.digest)])];
     const release = this.deps.leases.acquire([...blobs, ...chains]);
+    let exhausted = false;
     try {
       progress.setLayers(manifest.layers);
-      await this.fetchLayers(session, jobs, name, progress);
+      try {
+        await this.fetchLayers(session, jobs, name, progress);
+        this.checkImageSize(jobs, name);
+      } catch (err) {
+        exhausted = isKind(err, 'ResourceExhausted');
+        throw err;
+      }
       for (const m of manifestBlobs) await this.deps.blobs.put(m.digest, m.body);
       const layers: LayerRef[] = jobs.map((j) => ({ digest: j.desc.digest, mediaType: j.desc.mediaType, size: j.desc.size, diffId: j.diffId, chainId: j.chainId }));
       const existing = store.get(id);
@@ -236,7 +251,31 @@ export class Puller {
       return record;
     } finally {
       release();
+      // A pull refused for size or space leaves none of its layers behind (others' stay: GC checks).
+      if (exhausted) await this.deps.discard?.(chains, manifest.layers.map((l) => l.digest)).catch(() => {});
     }
+  }
+
+  /** All layers of one image together within images.max_image_size. */
+  private checkImageSize(jobs: LayerJob[], name: string): void {
+    const max = this.deps.maxImageSize;
+    if (max === undefined) return;
+    const total = jobs.reduce((sum, j) => sum + (this.deps.layers.get(j.chainId)?.usage.bytes ?? 0), 0);
+    if (total > max)
+      throw new StoveError('ResourceExhausted', `image "${name}" takes ${total} bytes unpacked, more than images.max_image_size (${max})`);
+  }
+
+  /** Refuses to start a layer that would leave less than images.min_free_space free. */
+  private async checkFreeSpace(desc: Descriptor, name: string): Promise<void> {
+    const min = this.deps.minFreeSpace;
+    if (min === undefined) return;
+    const st = await statfs(this.deps.layers.layersDir);
+    const free = st.bavail * st.bsize;
+    if (free - desc.size < min)
+      throw new StoveError(
+        'ResourceExhausted',
+        `not enough free space to unpack layer ${desc.digest} (${desc.size} bytes compressed) of "${name}": ${free} bytes free, images.min_free_space is ${min}`,
+      );
   }
 
   private async fetchConfig(session: RegistrySession, manifest: ImageManifest, name: string) {
@@ -336,6 +375,7 @@ export class Puller {
   ): Promise<void> {
     const { blobs, layers } = this.deps;
     const { desc } = job;
+    await this.checkFreeSpace(desc, name);
     const temp = network?.storeOnly ? undefined : await layers.createTemp();
     const ingest = network ? blobs.ingestPath(desc.digest) : undefined;
     try {
@@ -352,6 +392,8 @@ export class Puller {
           sourcePath: network ? undefined : blobs.path(desc.digest),
           unpackDir: temp?.diffDir,
           whiteoutTemplate: layers.whiteoutTemplate,
+          maxTarBytes: Math.min(this.deps.maxLayerSize ?? Infinity, this.deps.maxImageSize ?? Infinity),
+          minFreeBytes: this.deps.minFreeSpace,
         },
         source,
       ));
@@ -375,6 +417,7 @@ export class Puller {
     if (err instanceof LayerJobError) {
       if (err.reason === 'unsafe') return failedPrecondition(`layer ${digest} of "${name}" was rejected as unsafe: ${err.message}`);
       if (err.reason === 'format') return failedPrecondition(`layer ${digest} of "${name}" is not a valid layer: ${err.message}`);
+      if (err.reason === 'too-large' || err.reason === 'no-space') return new StoveError('ResourceExhausted', `layer ${digest} of "${name}": ${err.message}`);
       return internal(`unpacking layer ${digest} of "${name}": ${err.message}`);
     }
     if (isKind(err, 'Internal') && (err as Error).message.includes('mismatch')) return wrap(err, `"${name}"`);

@@ -19,6 +19,9 @@ import {
   type Credentials,
 } from './auth.js';
 import type { RegistryConfig } from '../config/schema.js';
+import { StallError, readBounded } from './bounded-body.js';
+
+export { StallError };
 import type { CertsDirs, HostTls } from './trust/certs.js';
 import { TlsAgents, connectOptions, describeTlsFailure, mayHideTlsAlert, probeTlsAlert } from './trust/tls.js';
 
@@ -105,13 +108,6 @@ function isRetryable(err: unknown): boolean {
 }
 
 class EarlyEndError extends Error {}
-
-/** A transfer that stopped sending bytes. */
-export class StallError extends StoveError {
-  constructor(message: string) {
-    super('Unavailable', message);
-  }
-}
 
 /** An HTTP-level answer (not a connection problem): worth reporting over a mirror's network error. */
 class HttpStatusError extends StoveError {}
@@ -230,6 +226,8 @@ export class RegistryClient {
 
 interface SendOptions {
   method: 'GET' | 'HEAD';
+  /** The caller reads the body with its own stall timer (blob streams, whose consumer may pause). */
+  stream?: boolean;
   headers?: Record<string, string>;
   /** What is being fetched, for messages (`manifest latest`, `blob sha256:…`). */
   what: string;
@@ -362,7 +360,7 @@ export class RegistrySession {
         const authorization = this.knownAuthorization(endpoint);
         response = await this.follow(endpoint, this.url(endpoint, path), opts, authorization);
         if (response.statusCode === 401) {
-          await response.body.dump().catch(() => {});
+          await discardBody(response.body, this.client.options.stallTimeoutMs);
           const header = response.headers['www-authenticate'];
           this.authorization.delete(endpoint.base);
           await this.authenticate(endpoint, Array.isArray(header) ? header.join(', ') : header, authenticated);
@@ -386,8 +384,8 @@ export class RegistrySession {
         continue;
       }
       if (response.statusCode >= 200 && response.statusCode < 300) return response;
-      const text = opts.method === 'HEAD' ? '' : await readLimited(response.body, 64 << 10).then((b) => b.toString(), () => '');
-      if (opts.method === 'HEAD') await response.body.dump().catch(() => {});
+      const text = opts.method === 'HEAD' ? '' : await readLimited(response.body, 64 << 10, this.client.options.stallTimeoutMs).then((b) => b.toString(), () => '');
+      if (opts.method === 'HEAD') await discardBody(response.body, this.client.options.stallTimeoutMs);
       if (RETRY_STATUS.has(response.statusCode) && attempt < this.client.retries) {
         attempt++;
         const retryAfter = Number(response.headers['retry-after']);
@@ -422,10 +420,11 @@ export class RegistrySession {
         headers,
         dispatcher: this.client.dispatcher(endpoint),
         headersTimeout: this.client.options.stallTimeoutMs,
-        bodyTimeout: 0,
+        // undici's body timeout runs even while a consumer applies backpressure: streams time themselves.
+        bodyTimeout: opts.stream ? 0 : this.client.options.stallTimeoutMs,
       });
       if (![301, 302, 303, 307, 308].includes(response.statusCode)) return response;
-      await response.body.dump().catch(() => {});
+      await discardBody(response.body, this.client.options.stallTimeoutMs);
       const location = response.headers.location;
       if (!location || hop >= MAX_REDIRECTS) throw new StoveError('Internal', `${opts.what}: too many redirects from ${endpoint.host}`);
       current = new URL(String(location), current).toString();
@@ -436,7 +435,7 @@ export class RegistrySession {
   async headManifest(reference: string): Promise<{ digest?: string; mediaType?: string }> {
     return this.onEndpoints(`manifest ${reference}`, async (endpoint) => {
       const res = await this.send(endpoint, `manifests/${reference}`, { method: 'HEAD', headers: { accept: ACCEPT }, what: `manifest "${reference}"` });
-      await res.body.dump().catch(() => {});
+      await discardBody(res.body, this.client.options.stallTimeoutMs);
       const digest = res.headers['docker-content-digest'];
       const type = res.headers['content-type'];
       return { digest: typeof digest === 'string' ? digest : undefined, mediaType: typeof type === 'string' ? type : undefined };
@@ -447,7 +446,7 @@ export class RegistrySession {
   async getManifest(reference: string, maxBytes = MAX_MANIFEST_BYTES): Promise<ManifestResponse> {
     return this.onEndpoints(`manifest ${reference}`, async (endpoint) => {
       const res = await this.send(endpoint, `manifests/${reference}`, { method: 'GET', headers: { accept: ACCEPT }, what: `manifest "${reference}"` });
-      const body = await readLimited(res.body, maxBytes, `manifest "${reference}"`);
+      const body = await readLimited(res.body, maxBytes, this.client.options.stallTimeoutMs, `manifest "${reference}"`);
       const type = res.headers['content-type'];
       return { body, mediaType: typeof type === 'string' ? type.split(';')[0]!.trim() : '', endpoint };
     });
@@ -457,7 +456,7 @@ export class RegistrySession {
   async getBlob(digest: string, maxBytes: number): Promise<Buffer> {
     return this.onEndpoints(`blob ${digest}`, async (endpoint) => {
       const res = await this.send(endpoint, `blobs/${digest}`, { method: 'GET', what: `blob ${digest}` });
-      return readLimited(res.body, maxBytes, `blob ${digest}`);
+      return readLimited(res.body, maxBytes, this.client.options.stallTimeoutMs, `blob ${digest}`);
     });
   }
 
@@ -474,7 +473,7 @@ export class RegistrySession {
       const headers: Record<string, string> = {};
       if (offset > 0) headers.range = `bytes=${offset}-`;
       const res = await this.onEndpoints(`blob ${digest}`, (endpoint) =>
-        this.send(endpoint, `blobs/${digest}`, { method: 'GET', headers, what: `blob ${digest}` }).then((r) => ({ r, endpoint })),
+        this.send(endpoint, `blobs/${digest}`, { method: 'GET', headers, what: `blob ${digest}`, stream: true }).then((r) => ({ r, endpoint })),
       );
       const { r: response, endpoint } = res;
       let skip = 0;
@@ -484,7 +483,7 @@ export class RegistrySession {
         if (response.statusCode !== 206 || Number(start) !== offset) {
           skip = offset;
           if (response.statusCode === 206) {
-            await response.body.dump().catch(() => {});
+            await discardBody(response.body, this.client.options.stallTimeoutMs);
             throw new StoveError('Internal', `blob ${digest}: ${endpoint.host} answered a resume at ${offset} with "${range}"`);
           }
         }
@@ -540,19 +539,17 @@ export class RegistrySession {
   }
 }
 
-/** Reads a body up to a limit (a registry is not trusted to send a sane size). */
-async function readLimited(body: Dispatcher.ResponseData['body'], max: number, what = 'response'): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of body) {
-    total += (chunk as Buffer).length;
-    if (total > max) {
-      body.destroy();
-      throw failedPrecondition(`${what} is larger than ${max} bytes`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+/** Drops a body we do not need (a 401's, a redirect's), giving it at most one stall timeout. */
+async function discardBody(body: Dispatcher.ResponseData['body'], stallMs: number): Promise<void> {
+  await body.dump({ limit: 128 * 1024, signal: AbortSignal.timeout(stallMs) }).catch(() => {});
+}
+
+/** Small bodies (manifests, configs, error texts) must arrive within this many stall timeouts. */
+const SMALL_BODY_STALLS = 2;
+
+/** Reads a body up to a limit, with the stall timer and a deadline (a registry is not trusted to send a sane size, or at all). */
+function readLimited(body: Dispatcher.ResponseData['body'], max: number, stallMs: number, what = 'response'): Promise<Buffer> {
+  return readBounded(body, { max, what, stallMs, deadlineMs: stallMs * SMALL_BODY_STALLS });
 }
 
 export { notFound };

@@ -4,15 +4,15 @@
  * while more than a few MiB are queued in the worker, so a fast network never piles up memory.
  */
 import { Worker } from 'node:worker_threads';
-import type { UnpackJob, UnpackResult, WorkerReply, WorkerRequest } from './unpack-protocol.js';
+import type { FailureReason, UnpackJob, UnpackResult, WorkerReply, WorkerRequest } from './unpack-protocol.js';
 
 export type { UnpackJob, UnpackResult } from './unpack-protocol.js';
 
-/** Why a layer job failed: `unsafe` entries, a `format` problem, or an `io` error. */
+/** Why a layer job failed: `unsafe` entries, a `format` problem, a size or space cap, or an `io` error. */
 export class LayerJobError extends Error {
   constructor(
     message: string,
-    readonly reason: 'unsafe' | 'format' | 'io',
+    readonly reason: FailureReason,
   ) {
     super(message);
     this.name = 'LayerJobError';

@@ -14,7 +14,14 @@ export interface UnpackJob {
   unpackDir?: string;
   /** A char device 0:0 on the same filesystem, hardlinked for each whiteout. */
   whiteoutTemplate?: string;
+  /** The layer's tar stream may be at most this many bytes (`images.max_layer_size`). */
+  maxTarBytes?: number;
+  /** Stop when fewer bytes than this stay free on the unpack dir's filesystem (`images.min_free_space`). */
+  minFreeBytes?: number;
 }
+
+/** Why a job failed: an entry tried to leave the layer, not a valid layer, a size or space cap, anything else. */
+export type FailureReason = 'unsafe' | 'format' | 'too-large' | 'no-space' | 'io';
 
 export interface UnpackResult {
   /** Digest of the raw bytes (`sha256:…`). */
@@ -23,6 +30,8 @@ export interface UnpackResult {
   /** sha256 of the uncompressed tar, when unpacked. */
   diffId?: string;
   usage?: LayerUsage;
+  /** Bytes of the uncompressed tar stream, when unpacked. */
+  tarBytes?: number;
   /** The bytes could not be decompressed or parsed as tar (reported after the digest is known). */
   decodeError?: string;
 }
@@ -36,6 +45,5 @@ export type WorkerRequest =
 export type WorkerReply =
   | { type: 'ack'; bytes: number }
   | { type: 'done'; result: UnpackResult }
-  /** `unsafe`: an entry tried to leave the layer; `format`: not a valid layer; `io`: anything else. */
-  | { type: 'error'; message: string; reason: 'unsafe' | 'format' | 'io' }
+  | { type: 'error'; message: string; reason: FailureReason }
   | { type: 'aborted' };

@@ -8,7 +8,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { createHash, type Hash } from 'node:crypto';
-import { closeSync, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, openSync, readSync, statfsSync, writeSync } from 'node:fs';
 import { createGunzip, createZstdDecompress, type Gunzip, type ZstdDecompress } from 'node:zlib';
 import { LayerExtractor, UnsafeEntryError } from './extract.js';
 import { TarFormatError, TarReader } from './tar-reader.js';
@@ -17,6 +17,24 @@ import type { WorkerRequest, WorkerReply, UnpackJob } from './unpack-protocol.js
 const port = parentPort!;
 const ZLIB_CHUNK = 256 * 1024;
 const READ_CHUNK = 1024 * 1024;
+/** Free space is checked again after every this many bytes of tar. */
+const SPACE_CHECK_BYTES = 8 * 1024 * 1024;
+
+/** A layer over a configured cap, or a filesystem running out of room: the caller frees what was written. */
+class CapError extends Error {
+  constructor(
+    message: string,
+    readonly reason: 'too-large' | 'no-space',
+  ) {
+    super(message);
+  }
+}
+
+/** Bytes available to unprivileged writers on the filesystem holding `path`. */
+function freeBytes(path: string): number {
+  const st = statfsSync(path);
+  return st.bavail * st.bsize;
+}
 
 function post(reply: WorkerReply): void {
   port.postMessage(reply);
@@ -26,6 +44,8 @@ class JobRun {
   private readonly digest: Hash;
   private readonly diff?: Hash;
   private size = 0;
+  private tarBytes = 0;
+  private nextSpaceCheck = 0;
   private blobFd = -1;
   private reader?: TarReader;
   private extractor?: LayerExtractor;
@@ -96,11 +116,26 @@ class JobRun {
   private onTar(chunk: Buffer, hash = true): void {
     if (this.failed || this.decodeError) return;
     try {
+      this.checkCaps(chunk.length);
       if (hash || this.job.digestAlgorithm !== 'sha256') this.diff!.update(chunk);
       this.reader!.push(chunk);
     } catch (err) {
       if (err instanceof TarFormatError) this.stopDecoding(err.message);
       else this.fail(err);
+    }
+  }
+
+  /** Counts `n` more tar bytes against the layer cap; checks free space every SPACE_CHECK_BYTES. */
+  private checkCaps(n: number): void {
+    this.tarBytes += n;
+    const { maxTarBytes, minFreeBytes, unpackDir } = this.job;
+    if (maxTarBytes !== undefined && this.tarBytes > maxTarBytes)
+      throw new CapError(`layer is larger than ${maxTarBytes} bytes uncompressed (images.max_layer_size)`, 'too-large');
+    if (minFreeBytes !== undefined && unpackDir && this.tarBytes >= this.nextSpaceCheck) {
+      this.nextSpaceCheck = this.tarBytes + SPACE_CHECK_BYTES;
+      const free = freeBytes(unpackDir);
+      if (free < minFreeBytes)
+        throw new CapError(`only ${free} bytes left free on the image filesystem, less than images.min_free_space (${minFreeBytes})`, 'no-space');
     }
   }
 
@@ -151,6 +186,7 @@ class JobRun {
             size: this.size,
             diffId: this.diff ? (sameHash ? digest : `sha256:${this.diff.digest('hex')}`) : undefined,
             usage: this.extractor?.usage,
+            tarBytes: this.reader ? this.tarBytes : undefined,
             decodeError: this.decodeError,
           },
         });
@@ -174,9 +210,17 @@ class JobRun {
     if (this.failed) return;
     this.failed = true;
     this.release();
-    const unsafe = err instanceof UnsafeEntryError;
-    const format = err instanceof TarFormatError;
-    post({ type: 'error', message: (err as Error)?.message ?? String(err), reason: unsafe ? 'unsafe' : format ? 'format' : 'io' });
+    const reason =
+      err instanceof UnsafeEntryError
+        ? 'unsafe'
+        : err instanceof TarFormatError
+          ? 'format'
+          : err instanceof CapError
+            ? err.reason
+            : (err as NodeJS.ErrnoException)?.code === 'ENOSPC' || (err as NodeJS.ErrnoException)?.code === 'EDQUOT'
+              ? 'no-space'
+              : 'io';
+    post({ type: 'error', message: (err as Error)?.message ?? String(err), reason });
   }
 
   /** Closes everything; the caller removes the files. */

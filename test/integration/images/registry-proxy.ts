@@ -1,7 +1,7 @@
 /**
  * A small HTTP proxy in front of a test registry, for faults the registry itself cannot produce:
- * bearer-token auth with its own token endpoint, connections cut mid-blob, stalls, request counting,
- * and canned responses (e.g. a schema 1 manifest).
+ * bearer-token auth with its own token endpoint, connections cut mid-blob, stalls, slow drips, an
+ * endless token reply, request counting, and canned responses (e.g. a schema 1 manifest).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -17,6 +17,10 @@ export interface ProxyOptions {
   ignoreRange?: boolean;
   /** After this many bytes of a blob, stop sending without closing. */
   stall?: { digest?: string; after: number };
+  /** GETs whose path matches: send the body one byte per `intervalMs` (never a full stall). */
+  drip?: { path: RegExp; intervalMs: number };
+  /** The token endpoint answers 200 with a JSON body that never ends (bytes until the client leaves). */
+  tokenBomb?: boolean;
   /** Canned answers by path (checked first). */
   canned?: Record<string, { status: number; headers: Record<string, string>; body: string }>;
 }
@@ -60,6 +64,18 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
         }
       }
       state.tokensIssued++;
+      if (options.tokenBomb) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"token":"');
+        const block = Buffer.alloc(1 << 20, 'a');
+        const pump = () => {
+          while (!res.destroyed && res.write(block));
+          if (!res.destroyed) res.once('drain', pump);
+        };
+        res.on('close', () => res.removeAllListeners('drain'));
+        pump();
+        return;
+      }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ token: TOKEN, expires_in: want?.expiresIn ?? 300, issued_at: new Date().toISOString() }));
       return;
@@ -98,6 +114,16 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
     const doCut = blob && req.method === 'GET' && cut && (!cut.digest || cut.digest === blob) && (cutsDone.get(blob) ?? 0) < cut.times;
     const stall = blob && req.method === 'GET' && options.stall && (!options.stall.digest || options.stall.digest === blob) ? options.stall : undefined;
     if (doCut) cutsDone.set(blob, (cutsDone.get(blob) ?? 0) + 1);
+    const drip = req.method === 'GET' && options.drip?.path.test(path.split('?')[0]!) ? options.drip : undefined;
+    if (drip) {
+      const body = Buffer.from(await upstream.body.arrayBuffer());
+      for (let i = 0; i < body.length && !res.destroyed; i++) {
+        res.write(body.subarray(i, i + 1));
+        await new Promise((r) => setTimeout(r, drip.intervalMs));
+      }
+      res.end();
+      return;
+    }
     let sent = 0;
     for await (const chunk of upstream.body) {
       let data = chunk as Buffer;
