@@ -32,6 +32,7 @@ import { installPauseRootfs } from './sandbox/pause-rootfs.js';
 import { LinuxSandboxHost } from './sandbox/host.js';
 import { runPodSandbox } from './cri/sandbox-run.js';
 import { stopPodSandbox } from './cri/sandbox-stop.js';
+import { updatePodSandboxResources } from './cri/sandbox-update.js';
 import { removePodSandbox } from './cri/sandbox-remove.js';
 import { listPodSandbox, podSandboxStatus, streamPodSandboxes } from './cri/sandbox-query.js';
 import { ContainerStore } from './container/store.js';
@@ -253,6 +254,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     runPodSandbox: (r) => runPodSandbox(sandboxes, r),
     stopPodSandbox: (r) => stopPodSandbox(sandboxes, r),
     removePodSandbox: (r) => removePodSandbox(sandboxes, r),
+    updatePodSandboxResources: (r) => updatePodSandboxResources(sandboxes, r),
     podSandboxStatus: (r) => podSandboxStatus(sandboxes, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),

@@ -64,6 +64,7 @@ async function verboseInfo(sandboxes: SandboxService, record: SandboxRecord): Pr
     cgroupParent: record.cgroupParent,
     cgroupsPath: record.cgroupsPath,
     podFiles: record.files,
+    ...(record.resize ? { resize: record.resize } : {}),
     ...(record.exit ? { exitCode: record.exit.code, finishedAt: record.exit.finishedAt.toString() } : {}),
     config: record.config,
     runtimeSpec,

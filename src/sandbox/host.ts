@@ -10,6 +10,8 @@ import { execInNetns } from '../network/netns-exec.js';
 import { cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cgroups.js';
 import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
+import { writeCgroupLimits, type CgroupWrite } from '../platform/cgroup-limits.js';
+import type { LinuxResources } from '../oci/types.js';
 
 export interface SandboxHost {
   writePodFiles(files: PodFiles, hostname: string, dns: DNSConfig | undefined): Promise<void>;
@@ -29,6 +31,8 @@ export interface SandboxHost {
   writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void>;
   /** Fails, naming the directory, when an unprivileged uid could not reach `path` (user-namespace pods). */
   assertSearchableByOthers(path: string, what: string): Promise<void>;
+  /** Writes limits into an existing cgroup (absolute cgroup path); returns what was written. */
+  writeCgroupLimits(path: string, limits: LinuxResources): Promise<CgroupWrite[]>;
 }
 
 /** `net.ipv4.conf.eth0/100.rp_filter` → `net/ipv4/conf/eth0.100/rp_filter` (dots and slashes swap). */
@@ -61,6 +65,10 @@ export class LinuxSandboxHost implements SandboxHost {
 
   async removeCgroup(cgroupsPath: string): Promise<void> {
     await removeCgroup(await detectCgroups(), cgroupsPath);
+  }
+
+  async writeCgroupLimits(path: string, limits: LinuxResources): Promise<CgroupWrite[]> {
+    return writeCgroupLimits(await detectCgroups(), path, limits);
   }
 
   async writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void> {

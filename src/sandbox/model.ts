@@ -12,6 +12,7 @@
 import { PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { PodFiles } from './pod-files.js';
 import { hostIdOf, type IdRange } from '../storage/idshift.js';
+import type { PodResizeRecord } from './resize.js';
 
 export type SandboxState = 'ready' | 'notready';
 
@@ -75,6 +76,8 @@ export interface SandboxRecord {
   userns?: { uidMappings: IdMapping[]; gidMappings: IdMapping[] };
   /** How the pause process ended (set once it has exited). */
   exit?: { code: number; finishedAt: bigint };
+  /** The last in-place resize (UpdatePodSandboxResources), if any. */
+  resize?: PodResizeRecord;
 }
 
 /** The unique name of a sandbox, as containerd builds it from the CRI metadata. */

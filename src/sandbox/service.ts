@@ -7,14 +7,14 @@
  */
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import { LinuxPodSandboxConfig, PodSandboxConfig, type LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
-import { wrap } from '../common/errors.js';
+import { failedPrecondition, wrap } from '../common/errors.js';
 import { KeyedMutex } from '../common/locks.js';
 import type { Logger } from '../common/logger.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { PodNetworkManager, PodNetworkResult } from '../network/pod-network.js';
-import type { SpecSettings } from '../oci/index.js';
+import { linuxResources, type SpecSettings } from '../oci/index.js';
 import type { SandboxHost } from './host.js';
 import { podConfigOf, type SandboxRecord } from './model.js';
 import { pauseRefs, type PauseRuntime } from './pause.js';
@@ -22,6 +22,7 @@ import type { PodDefaults } from './pod-config.js';
 import { collectGarbage } from './recover.js';
 import { runSandbox } from './run.js';
 import { StepTimer } from './steps.js';
+import { podCgroupPath, podLimits } from './resize.js';
 import type { PodContainers, SandboxStore } from './store.js';
 
 /** The network operations a pod needs (PodNetworkManager; faked in unit tests). */
@@ -116,6 +117,38 @@ export class SandboxService {
   /** Creates and starts a pod sandbox; on failure nothing it made is left. */
   run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
     return runSandbox(this.o, config, runtimeHandler);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // UpdatePodSandboxResources
+
+  /**
+   * Records the pod-level resources in the pod's config and writes the pod's limits (resources plus
+   * overhead) into its own cgroup (resize.ts). Absent parts of the request keep what was recorded.
+   */
+  async updateResources(idOrPrefix: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord> {
+    const { id } = this.get(idOrPrefix);
+    return this.locks.run(id, async () => {
+      const record = this.get(id);
+      if (record.state !== 'ready') throw failedPrecondition(`sandbox "${id}" is NOTREADY: only a ready pod can be resized`);
+      const cgroup = podCgroupPath(record, this.o.defaults);
+      const config = podConfigOf(record);
+      const linux = config.linux ?? LinuxPodSandboxConfig.fromPartial({});
+      const nextOverhead = overhead ?? linux.overhead;
+      const nextResources = resources ?? linux.resources;
+      const limits = linuxResources(podLimits(nextResources, nextOverhead), this.o.specSettings.cgroups);
+      try {
+        await this.o.host.writeCgroupLimits(cgroup, limits);
+      } catch (err) {
+        throw wrap(err, `failed to update resources of sandbox "${id}"`);
+      }
+      const updated = await this.store.update(id, (r) => {
+        r.config = PodSandboxConfig.toJSON({ ...config, linux: { ...linux, overhead: nextOverhead, resources: nextResources } });
+        r.resize = { cgroup, limits, at: new Date().toISOString() };
+      });
+      this.log.info('pod resources updated', { id, cgroup, limits });
+      return updated;
+    });
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -128,9 +128,17 @@ export class FakeHost implements SandboxHost {
   missing: string[] = [];
   failFiles?: Error;
 
+  /** Limits written by writeCgroupLimits, by cgroup path. */
+  readonly limits = new Map<string, unknown>();
+
   constructor(private readonly calls: CallLog) {}
 
   async assertSearchableByOthers(): Promise<void> {}
+
+  async writeCgroupLimits(path: string, limits: object): Promise<never[]> {
+    this.limits.set(path, limits);
+    return [];
+  }
 
   async writePodFiles(files: PodFiles): Promise<void> {
     if (this.failFiles) throw this.failFiles;

@@ -1,0 +1,103 @@
+/**
+ * Writes resource limits (the OCI `LinuxResources` shape) straight into an existing cgroup, for cgroups
+ * no OCI runtime owns: a pod's own cgroup, resized in place (UpdatePodSandboxResources). The file names
+ * and the v1 → v2 conversions are runc's (cpu.shares → cpu.weight, memory+swap → memory.swap.max).
+ */
+import { access, writeFile } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { failedPrecondition, internal } from '../common/errors.js';
+import type { LinuxResources } from '../oci/types.js';
+import { dirIn, type CgroupLayout } from './cgroups.js';
+
+/** One write: the controller's directory key (`cpu`, `memory`…, `unified` on v2), file and value. */
+export interface CgroupWrite {
+  controller: string;
+  file: string;
+  value: string;
+  /** A first attempt that may be refused (a later write repeats it). */
+  mayFail?: boolean;
+}
+
+/** runc's cpu.shares (2..262144) → cpu.weight (1..10000). */
+export function sharesToWeight(shares: number): number {
+  return shares === 0 ? 0 : 1 + Math.floor(((shares - 2) * 9999) / 262142);
+}
+
+/** The writes for `r` on cgroup v1, in an order the kernel accepts (see memoryWrites). */
+export function v1Writes(r: LinuxResources): CgroupWrite[] {
+  const out: CgroupWrite[] = [];
+  const cpu = r.cpu;
+  if (cpu?.shares) out.push({ controller: 'cpu', file: 'cpu.shares', value: String(cpu.shares) });
+  if (cpu?.period) out.push({ controller: 'cpu', file: 'cpu.cfs_period_us', value: String(cpu.period) });
+  if (cpu?.quota) out.push({ controller: 'cpu', file: 'cpu.cfs_quota_us', value: String(cpu.quota) });
+  if (cpu?.cpus) out.push({ controller: 'cpuset', file: 'cpuset.cpus', value: cpu.cpus });
+  if (cpu?.mems) out.push({ controller: 'cpuset', file: 'cpuset.mems', value: cpu.mems });
+  if (r.memory?.limit) out.push({ controller: 'memory', file: 'memory.limit_in_bytes', value: String(r.memory.limit) });
+  if (r.memory?.swap) out.push({ controller: 'memory', file: 'memory.memsw.limit_in_bytes', value: String(r.memory.swap) });
+  for (const h of r.hugepageLimits ?? []) out.push({ controller: 'hugetlb', file: `hugetlb.${h.pageSize}.limit_in_bytes`, value: String(h.limit) });
+  if (r.pids?.limit) out.push({ controller: 'pids', file: 'pids.max', value: r.pids.limit > 0 ? String(r.pids.limit) : 'max' });
+  return out;
+}
+
+/** The writes for `r` on cgroup v2 (one directory); `unified` entries last, so they win. */
+export function v2Writes(r: LinuxResources): CgroupWrite[] {
+  const out: CgroupWrite[] = [];
+  const w = (file: string, value: string) => out.push({ controller: 'unified', file, value });
+  const cpu = r.cpu;
+  if (cpu?.shares) w('cpu.weight', String(sharesToWeight(cpu.shares)));
+  if (cpu?.quota || cpu?.period) {
+    const quota = cpu.quota && cpu.quota > 0 ? String(cpu.quota) : 'max';
+    w('cpu.max', cpu.period ? `${quota} ${cpu.period}` : quota);
+  }
+  if (cpu?.cpus) w('cpuset.cpus', cpu.cpus);
+  if (cpu?.mems) w('cpuset.mems', cpu.mems);
+  if (r.memory?.limit) w('memory.max', r.memory.limit > 0 ? String(r.memory.limit) : 'max');
+  if (r.memory?.swap && r.memory.limit) w('memory.swap.max', r.memory.swap > 0 ? String(Math.max(0, r.memory.swap - r.memory.limit)) : 'max');
+  for (const h of r.hugepageLimits ?? []) w(`hugetlb.${h.pageSize}.max`, String(h.limit));
+  if (r.pids?.limit) w('pids.max', r.pids.limit > 0 ? String(r.pids.limit) : 'max');
+  for (const [file, value] of Object.entries(r.unified ?? {})) w(file, value);
+  return out;
+}
+
+/**
+ * Applies `r` to the existing cgroup at `path` (an absolute cgroup path). FailedPrecondition when the
+ * cgroup or a controller it needs is missing; a write the kernel refuses is Internal with its reason.
+ * v1 memory limits are written in the order that keeps memsw ≥ limit at every step.
+ */
+export async function writeCgroupLimits(layout: CgroupLayout, path: string, r: LinuxResources): Promise<CgroupWrite[]> {
+  const writes = layout.version === 2 ? v2Writes(r) : orderV1Memory(v1Writes(r));
+  const dirs = new Map<string, string>();
+  for (const h of layout.hierarchies) {
+    if (h.version !== layout.version) continue;
+    for (const c of h.version === 2 ? ['unified'] : h.controllers) dirs.set(c, dirIn(h, path));
+  }
+  for (const write of writes) {
+    if (write.file.includes('/')) throw internal(`cgroup file name "${write.file}" is not a plain name`);
+    const dir = dirs.get(write.controller);
+    if (!dir) throw failedPrecondition(`cannot set ${write.file}: the ${write.controller} cgroup controller is not mounted on this host`);
+    try {
+      await access(dir);
+    } catch {
+      throw failedPrecondition(`cgroup "${path}" does not exist (${dir})`);
+    }
+    try {
+      await writeFile(posix.join(dir, write.file), write.value);
+    } catch (err) {
+      if (write.mayFail) continue;
+      throw internal(`failed to write ${write.value} to ${posix.join(dir, write.file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+    }
+  }
+  return writes;
+}
+
+/**
+ * v1 keeps memsw ≥ limit after every write, so raising both must go memsw first and lowering limit
+ * first. Not knowing the current values: memsw (may be refused when lowering), limit, memsw again.
+ */
+function orderV1Memory(writes: CgroupWrite[]): CgroupWrite[] {
+  const limit = writes.find((w) => w.file === 'memory.limit_in_bytes');
+  const memsw = writes.find((w) => w.file === 'memory.memsw.limit_in_bytes');
+  if (!limit || !memsw) return writes;
+  const rest = writes.filter((w) => w !== limit && w !== memsw);
+  return [...rest, { ...memsw, mayFail: true }, limit, memsw];
+}

@@ -1,0 +1,65 @@
+/**
+ * In-place pod resize (UpdatePodSandboxResources, Kubernetes 1.33+): the kubelet reconfigures the pod's
+ * cgroup, then tells the runtime the pod-level resources. Stove records them in the pod's config
+ * (`linux.overhead`, `linux.resources`, as a RunPodSandbox with them would have) and writes the pod's
+ * limits (the containers' sum plus the overhead) into the pod's own cgroup, its `cgroup_parent`. A pod
+ * without a cgroup of its own (its parent is the daemon's shared default) has nothing to resize.
+ */
+import { LinuxContainerResources, type HugepageLimit } from '../gen/runtime/v1/api.js';
+import { failedPrecondition } from '../common/errors.js';
+import { cgroupPathOf, expandSlice } from '../platform/cgroups.js';
+import type { CgroupDriverName } from '../oci/index.js';
+import type { PodDefaults } from './pod-config.js';
+import type { SandboxRecord } from './model.js';
+import { podConfigOf } from './model.js';
+
+/** What the record keeps of the last resize. */
+export interface PodResizeRecord {
+  /** The cgroup written (absolute cgroup path). */
+  cgroup: string;
+  /** The pod-level limits applied: resources plus overhead. */
+  limits: unknown;
+  /** When (RFC 3339). */
+  at: string;
+}
+
+/** The pod's own cgroup: its `cgroup_parent` as a cgroup path; FailedPrecondition when it has none. */
+export function podCgroupPath(record: SandboxRecord, defaults: PodDefaults): string {
+  const own = podConfigOf(record).linux?.cgroupParent ?? '';
+  if (!own || own === defaults.cgroupParent) {
+    throw failedPrecondition(
+      `sandbox "${record.id}" has no cgroup of its own to resize (no linux.cgroup_parent in its config; its containers share "${record.cgroupParent}")`,
+    );
+  }
+  return cgroupOfParent(own, defaults.cgroupDriver);
+}
+
+function cgroupOfParent(parent: string, driver: CgroupDriverName): string {
+  if (driver === 'systemd') return expandSlice(parent.split('/').filter(Boolean).pop() ?? '');
+  return cgroupPathOf(`/${parent.split('/').filter(Boolean).join('/')}`);
+}
+
+/**
+ * The pod cgroup's limits: the resources plus the overhead, field by field (the kubelet sizes the pod
+ * cgroup the same way). A limit the resources leave unset stays unset: overhead alone sets no ceiling.
+ */
+export function podLimits(resources: LinuxContainerResources | undefined, overhead: LinuxContainerResources | undefined): LinuxContainerResources {
+  const r = resources ?? LinuxContainerResources.fromPartial({});
+  const o = overhead ?? LinuxContainerResources.fromPartial({});
+  const plus = (a: bigint, b: bigint) => (a > 0n ? a + (b > 0n ? b : 0n) : a);
+  const hugepages: HugepageLimit[] = r.hugepageLimits.map((h) => ({
+    pageSize: h.pageSize,
+    limit: h.limit + (o.hugepageLimits.find((x) => x.pageSize === h.pageSize)?.limit ?? 0n),
+  }));
+  return LinuxContainerResources.fromPartial({
+    cpuPeriod: r.cpuPeriod || o.cpuPeriod,
+    cpuQuota: plus(r.cpuQuota, o.cpuQuota),
+    cpuShares: r.cpuShares > 0n ? r.cpuShares + o.cpuShares : 0n,
+    memoryLimitInBytes: plus(r.memoryLimitInBytes, o.memoryLimitInBytes),
+    memorySwapLimitInBytes: plus(r.memorySwapLimitInBytes, o.memorySwapLimitInBytes),
+    cpusetCpus: r.cpusetCpus,
+    cpusetMems: r.cpusetMems,
+    hugepageLimits: hugepages,
+    unified: { ...o.unified, ...r.unified },
+  });
+}

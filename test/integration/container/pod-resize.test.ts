@@ -1,0 +1,96 @@
+/**
+ * UpdatePodSandboxResources (in-place pod resize) against a real daemon: the pod's own cgroup, made
+ * beforehand as a kubelet makes it, gets the resources plus the overhead; the pod config records them
+ * (verbose status), also after a daemon restart; bad requests get the right codes.
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { LinuxContainerResources } from '../../../src/gen/runtime/v1/api.js';
+import { cgroupDirs, createCgroup, detectCgroups, removeCgroup } from '../../../src/platform/cgroups.js';
+import { containerSuite, ContainerWorld, rejectsWith } from './world.js';
+
+describe('pods: in-place resize (real runc, conmon and CNI)', function () {
+  this.timeout(60_000);
+  const world = new ContainerWorld();
+  containerSuite(world, 'pod resize tests', { scope: 'pods' });
+
+  it('writes the pod limits into its cgroup, records them and keeps them across a restart', async () => {
+    const layout = await detectCgroups();
+    const podCgroup = `${world.pods.cgroupRoot}/pod-resize-${world.pods.tag}`;
+    await createCgroup(layout, podCgroup);
+    try {
+      const pod = await world.pod({ linux: { cgroupParent: podCgroup } });
+      const ctr = await world.run(pod, world.config('sleeper'));
+      const rt = world.daemon.clients.runtime;
+      const MiB = 1024n * 1024n;
+      await rt.updatePodSandboxResources({
+        podSandboxId: pod.id,
+        overhead: LinuxContainerResources.fromPartial({ cpuShares: 24n, memoryLimitInBytes: 16n * MiB }),
+        resources: LinuxContainerResources.fromPartial({ cpuShares: 1000n, cpuQuota: 50_000n, cpuPeriod: 100_000n, memoryLimitInBytes: 256n * MiB }),
+      });
+      const dirs = cgroupDirs(layout, podCgroup);
+      const read = async (controller: string, file: string) => (await readFile(join(dirs[controller]!, file), 'utf8')).trim();
+      if (layout.version === 2) {
+        assert.equal(await read('unified', 'cpu.max'), '50000 100000');
+        assert.equal(await read('unified', 'memory.max'), String(272n * MiB));
+      } else {
+        assert.equal(await read('cpu', 'cpu.shares'), '1024');
+        assert.equal(await read('cpu', 'cpu.cfs_quota_us'), '50000');
+        assert.equal(await read('cpu', 'cpu.cfs_period_us'), '100000');
+        assert.equal(await read('memory', 'memory.limit_in_bytes'), String(272n * MiB));
+      }
+      // The container below it still runs, now under the new ceiling.
+      assert.equal((await world.exec(ctr, ['echo', 'ok'])).stdout, 'ok\n');
+
+      const check = async () => {
+        const info = await world.pods.info(pod.id);
+        const resize = info.resize as { cgroup: string; limits: { memory: { limit: number } } };
+        assert.equal(resize.cgroup, podCgroup);
+        assert.equal(resize.limits.memory.limit, Number(272n * MiB));
+        const config = info.config as { linux: { resources: { memoryLimitInBytes: string }; overhead: { cpuShares: string } } };
+        assert.equal(config.linux.resources.memoryLimitInBytes, String(256n * MiB));
+        assert.equal(config.linux.overhead.cpuShares, '24');
+      };
+      await check();
+      await world.pods.restart();
+      await check();
+
+      // Lower it again (memory below the first value goes limit first on v1).
+      await world.daemon.clients.runtime.updatePodSandboxResources({
+        podSandboxId: pod.id,
+        overhead: undefined,
+        resources: LinuxContainerResources.fromPartial({ cpuShares: 500n, memoryLimitInBytes: 128n * MiB }),
+      });
+      if (layout.version === 1) {
+        assert.equal(await read('memory', 'memory.limit_in_bytes'), String(144n * MiB));
+        assert.equal(await read('cpu', 'cpu.shares'), '524');
+      }
+      await world.removeAll();
+    } finally {
+      await removeCgroup(layout, podCgroup).catch(() => {});
+    }
+  });
+
+  it('answers bad requests with the right code', async () => {
+    const rt = world.daemon.clients.runtime;
+    const shared = await world.pod();
+    await rejectsWith(
+      rt.updatePodSandboxResources({ podSandboxId: shared.id, overhead: undefined, resources: LinuxContainerResources.fromPartial({ cpuShares: 512n }) }),
+      'FAILED_PRECONDITION',
+      /has no cgroup of its own to resize/,
+    );
+    await rejectsWith(
+      rt.updatePodSandboxResources({ podSandboxId: shared.id, overhead: undefined, resources: LinuxContainerResources.fromPartial({ cpuShares: 1n }) }),
+      'INVALID_ARGUMENT',
+      /resources\.cpu_shares 1 is out of range/,
+    );
+    await rejectsWith(
+      rt.updatePodSandboxResources({ podSandboxId: shared.id, overhead: LinuxContainerResources.fromPartial({ memoryLimitInBytes: -5n }), resources: undefined }),
+      'INVALID_ARGUMENT',
+      /overhead\.memory_limit_in_bytes -5/,
+    );
+    await rejectsWith(rt.updatePodSandboxResources({ podSandboxId: 'nope', overhead: undefined, resources: undefined }), 'NOT_FOUND', /nope/);
+    await rejectsWith(rt.updatePodSandboxResources({ podSandboxId: '', overhead: undefined, resources: undefined }), 'INVALID_ARGUMENT', /pod_sandbox_id is required/);
+  });
+});
