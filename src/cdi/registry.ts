@@ -77,10 +77,6 @@ export class CdiRegistry {
     });
   }
 
-  get specDirs(): readonly string[] {
-    return this.o.specDirs;
-  }
-
   /** The devices as the spec dirs hold them now. */
   async current(): Promise<CdiView> {
     const { files, changed } = await this.files.scan();

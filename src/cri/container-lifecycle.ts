@@ -13,6 +13,7 @@ import { required, requiredString } from './validate.js';
 import { validateLinuxResources } from './validate-resources.js';
 import { invalidArgument } from '../common/errors.js';
 import type { ContainerService } from '../container/service.js';
+import { requestedDevices } from '../cdi/index.js';
 
 export async function createContainer(containers: ContainerService, req: CreateContainerRequest): Promise<CreateContainerResponse> {
   const podSandboxId = requiredString(req.podSandboxId, 'pod_sandbox_id');
@@ -22,6 +23,8 @@ export async function createContainer(containers: ContainerService, req: CreateC
   if (meta.attempt < 0) throw invalidArgument(`config.metadata.attempt ${meta.attempt} must not be negative`);
   requiredString(config.image?.image, 'config.image.image');
   validateLinuxResources(config.linux?.resources, 'config.linux.resources');
+  // Malformed CDI device names are refused before any work; unknown ones when the spec is built.
+  requestedDevices(config.CDIDevices.map((d) => d.name), config.annotations);
   const record = await containers.create(podSandboxId, config, req.sandboxConfig);
   return CreateContainerResponse.fromPartial({ containerId: record.id });
 }

@@ -33,10 +33,6 @@ export class OciHookRegistry {
     this.files = new ConfigDirs<Loaded>({ dirs: o.hooksDirs, accept: (n) => extname(n) === '.json', load: (p) => this.load(p), log: o.log });
   }
 
-  get hooksDirs(): readonly string[] {
-    return this.o.hooksDirs;
-  }
-
   /** The hook files in effect now. */
   async current(): Promise<HooksView> {
     const { files, changed } = await this.files.scan();

@@ -42,10 +42,6 @@ export class ConfigDirs<T> {
 
   constructor(private readonly o: ConfigDirsOptions<T>) {}
 
-  get dirs(): readonly string[] {
-    return this.o.dirs;
-  }
-
   /**
    * Lists and (re)loads the files. A scan always starts after the call: while one runs (it may have
    * passed a file the caller just wrote), callers share one more that starts when it ends.
