@@ -12,7 +12,7 @@
  *   update:      linuxResources(criResources, settings.cgroups) → the body of `runc update --resources`.
  *   write:       specToJson(spec) → config.json text.
  */
-export type { Spec, ImageConfig, ImageConfigFile, LinuxResources, Mount as OciMount } from './types.js';
+export type { Spec, ImageConfig, ImageConfigFile, LinuxResources, Mount as OciMount, Hook as OciHook, Hooks as OciHooks, LinuxDevice as OciDevice, POSIXRlimit as OciRlimit } from './types.js';
 export type { SpecSettings } from './settings.js';
 export type { ContainerSpecInput, ContainerHostInputs, SandboxFacts } from './container-spec.js';
 export type { PauseSpecInput } from './pause-spec.js';

@@ -153,6 +153,23 @@ export interface LinuxResources {
   hugepageLimits?: LinuxHugepageLimit[];
   /** cgroup v2 files, `memory.high` → value. */
   unified?: Record<string, string>;
+  blockIO?: LinuxBlockIO;
+}
+
+export interface LinuxBlockIO {
+  weight?: number;
+  leafWeight?: number;
+  weightDevice?: { major: number; minor: number; weight?: number; leafWeight?: number }[];
+  throttleReadBpsDevice?: LinuxThrottleDevice[];
+  throttleWriteBpsDevice?: LinuxThrottleDevice[];
+  throttleReadIOPSDevice?: LinuxThrottleDevice[];
+  throttleWriteIOPSDevice?: LinuxThrottleDevice[];
+}
+
+export interface LinuxThrottleDevice {
+  major: number;
+  minor: number;
+  rate: number;
 }
 
 /** A device cgroup rule; `type`/`major`/`minor` absent match every device. */
@@ -172,6 +189,8 @@ export interface LinuxMemory {
   kernel?: number;
   swappiness?: number;
   disableOOMKiller?: boolean;
+  kernelTCP?: number;
+  useHierarchy?: boolean;
 }
 
 export interface LinuxCPU {

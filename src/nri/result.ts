@@ -1,0 +1,373 @@
+/**
+ * Merging the answers of several plugins to one event, with NRI's ownership rules: within one event,
+ * each setting of a container (an annotation key, a mount destination, a device path, an env name, the
+ * memory limit, a hugepage size, …) may be set by one plugin only; a second plugin setting it is an
+ * error naming both. A key marked for removal (a leading '-') drops an earlier plugin's setting and
+ * its claim. Plugins are asked in index order and see the adjustments of the ones before them.
+ */
+import {
+  ContainerAdjustment,
+  ContainerUpdate,
+  LinuxResources,
+  type Container,
+  type CreateContainerResponse,
+  type Hooks,
+  type KeyValue,
+  type LinuxCPU,
+  type LinuxDevice,
+  type LinuxMemory,
+  type Mount,
+  type POSIXRlimit,
+  type UpdateContainerRequest,
+} from '../gen/nri/api.js';
+
+/** Two plugins set the same thing. */
+export class PluginConflictError extends Error {}
+
+const MEMORY_FIELDS: [keyof LinuxMemory, string][] = [
+  ['limit', 'memory limit'],
+  ['reservation', 'memory reservation'],
+  ['swap', 'memory swap limit'],
+  ['kernel', 'memory kernel limit'],
+  ['kernelTcp', 'memory TCP limit'],
+  ['swappiness', 'memory swappiness'],
+  ['disableOomKiller', 'memory disable OOM killer'],
+  ['useHierarchy', "memory 'UseHierarchy'"],
+];
+const CPU_OPTIONAL_FIELDS: [keyof LinuxCPU, string][] = [
+  ['shares', 'CPU shares'],
+  ['quota', 'CPU quota'],
+  ['period', 'CPU period'],
+  ['realtimeRuntime', 'CPU realtime runtime'],
+  ['realtimePeriod', 'CPU realtime period'],
+];
+const CPU_STRING_FIELDS: [keyof LinuxCPU, string][] = [
+  ['cpus', 'CPU pinning'],
+  ['mems', 'memory pinning'],
+];
+
+/** Which plugin set what, per container. */
+class Owners {
+  private readonly owners = new Map<string, Map<string, string>>();
+
+  claim(containerId: string, what: string, plugin: string): void {
+    let mine = this.owners.get(containerId);
+    if (!mine) this.owners.set(containerId, (mine = new Map()));
+    const other = mine.get(what);
+    if (other !== undefined) throw new PluginConflictError(`plugins "${plugin}" and "${other}" both tried to set ${what}`);
+    mine.set(what, plugin);
+  }
+
+  clear(containerId: string, what: string): void {
+    this.owners.get(containerId)?.delete(what);
+  }
+}
+
+/** `-key` → [key, true]; `key` → [key, false]. */
+export function removalKey(key: string): [string, boolean] {
+  return key.startsWith('-') ? [key.slice(1), true] : [key, false];
+}
+
+function emptyResources(): LinuxResources {
+  return LinuxResources.fromPartial({ memory: {}, cpu: {}, hugepageLimits: [], unified: {} });
+}
+
+/**
+ * Lays `from` over `into` (both NRI resources), claiming each field set for `plugin`. Used for a new
+ * container's adjustment and for updates alike.
+ */
+function mergeResources(owners: Owners, id: string, plugin: string, into: LinuxResources, from: LinuxResources): void {
+  into.memory ??= {} as LinuxMemory;
+  into.cpu ??= {} as LinuxCPU;
+  const mem = into.memory as unknown as Record<string, unknown>;
+  for (const [field, what] of MEMORY_FIELDS) {
+    const v = from.memory?.[field];
+    if (v === undefined) continue;
+    owners.claim(id, what, plugin);
+    mem[field] = v;
+  }
+  const cpu = into.cpu as unknown as Record<string, unknown>;
+  for (const [field, what] of CPU_OPTIONAL_FIELDS) {
+    const v = from.cpu?.[field];
+    if (v === undefined) continue;
+    owners.claim(id, what, plugin);
+    cpu[field] = v;
+  }
+  for (const [field, what] of CPU_STRING_FIELDS) {
+    const v = from.cpu?.[field];
+    if (!v) continue;
+    owners.claim(id, what, plugin);
+    cpu[field] = v;
+  }
+  for (const l of from.hugepageLimits ?? []) {
+    owners.claim(id, `hugepage limit of size ${l.pageSize}`, plugin);
+    into.hugepageLimits = [...(into.hugepageLimits ?? []).filter((h) => h.pageSize !== l.pageSize), l];
+  }
+  for (const [k, v] of Object.entries(from.unified ?? {})) {
+    owners.claim(id, `unified resource ${k}`, plugin);
+    into.unified = { ...(into.unified ?? {}), [k]: v };
+  }
+  if (from.blockioClass) {
+    owners.claim(id, 'block I/O class', plugin);
+    into.blockioClass = from.blockioClass;
+  }
+  if (from.rdtClass) {
+    owners.claim(id, 'RDT class', plugin);
+    into.rdtClass = from.rdtClass;
+  }
+  if (from.pids) {
+    owners.claim(id, 'pids pinning', plugin);
+    into.pids = { limit: from.pids.limit };
+  }
+}
+
+/** The merged updates of other containers that one event's plugins asked for. */
+class UpdateSet {
+  readonly list: ContainerUpdate[] = [];
+  private readonly byId = new Map<string, ContainerUpdate>();
+
+  constructor(
+    private readonly owners: Owners,
+    /** The container being created: plugins adjust it, they cannot update it. */
+    private readonly creating?: string,
+    /** The container being updated: its updates merge into the request instead. */
+    private readonly updating?: { id: string; resources: LinuxResources },
+  ) {}
+
+  add(updates: ContainerUpdate[], plugin: string): void {
+    for (const u of updates) {
+      if (u.containerId === this.creating) {
+        throw new PluginConflictError(`plugin "${plugin}" asked update of "${u.containerId}" during creation`);
+      }
+      const resources = u.linux?.resources;
+      if (this.updating && u.containerId === this.updating.id) {
+        if (resources) this.mergeInto(this.updating.resources, u, resources, plugin);
+        continue;
+      }
+      let merged = this.byId.get(u.containerId);
+      if (merged) merged.ignoreFailure = merged.ignoreFailure && u.ignoreFailure;
+      else {
+        merged = ContainerUpdate.fromPartial({ containerId: u.containerId, linux: { resources: emptyResources() }, ignoreFailure: u.ignoreFailure });
+        this.byId.set(u.containerId, merged);
+        this.list.push(merged);
+      }
+      if (resources) this.mergeInto(merged.linux!.resources!, u, resources, plugin);
+    }
+  }
+
+  private mergeInto(into: LinuxResources, u: ContainerUpdate, from: LinuxResources, plugin: string): void {
+    try {
+      mergeResources(this.owners, u.containerId, plugin, into, from);
+    } catch (err) {
+      if (!u.ignoreFailure) throw err;
+    }
+  }
+}
+
+/** The merged outcome of CreateContainer across plugins. */
+export class CreateResult {
+  readonly adjust: ContainerAdjustment;
+  private readonly owners = new Owners();
+  private readonly updates: UpdateSet;
+
+  /** `container` is the request's container: it is changed as plugins adjust it, for the next plugin. */
+  constructor(readonly container: Container) {
+    this.adjust = ContainerAdjustment.fromPartial({
+      hooks: {},
+      linux: { devices: [], resources: emptyResources() },
+    });
+    this.updates = new UpdateSet(this.owners, container.id);
+    container.annotations ??= {};
+    container.hooks ??= { prestart: [], createRuntime: [], createContainer: [], startContainer: [], poststart: [], poststop: [] };
+    container.linux ??= { namespaces: [], devices: [], resources: emptyResources(), oomScoreAdj: undefined, cgroupsPath: '' };
+    container.linux.resources ??= emptyResources();
+  }
+
+  get containerUpdates(): ContainerUpdate[] {
+    return this.updates.list;
+  }
+
+  /** Folds in one plugin's answer; throws PluginConflictError on a conflict. */
+  apply(rpl: CreateContainerResponse | undefined, plugin: string): void {
+    if (!rpl) return;
+    const a = rpl.adjust;
+    if (a) {
+      this.annotations(a.annotations ?? {}, plugin);
+      this.mounts(a.mounts ?? [], plugin);
+      this.env(a.env ?? [], plugin);
+      this.hooks(a.hooks);
+      if (a.linux) {
+        this.devices(a.linux.devices ?? [], plugin);
+        if (a.linux.resources) {
+          mergeResources(this.owners, this.container.id, plugin, this.adjust.linux!.resources!, a.linux.resources);
+          mergeResources(new Owners(), this.container.id, plugin, this.container.linux!.resources!, a.linux.resources);
+        }
+        if (a.linux.cgroupsPath) {
+          this.owners.claim(this.container.id, 'cgroups path', plugin);
+          this.adjust.linux!.cgroupsPath = this.container.linux!.cgroupsPath = a.linux.cgroupsPath;
+        }
+        if (a.linux.oomScoreAdj) {
+          this.owners.claim(this.container.id, 'oom score adj', plugin);
+          this.adjust.linux!.oomScoreAdj = this.container.linux!.oomScoreAdj = a.linux.oomScoreAdj;
+        }
+      }
+      this.rlimits(a.rlimits ?? [], plugin);
+      for (const d of a.CDIDevices ?? []) {
+        this.owners.claim(this.container.id, `CDI device ${d.name}`, plugin);
+        this.adjust.CDIDevices.push(d);
+      }
+    }
+    this.updates.add(rpl.update ?? [], plugin);
+  }
+
+  private annotations(annotations: Record<string, string>, plugin: string): void {
+    const id = this.container.id;
+    const removed = new Set<string>();
+    for (const k of Object.keys(annotations)) {
+      const [key, marked] = removalKey(k);
+      if (marked) removed.add(key);
+    }
+    for (const [k, v] of Object.entries(annotations)) {
+      if (removalKey(k)[1]) continue;
+      if (removed.has(k)) {
+        this.owners.clear(id, `annotation ${k}`);
+        delete this.container.annotations[k];
+        removed.delete(k);
+      }
+      this.owners.claim(id, `annotation ${k}`, plugin);
+      this.container.annotations[k] = v;
+      this.adjust.annotations[k] = v;
+    }
+    for (const k of removed) {
+      this.owners.clear(id, `annotation ${k}`);
+      delete this.container.annotations[k];
+      delete this.adjust.annotations[k];
+      this.adjust.annotations[`-${k}`] = '';
+    }
+  }
+
+  private mounts(mounts: Mount[], plugin: string): void {
+    const id = this.container.id;
+    const removed = new Set<string>();
+    const added: Mount[] = [];
+    for (const m of mounts) {
+      const [dest, marked] = removalKey(m.destination);
+      if (marked) removed.add(dest);
+      else added.push(m);
+    }
+    const touched = new Set([...removed, ...added.map((m) => m.destination)]);
+    this.adjust.mounts = this.adjust.mounts.filter((m) => {
+      if (!removed.has(m.destination)) return true;
+      this.owners.clear(id, `mount ${m.destination}`);
+      return false;
+    });
+    this.container.mounts = this.container.mounts.filter((m) => !touched.has(m.destination));
+    for (const m of added) {
+      this.owners.claim(id, `mount ${m.destination}`, plugin);
+      this.adjust.mounts.push(m);
+    }
+    const addedDests = new Set(added.map((m) => m.destination));
+    for (const dest of removed) if (!addedDests.has(dest)) this.adjust.mounts.push({ destination: `-${dest}`, type: '', source: '', options: [] });
+    this.container.mounts.push(...added);
+  }
+
+  private devices(devices: LinuxDevice[], plugin: string): void {
+    const id = this.container.id;
+    const linux = this.container.linux!;
+    const removed = new Set<string>();
+    const added: LinuxDevice[] = [];
+    for (const d of devices) {
+      const [path, marked] = removalKey(d.path);
+      if (marked) removed.add(path);
+      else added.push(d);
+    }
+    const touched = new Set([...removed, ...added.map((d) => d.path)]);
+    this.adjust.linux!.devices = this.adjust.linux!.devices.filter((d) => {
+      if (!removed.has(d.path)) return true;
+      this.owners.clear(id, `device ${d.path}`);
+      return false;
+    });
+    linux.devices = linux.devices.filter((d) => !touched.has(d.path));
+    for (const d of added) {
+      this.owners.claim(id, `device ${d.path}`, plugin);
+      this.adjust.linux!.devices.push(d);
+    }
+    // A removal stays in the adjustment so the device also leaves the spec.
+    const addedPaths = new Set(added.map((d) => d.path));
+    for (const path of removed) {
+      if (!addedPaths.has(path)) this.adjust.linux!.devices.push({ path: `-${path}`, type: '', major: 0n, minor: 0n, fileMode: undefined, uid: undefined, gid: undefined });
+    }
+    linux.devices.push(...added);
+  }
+
+  private env(env: KeyValue[], plugin: string): void {
+    const id = this.container.id;
+    const removed = new Set<string>();
+    const added: KeyValue[] = [];
+    for (const e of env) {
+      const [key, marked] = removalKey(e.key);
+      if (marked) removed.add(key);
+      else added.push(e);
+    }
+    const touched = new Set([...removed, ...added.map((e) => e.key)]);
+    this.adjust.env = this.adjust.env.filter((e) => {
+      if (!removed.has(e.key)) return true;
+      this.owners.clear(id, `env ${e.key}`);
+      return false;
+    });
+    this.container.env = this.container.env.filter((e) => !touched.has(e.split('=', 1)[0]));
+    for (const e of added) {
+      this.owners.claim(id, `env ${e.key}`, plugin);
+      this.adjust.env.push(e);
+      this.container.env.push(`${e.key}=${e.value}`);
+    }
+    const addedKeys = new Set(added.map((e) => e.key));
+    for (const key of removed) if (!addedKeys.has(key)) this.adjust.env.push({ key: `-${key}`, value: '' });
+  }
+
+  /** Hooks only add up: no plugin owns them. */
+  private hooks(hooks: Hooks | undefined): void {
+    if (!hooks) return;
+    const into = this.adjust.hooks!;
+    const seen = this.container.hooks!;
+    for (const kind of ['prestart', 'createRuntime', 'createContainer', 'startContainer', 'poststart', 'poststop'] as const) {
+      const more = hooks[kind] ?? [];
+      if (!more.length) continue;
+      into[kind] = [...(into[kind] ?? []), ...more];
+      seen[kind] = [...(seen[kind] ?? []), ...more];
+    }
+  }
+
+  private rlimits(rlimits: POSIXRlimit[], plugin: string): void {
+    for (const l of rlimits) {
+      this.owners.claim(this.container.id, `rlimit ${l.type}`, plugin);
+      this.adjust.rlimits.push(l);
+      this.container.rlimits.push(l);
+    }
+  }
+}
+
+/** The merged outcome of UpdateContainer or StopContainer across plugins. */
+export class UpdateResult {
+  private readonly owners = new Owners();
+  private readonly updates: UpdateSet;
+
+  /** `request` (UpdateContainer only) gets the plugins' changes to the container being updated. */
+  constructor(readonly request?: UpdateContainerRequest) {
+    if (request) request.linuxResources ??= emptyResources();
+    this.updates = new UpdateSet(
+      this.owners,
+      undefined,
+      request ? { id: request.container!.id, resources: request.linuxResources! } : undefined,
+    );
+  }
+
+  /** Updates of other containers. */
+  get containerUpdates(): ContainerUpdate[] {
+    return this.updates.list;
+  }
+
+  apply(updates: ContainerUpdate[] | undefined, plugin: string): void {
+    this.updates.add(updates ?? [], plugin);
+  }
+}
