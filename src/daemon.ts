@@ -5,7 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
-import type { Config } from './config/schema.js';
+import { durationMs, type Config } from './config/schema.js';
+import { NriAdaptation } from './nri/adaptation.js';
+import { NriLifecycle } from './nri/lifecycle.js';
 import type { Logger, RootLogger } from './common/logger.js';
 import { planReload } from './config/reload.js';
 import { implement } from './api/services.js';
@@ -14,7 +16,7 @@ import { lockStateDir, type StateLock } from './persist/state-lock.js';
 import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
 import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
 import { PodNetworkManager } from './network/pod-network.js';
-import { pathsFor, type Paths } from './config/paths.js';
+import { nriStatusFile, pathsFor, type Paths } from './config/paths.js';
 import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
 import { podRootGid } from './sandbox/model.js';
 import { ImageService } from './images/image-service.js';
@@ -72,6 +74,25 @@ export function stoveVersion(): string {
 export interface ReloadReport {
   applied: string[];
   needsRestart: string[];
+}
+
+/** The NRI adaptation over the config's `[nri]` table, started. */
+async function startNri(config: Config, lifecycle: NriLifecycle, log: Logger): Promise<NriAdaptation> {
+  const nri = new NriAdaptation({
+    socketPath: config.nri.socketPath,
+    pluginPath: config.nri.pluginPath,
+    pluginConfigPath: config.nri.pluginConfigPath,
+    disableConnections: config.nri.disableConnections,
+    timeouts: { registrationMs: durationMs(config.nri.pluginRegistrationTimeout)!, requestMs: durationMs(config.nri.pluginRequestTimeout)! },
+    statusFile: nriStatusFile(config),
+    runtimeName: 'stove',
+    runtimeVersion: stoveVersion(),
+    host: lifecycle,
+    log,
+  });
+  lifecycle.attach(nri);
+  await nri.start();
+  return nri;
 }
 
 /** A running daemon. */
@@ -192,6 +213,22 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   const ociHooks = new OciHookRegistry({ hooksDirs: config.runtime.hooksDirs, log: log.child({ module: 'oci-hooks' }) });
   // Read once now so that bad files are logged at start, not at the first container that wants them.
   await Promise.all([cdi.current(), ociHooks.current()]);
+  // NRI plugins see and adjust containers through the container service's lifecycle (docs/nri.md).
+  let containersForNri: ContainerService | undefined;
+  const nriLifecycle = config.nri.enable
+    ? new NriLifecycle(
+        {
+          findSandbox: (id) => sandboxes.find(id),
+          listSandboxes: () => sandboxes.list(),
+          findContainer: (id) => containersForNri!.find(id),
+          listContainers: () => containersForNri!.list(),
+          specOf: (r) => containersForNri!.specOf(r),
+          updateResources: (id, r) => containersForNri!.updateResources(id, r, { fromExtension: true }),
+        },
+        { cgroups: specSettings.cgroups, injectCdiDevices: async (spec, names) => void (await cdi.inject(spec, names)) },
+        log.child({ module: 'nri' }),
+      )
+    : undefined;
   const containers = new ContainerService({
     store: new ContainerStore(config.root),
     sandboxes,
@@ -205,8 +242,10 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     containerStateDir: paths.containerStateDir,
     logSizeMax: config.runtime.logSizeMax,
     podSandboxStatus: (id) => podSandboxStatus(sandboxes, { podSandboxId: id, verbose: false }).then((r) => r.status),
+    lifecycle: nriLifecycle,
     log: log.child({ module: 'container' }),
   });
+  containersForNri = containers;
   containersRef = containers;
   const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
   // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.
@@ -226,6 +265,9 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   await recheckExits(containers);
   await tightenRecoveredPodDirs(config.state, paths, sandboxes, containers, log);
   metrics().recovered((performance.now() - recoveryStarted) / 1000);
+
+  // Plugins register and are synchronized with the recovered pods before the API answers.
+  const nri = nriLifecycle ? await startNri(config, nriLifecycle, log.child({ module: 'nri' })) : undefined;
 
   const info = new RuntimeInfo({
     config,
@@ -339,6 +381,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       await streaming.stop();
       await streamingBackend.drain();
       exits.stop();
+      await nri?.stop();
       await images.close();
       await observability.stop();
       await lock.release();

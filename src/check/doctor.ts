@@ -11,6 +11,9 @@ import { CdiRegistry } from '../cdi/index.js';
 import { OciHookRegistry } from '../oci-hooks/index.js';
 import { silentLogger } from '../common/logger.js';
 import { trustInventory } from '../images/trust/inventory.js';
+import { nriStatusFile } from '../config/paths.js';
+import { readJsonFile } from '../persist/atomic-file.js';
+import { discoverPlugins, type DiscoveredPlugin, type PluginInfo } from '../nri/adaptation.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -183,7 +186,26 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkCdi(config),
     checkOciHooks(config),
     checkRegistryTrust(config),
+    checkNri(config),
   ]);
+}
+
+/** NRI: the pre-launched plugins on disk and, while a daemon runs, the plugins connected to it. */
+async function checkNri(config: Config): Promise<CheckResult> {
+  if (!config.nri.enable) return { name: 'nri', status: 'ok', detail: 'disabled ([nri] enable = false)' };
+  let launched: DiscoveredPlugin[];
+  try {
+    launched = await discoverPlugins(config.nri.pluginPath);
+  } catch (err) {
+    return { name: 'nri', status: 'warn', detail: `cannot read ${config.nri.pluginPath}: ${(err as Error).message}`, fix: 'fix the permissions of nri.plugin_path' };
+  }
+  const onDisk = launched.length ? launched.map((p) => `${p.index}-${p.name}`).join(', ') : 'none';
+  const status = await readJsonFile<{ socket: string; plugins: PluginInfo[] }>(nriStatusFile(config)).catch(() => undefined);
+  const running = status
+    ? `connected: ${status.plugins.length ? status.plugins.map((p) => `${p.index}-${p.name} (${p.kind}${p.pid ? `, pid ${p.pid}` : ''})`).join(', ') : 'none'}`
+    : 'daemon not running';
+  const socket = config.nri.disableConnections ? 'external connections disabled' : `socket ${config.nri.socketPath}`;
+  return { name: 'nri', status: 'ok', detail: `${socket}; pre-launched in ${config.nri.pluginPath}: ${onDisk}; ${running}` };
 }
 
 /** One line per check: `ok    runc  /usr/bin/runc: runc version 1.1.5`, plus the fix when there is one. */

@@ -10,6 +10,7 @@ import { LOG_LEVELS, type LogLevel } from '../common/logger.js';
 import { parseUlimits } from './ulimits.js';
 import {
   defaultConfig,
+  durationMs,
   defaultRegistryConfig,
   DEFAULT_CONFIG_DIR,
   DEFAULT_CONFIG_PATH,
@@ -149,6 +150,15 @@ function validate(config: Config, source: string): void {
   }
   for (const key of ['maxLayerSize', 'maxImageSize'] as const) {
     if (config.images[key] < 1) throw new ConfigError(`${source}: "images.${snake(key)}" must be at least 1`);
+  }
+  for (const key of ['pluginRegistrationTimeout', 'pluginRequestTimeout'] as const) {
+    if (durationMs(config.nri[key]) === undefined) {
+      const name = key === 'pluginRequestTimeout' ? 'plugin_request_timeout' : 'plugin_registration_timeout';
+      throw new ConfigError(`${source}: "nri.${name}" must be a positive duration such as "2s" or "500ms", got "${config.nri[key]}"`);
+    }
+  }
+  for (const key of ['socketPath', 'pluginPath', 'pluginConfigPath'] as const) {
+    if (!config.nri[key].startsWith('/')) throw new ConfigError(`${source}: "nri.${key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}" must be an absolute path`);
   }
   validateObservability(config, source);
 }

@@ -46,3 +46,8 @@ export function pathsFor(config: Pick<Config, 'root' | 'state'>): Paths {
     cniCacheDir: join(config.root, 'cni', 'results'),
   };
 }
+
+/** The running daemon's list of NRI plugins, for `stove check`. */
+export function nriStatusFile(config: Pick<Config, 'state'>): string {
+  return join(config.state, 'nri-plugins.json');
+}

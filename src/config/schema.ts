@@ -12,6 +12,7 @@
  *   [registries."host"]  mirrors, insecure, credentials per registry host
  *   [metrics]      Prometheus endpoint address (off when empty)
  *   [tracing]      OTLP/HTTP endpoint, sample ratio, service name (off when the endpoint is empty)
+ *   [nri]          Node Resource Interface plugins (docs/nri.md)
  */
 import type { LogLevel } from '../common/logger.js';
 
@@ -128,6 +129,23 @@ export interface TracingConfig {
   serviceName: string;
 }
 
+/** NRI (docs/nri.md); key names and defaults as containerd's `[plugins."io.containerd.nri.v1.nri"]`. */
+export interface NriConfig {
+  enable: boolean;
+  /** Where external plugins connect. */
+  socketPath: string;
+  /** Pre-launched plugins: executables named `<idx>-<name>`. */
+  pluginPath: string;
+  /** Their configs: `<idx>-<name>.conf` or `<name>.conf`. */
+  pluginConfigPath: string;
+  /** A duration such as "5s" or "500ms": how long a plugin has to register. */
+  pluginRegistrationTimeout: string;
+  /** A duration: how long a plugin has to answer one request. */
+  pluginRequestTimeout: string;
+  /** No socket for external plugins; only pre-launched ones run. */
+  disableConnections: boolean;
+}
+
 export interface Config {
   socket: string;
   root: string;
@@ -141,6 +159,7 @@ export interface Config {
   registries: Record<string, RegistryConfig>;
   metrics: MetricsConfig;
   tracing: TracingConfig;
+  nri: NriConfig;
 }
 
 /** containerd's default capability set: what images built for Docker expect (ping, chroot, mknod). */
@@ -216,7 +235,24 @@ export function defaultConfig(): Config {
     registries: {},
     metrics: { address: '' },
     tracing: { endpoint: '', sampleRatio: 1, serviceName: 'stove' },
+    nri: {
+      enable: false,
+      socketPath: '/var/run/nri/nri.sock',
+      pluginPath: '/opt/nri/plugins',
+      pluginConfigPath: '/etc/nri/conf.d',
+      pluginRegistrationTimeout: '5s',
+      pluginRequestTimeout: '2s',
+      disableConnections: false,
+    },
   };
+}
+
+/** "1.5s", "500ms", "2m" → milliseconds; undefined for anything else. */
+export function durationMs(text: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(text.trim());
+  if (!m) return undefined;
+  const n = Number(m[1]) * { ms: 1, s: 1000, m: 60_000 }[m[2] as 'ms' | 's' | 'm'];
+  return n > 0 ? Math.round(n) : undefined;
 }
 
 /** Defaults for one `[registries."host"]` table. */

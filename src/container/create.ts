@@ -277,6 +277,8 @@ async function writeBundle(
     settings: o.specSettings,
   });
   const edits = await applySpecEditors(o.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
+  // The one point where extensions (NRI plugins) see and adjust the finished spec.
+  if (o.lifecycle) await o.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec });
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
   return { spec, host, edits };
 }

@@ -2,14 +2,15 @@
  * What the container service needs from the rest of Stove, as narrow interfaces: the daemon passes the
  * real services, unit tests pass fakes.
  */
-import type { PodSandboxStatus } from '../gen/runtime/v1/api.js';
+import type { ContainerConfig, LinuxContainerResources, PodSandboxStatus } from '../gen/runtime/v1/api.js';
+import type { ContainerRecord } from './model.js';
 import type { Logger } from '../common/logger.js';
 import type { ImageService } from '../images/image-service.js';
 import type { Monitor } from '../monitor/monitor.js';
 import type { CgroupLayout } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
-import type { SpecSettings } from '../oci/index.js';
+import type { Spec, SpecSettings } from '../oci/index.js';
 import type { SpecEditor } from './spec-editors.js';
 import type { ContainerStore } from './store.js';
 
@@ -29,6 +30,22 @@ export type ContainerImages = Pick<ImageService, 'getImage' | 'find' | 'mountRoo
 /** The OCI runtime for a pod's runtime handler ('' = runc). */
 export interface RuntimeLookup {
   get(handler: string): Runc;
+}
+
+/**
+ * Extensions of the container lifecycle (NRI plugins, docs/nri.md). The awaited calls may change the
+ * container and bound their own time; the notifications go out in order and never fail a CRI call.
+ */
+export interface ContainerLifecycle {
+  /** The finished OCI spec of a container being created, to adjust in place; a throw fails the create. */
+  adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<void>;
+  /** Just before the container's process starts. */
+  starting(record: ContainerRecord): Promise<void>;
+  /** The resources an UpdateContainerResources will apply, for extensions to change; returns them. */
+  updating(record: ContainerRecord, resources: LinuxContainerResources): Promise<LinuxContainerResources>;
+  /** After the fact. */
+  containerEvent(event: 'created' | 'started' | 'updated' | 'stopped' | 'removed', record: ContainerRecord): void;
+  podEvent(event: 'started' | 'stopped' | 'removed', sandboxId: string): void;
 }
 
 export interface ContainerServiceOptions {
@@ -53,5 +70,6 @@ export interface ContainerServiceOptions {
   killTimeoutMs?: number;
   /** Consecutive refused event writes after which a GetContainerEvents subscriber is dropped. */
   eventBacklog?: number;
+  lifecycle?: ContainerLifecycle;
   log: Logger;
 }

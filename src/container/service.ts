@@ -204,6 +204,7 @@ export class ContainerService {
       }
       const runtime = this.runtimeOf(r);
       const started = performance.now();
+      await this.o.lifecycle?.starting(r);
       try {
         await runtime.start(id);
       } catch (err) {
@@ -432,13 +433,15 @@ export class ContainerService {
   // UpdateContainerResources, ReopenContainerLog, ExecSync
 
   /** Applies new resources with `runc update` and records them (in the record and the bundle's spec). */
-  async updateResources(idOrPrefix: string, requested: LinuxContainerResources | undefined): Promise<void> {
+  async updateResources(idOrPrefix: string, requested: LinuxContainerResources | undefined, opts: { fromExtension?: boolean } = {}): Promise<void> {
     const { id } = this.get(idOrPrefix);
     await this.locks.run(id, async () => {
       const r = this.get(id);
       if (r.state === 'exited') throw failedPrecondition(`container "${id}" is EXITED: cannot update its resources`);
       const current = r.resources ? LinuxContainerResources.fromJSON(r.resources) : undefined;
-      const merged = mergeResources(current, requested);
+      let merged = mergeResources(current, requested);
+      // An update an extension asked for is not shown to the extensions again.
+      if (this.o.lifecycle && !opts.fromExtension) merged = mergeResources(current, await this.o.lifecycle.updating(r, merged));
       const body = linuxResources(merged, this.o.specSettings.cgroups);
       try {
         await this.runtimeOf(r).update(id, body);
@@ -453,6 +456,7 @@ export class ContainerService {
         await writeFileAtomic(join(r.bundleDir, 'config.json'), JSON.stringify(spec, null, 2) + '\n', 0o600);
       }
       this.log.info('container resources updated', { id: shortId(id), resources: body });
+      if (!opts.fromExtension) this.o.lifecycle?.containerEvent('updated', this.get(id));
     });
   }
 
@@ -507,6 +511,8 @@ export class ContainerService {
    * they are now (`deleted`: the container is gone and not among them). Events go out in call order.
    */
   emit(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
+    const lifecycle = CONTAINER_LIFECYCLE[type];
+    if (lifecycle) this.o.lifecycle?.containerEvent(lifecycle, record);
     if (this.events.size === 0) return;
     const createdAt = nowNs();
     // Snapshot now: the statuses must be those of this moment, not of when the event is built.
@@ -521,6 +527,8 @@ export class ContainerService {
     if (this.lastSandboxEvent.get(sandboxId) === type) return;
     if (type === ContainerEventType.CONTAINER_DELETED_EVENT) this.lastSandboxEvent.delete(sandboxId);
     else this.lastSandboxEvent.set(sandboxId, type);
+    const lifecycle = POD_LIFECYCLE[type];
+    if (lifecycle) this.o.lifecycle?.podEvent(lifecycle, sandboxId);
     if (this.events.size === 0) return;
     const statuses = this.store.ofSandbox(sandboxId).map(toContainerStatus);
     this.enqueueEvent(sandboxId, sandboxId, type, nowNs(), statuses);
@@ -534,6 +542,19 @@ export class ContainerService {
     });
   }
 }
+
+/** The lifecycle notification each CRI event stands for. */
+const CONTAINER_LIFECYCLE: Partial<Record<ContainerEventType, 'created' | 'started' | 'stopped' | 'removed'>> = {
+  [ContainerEventType.CONTAINER_CREATED_EVENT]: 'created',
+  [ContainerEventType.CONTAINER_STARTED_EVENT]: 'started',
+  [ContainerEventType.CONTAINER_STOPPED_EVENT]: 'stopped',
+  [ContainerEventType.CONTAINER_DELETED_EVENT]: 'removed',
+};
+const POD_LIFECYCLE: Partial<Record<ContainerEventType, 'started' | 'stopped' | 'removed'>> = {
+  [ContainerEventType.CONTAINER_STARTED_EVENT]: 'started',
+  [ContainerEventType.CONTAINER_STOPPED_EVENT]: 'stopped',
+  [ContainerEventType.CONTAINER_DELETED_EVENT]: 'removed',
+};
 
 /** Runs every promise to the end, then throws the first failure. */
 async function settle(promises: Promise<unknown>[]): Promise<void> {

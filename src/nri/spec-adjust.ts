@@ -6,7 +6,7 @@
  */
 import type { ContainerAdjustment, Hook, LinuxDevice, LinuxResources as NriResources, Mount } from '../gen/nri/api.js';
 import { invalidArgument } from '../common/errors.js';
-import type { OciHook, OciMount, ResourceHost, Spec } from '../spec/index.js';
+import type { OciHook, OciMount, ResourceHost, Spec } from '../oci/index.js';
 import { removalKey } from './result.js';
 
 /** What the host offers for the parts of an adjustment that need more than the spec. */

@@ -1,0 +1,154 @@
+/**
+ * NRI on Stove's lifecycle: the ContainerLifecycle the container service calls, turned into NRI events,
+ * and the NriHost the adaptation uses to list and update containers.
+ *
+ * Notifications are raised synchronously in the order Stove reports them (the adaptation queues them),
+ * from the last NRI view of each pod and container, so a removed one can still be described.
+ */
+import { ContainerState, type Container, type ContainerUpdate, type PodSandbox } from '../gen/nri/api.js';
+import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
+import { messageOf } from '../common/errors.js';
+import type { Logger } from '../common/logger.js';
+import type { ContainerLifecycle } from '../container/deps.js';
+import type { ContainerRecord } from '../container/model.js';
+import type { SandboxRecord } from '../sandbox/model.js';
+import type { Spec } from '../oci/index.js';
+import type { NriAdaptation, NriHost } from './adaptation.js';
+import { containerToNri, criResourcesToNri, nriResourcesToCri, podToNri, specToNri } from './convert.js';
+import { applyAdjustment, type AdjustHost } from './spec-adjust.js';
+
+/** What the glue needs of Stove's services. */
+export interface StoveView {
+  findSandbox(id: string): SandboxRecord | undefined;
+  listSandboxes(): SandboxRecord[];
+  findContainer(id: string): ContainerRecord | undefined;
+  listContainers(): ContainerRecord[];
+  specOf(record: ContainerRecord): Promise<Spec | undefined>;
+  /** UpdateContainerResources without asking the plugins again. */
+  updateResources(id: string, resources: LinuxContainerResources): Promise<void>;
+}
+
+export class NriLifecycle implements ContainerLifecycle, NriHost {
+  private nri: NriAdaptation | undefined;
+  private readonly pods = new Map<string, PodSandbox>();
+  private readonly containers = new Map<string, Container>();
+
+  constructor(
+    private readonly view: StoveView,
+    private readonly adjustHost: AdjustHost,
+    private readonly log: Logger,
+  ) {}
+
+  /** The adaptation is built with this object as its host, then attached. */
+  attach(nri: NriAdaptation): void {
+    this.nri = nri;
+  }
+
+  async adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<void> {
+    if (!this.nri) return;
+    const pod = this.podOf(c.sandbox.id) ?? podToNri(c.sandbox);
+    const container = specToNri({
+      id: c.id,
+      sandboxId: c.sandbox.id,
+      name: c.config.metadata?.name ?? '',
+      labels: c.config.labels,
+      state: ContainerState.CONTAINER_UNKNOWN,
+      pid: 0,
+      spec: c.spec,
+    });
+    const adjust = await this.nri.createContainer(pod, container);
+    await applyAdjustment(c.spec, adjust, { ...this.adjustHost, warn: (m) => this.log.warn(m, { container: c.id }) });
+    this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id }));
+  }
+
+  async starting(record: ContainerRecord): Promise<void> {
+    const [pod, container] = this.describe(record);
+    if (pod) await this.nri?.startContainer(pod, container).catch((err: unknown) => this.warn('StartContainer', err));
+  }
+
+  async updating(record: ContainerRecord, resources: LinuxContainerResources): Promise<LinuxContainerResources> {
+    const [pod, container] = this.describe(record);
+    if (!this.nri || !pod) return resources;
+    return nriResourcesToCri(await this.nri.updateContainer(pod, container, criResourcesToNri(resources)));
+  }
+
+  containerEvent(event: 'created' | 'started' | 'updated' | 'stopped' | 'removed', record: ContainerRecord): void {
+    const nri = this.nri;
+    if (!nri) return;
+    const [pod, container] = this.describe(record);
+    if (!pod) return;
+    const done = (p: Promise<void>) => void p.catch((err: unknown) => this.warn(event, err));
+    if (event === 'created') done(nri.postCreateContainer(pod, container));
+    else if (event === 'started') done(nri.postStartContainer(pod, container));
+    else if (event === 'updated') done(nri.postUpdateContainer(pod, container));
+    else if (event === 'stopped') done(nri.stopContainer(pod, container));
+    else {
+      this.containers.delete(record.id);
+      done(nri.removeContainer(pod, container));
+    }
+  }
+
+  podEvent(event: 'started' | 'stopped' | 'removed', sandboxId: string): void {
+    const nri = this.nri;
+    if (!nri) return;
+    const record = this.view.findSandbox(sandboxId);
+    const pod = record ? podToNri(record) : this.pods.get(sandboxId);
+    if (!pod) return;
+    const done = (p: Promise<void>) => void p.catch((err: unknown) => this.warn(`pod ${event}`, err));
+    if (event === 'started') {
+      this.pods.set(sandboxId, pod);
+      done(nri.runPodSandbox(pod));
+    } else if (event === 'stopped') {
+      this.pods.set(sandboxId, pod);
+      done(nri.stopPodSandbox(pod));
+    } else {
+      this.pods.delete(sandboxId);
+      done(nri.removePodSandbox(pod));
+    }
+  }
+
+  // NriHost
+
+  async snapshot(): Promise<{ pods: PodSandbox[]; containers: Container[] }> {
+    const pods = this.view.listSandboxes().map(podToNri);
+    const containers = await Promise.all(
+      this.view.listContainers().map(async (r) => {
+        const known = this.containers.get(r.id);
+        const c = known ? this.withRecord(known, r) : containerToNri(r, await this.view.specOf(r));
+        this.containers.set(r.id, c);
+        return c;
+      }),
+    );
+    return { pods, containers };
+  }
+
+  async updateContainer(update: ContainerUpdate): Promise<void> {
+    const record = this.view.findContainer(update.containerId);
+    if (!record) throw new Error(`container "${update.containerId}" not found`);
+    await this.view.updateResources(record.id, nriResourcesToCri(update.linux?.resources));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private podOf(id: string): PodSandbox | undefined {
+    const record = this.view.findSandbox(id);
+    return record ? podToNri(record) : this.pods.get(id);
+  }
+
+  /** The pod and the container as NRI sees them now (from the last spec seen and the record). */
+  private describe(record: ContainerRecord): [PodSandbox | undefined, Container] {
+    let container = this.containers.get(record.id);
+    container = container ? this.withRecord(container, record) : containerToNri(record, undefined);
+    this.containers.set(record.id, container);
+    return [this.podOf(record.sandboxId), container];
+  }
+
+  private withRecord(c: Container, r: ContainerRecord): Container {
+    const state = r.state === 'running' ? ContainerState.CONTAINER_RUNNING : r.state === 'exited' ? ContainerState.CONTAINER_STOPPED : ContainerState.CONTAINER_CREATED;
+    return { ...c, state, pid: r.pid };
+  }
+
+  private warn(event: string, err: unknown): void {
+    this.log.warn('NRI event failed', { event, error: messageOf(err) });
+  }
+}
