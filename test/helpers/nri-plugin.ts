@@ -53,6 +53,7 @@ export class TestPlugin {
   onStop: Answer<StopContainerRequest, StopContainerResponse> = () => StopContainerResponse.fromPartial({});
   onSynchronize: Answer<SynchronizeRequest, SynchronizeResponse> = (req) => SynchronizeResponse.fromPartial({ more: req.more });
   onStateChange: Answer<StateChangeEvent, void> = () => {};
+  onConfigure: Answer<ConfigureRequest, void> = () => {};
   private readonly mux: Mux;
   private readonly toRuntime: TtrpcChannel;
   private readonly fromRuntime: TtrpcChannel;
@@ -89,6 +90,7 @@ export class TestPlugin {
       PluginService.configure,
       guard(async (req) => {
         this.configure = req;
+        await this.onConfigure(req);
         const mask = (this.o.events ?? []).reduce((m, e) => m | (1 << (e - 1)), 0);
         return ConfigureResponse.fromPartial({ events: mask });
       }),

@@ -11,14 +11,7 @@ import { silentLogger } from '../../../src/common/logger.js';
 import { NriAdaptation } from '../../../src/nri/adaptation.js';
 import { splitSync } from '../../../src/nri/plugin.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
-
-async function until(what: string, check: () => boolean, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+import { eventually } from '../../integration/sandbox/world.js';
 
 describe('nri adaptation', () => {
   let dir: string;
@@ -52,7 +45,7 @@ describe('nri adaptation', () => {
   async function plugin(name: string, index: string, events?: Event[]): Promise<TestPlugin> {
     const p = await TestPlugin.connect(join(dir, 'nri.sock'), { name, index, events });
     plugins.push(p);
-    await until(`${index}-${name} to be synchronized`, () => nri.list().some((x) => x.name === name));
+    await eventually(`${index}-${name} to be synchronized`, async () => nri.list().some((x) => x.name === name), 3000);
     return p;
   }
 

@@ -16,6 +16,7 @@ import { encodeTtrpcFrame, TtrpcFrameReader, TtrpcProtocolError, TTRPC_MAX_MESSA
 import { encodeMuxChunk, Mux } from '../../../src/nri/mux.js';
 import { NriAdaptation } from '../../../src/nri/adaptation.js';
 import { PassThrough, Duplex } from 'node:stream';
+import { eventually } from '../../integration/sandbox/world.js';
 
 /** A protobuf string/bytes field: tag, length, bytes (lengths under 128 here). */
 function ld(field: number, bytes: number[] | string): number[] {
@@ -167,8 +168,7 @@ describe('nri wire format', () => {
       assert.deepEqual(SynchronizeRequest.decode(sync.payload), { pods: [], containers: [], more: false });
       client.write(Buffer.from(chunk(1, frame(3, 2, 0, ld(2, [])))));
 
-      const deadline = Date.now() + 2000;
-      while (nri.list().length === 0 && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+      await eventually('the plugin to be listed', async () => nri.list().length > 0, 2000);
       assert.deepEqual(nri.list(), [{ name: 'raw', index: '07', kind: 'external', pid: undefined, events: 32 }]);
     });
 
