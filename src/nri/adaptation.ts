@@ -8,7 +8,7 @@
  * or disconnects is closed and dropped, and the event carries on without it.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import {
@@ -321,6 +321,8 @@ export class NriAdaptation {
         resolve();
       });
     });
+    // Plugins are trusted with every container: only root may connect.
+    await chmod(path, 0o600);
     server.on('error', (err) => this.o.log.warn('NRI socket failed', { error: err.message }));
     this.server = server;
     this.o.log.info('NRI accepting plugin connections', { socket: path });
