@@ -41,7 +41,17 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
       for (const name of ['05-recorder', '06-victim']) await writeFile(join(dir, 'plugins', name), launcher, { mode: 0o755 });
       await writeFile(join(dir, 'conf.d', 'recorder.conf'), JSON.stringify({ log: join(dir, 'recorder.jsonl'), env: { PRELAUNCHED: 'yes' } }));
       await writeFile(join(dir, 'conf.d', '06-victim.conf'), JSON.stringify({ log: join(dir, 'victim.jsonl'), killOn: 'kill-me' }));
+      // A CDI spec for the plugins to ask for by name.
+      await mkdir(join(dir, 'cdi'));
+      const cdiSpec = {
+        cdiVersion: '0.6.0',
+        kind: 'nri.stove.test/dev',
+        devices: [{ name: 'zero', containerEdits: { env: ['CDI_INJECTED=1'], deviceNodes: [{ path: '/dev/cdi-zero', hostPath: '/dev/zero' }] } }],
+      };
+      await writeFile(join(dir, 'cdi', 'nri-test.json'), JSON.stringify(cdiSpec));
       world.pods.extraToml = [
+        '[cdi]',
+        `spec_dirs = ["${join(dir, 'cdi')}"]`,
         '[nri]',
         'enable = true',
         `socket_path = "${socket()}"`,
@@ -159,6 +169,7 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
         oomScoreAdj: { value: 432n },
       },
       rlimits: [{ type: 'RLIMIT_NOFILE', soft: 1234n, hard: 2345n }],
+      CDIDevices: [{ name: 'nri.stove.test/dev=zero' }],
     });
     const pod = await world.pod();
     const id = await world.run(pod, world.config('sleeper'));
@@ -167,6 +178,8 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
     const initEnv = (await sh(id, `tr '\\0' '\\n' < ${proc}/environ`)).split('\n');
     assert.ok(initEnv.includes('NRI_ENV=set') && initEnv.includes('PRELAUNCHED=yes'), initEnv.join(' '));
     assert.ok(!initEnv.some((e) => e.startsWith('HOSTNAME=')), 'the plugin removed HOSTNAME');
+    assert.ok(initEnv.includes('CDI_INJECTED=1'), 'the CDI device named by the plugin was injected');
+    assert.equal(await sh(id, 'dd if=/dev/cdi-zero bs=1 count=2 2>/dev/null | wc -c'), '2');
     assert.equal(await sh(id, 'cat /nri-mount/hello; touch /nri-mount/x 2>/dev/null || echo read-only'), 'from the host\nread-only');
     assert.equal((await readFile(hookMark, 'utf8')).trim(), 'hooked');
     assert.equal(await sh(id, 'dd if=/dev/nri-zero bs=1 count=3 2>/dev/null | wc -c'), '3');
@@ -196,7 +209,7 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
     const p = await connect('unapplicable', '10');
     const pod = await world.pod();
     p.onCreate = adjusting({ CDIDevices: [{ name: 'vendor.example/gpu=0' }] });
-    await rejectsWith(world.create(pod, world.config('sleeper')), 'INVALID_ARGUMENT', /CDI devices vendor.example\/gpu=0 requested/);
+    await rejectsWith(world.create(pod, world.config('sleeper')), 'INVALID_ARGUMENT', /unresolvable CDI devices vendor.example\/gpu=0/);
     if (layout.version === 1) {
       p.onCreate = adjusting({ linux: { resources: { unified: { 'memory.high': '1000000' } } } });
       await rejectsWith(world.create(pod, world.config('sleeper')), 'INVALID_ARGUMENT', /unified cgroup resources need cgroup v2/);
