@@ -3,7 +3,8 @@
  * of the distribution spec (anonymous, basic credentials, OAuth2 refresh token), a token cache keyed
  * by scope, and credentials from the CRI AuthConfig or the config file.
  */
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from './http.js';
 import { StoveError, failedPrecondition, messageOf } from '../common/errors.js';
 import { readBounded } from './bounded-body.js';
 
@@ -175,6 +176,7 @@ export async function fetchToken(req: TokenRequest): Promise<{ token: string; ex
       const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: creds.identityToken, client_id: 'stove' });
       if (service) form.set('service', service);
       if (req.scopes.length) form.set('scope', req.scopes.join(' '));
+      const { request } = await undici();
       response = await request(url, {
         method: 'POST',
         dispatcher: req.dispatcher,
@@ -189,6 +191,7 @@ export async function fetchToken(req: TokenRequest): Promise<{ token: string; ex
       const headers: Record<string, string> = {};
       const basic = creds ? basicAuthorization(creds) : undefined;
       if (basic) headers.authorization = basic;
+      const { request } = await undici();
       response = await request(url, { method: 'GET', dispatcher: req.dispatcher, headers, headersTimeout: req.headersTimeout, bodyTimeout: req.headersTimeout });
     }
   } catch (err) {

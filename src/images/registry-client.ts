@@ -4,7 +4,8 @@
  * when the origin changes), retries with backoff on connection errors and 429/5xx, resumes broken
  * blob downloads with Range, and fails a transfer that stalls.
  */
-import { Agent, request, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
+import { undici } from './http.js';
 import { StoveError, messageOf, notFound, failedPrecondition } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { DEFAULT_DOMAIN, type ImageReference } from './reference.js';
@@ -124,16 +125,16 @@ export class RegistryClient {
   readonly tokens = new TokenCache();
   /** The last challenge each endpoint sent, so later pulls can authenticate up front. */
   readonly challenges = new Map<string, Challenge>();
-  private readonly agent: Agent;
-  private readonly insecureAgent: Agent;
+  /** The shared agents, made with the first request (see http.ts). */
+  private agents?: Promise<{ verified: Agent; insecure: Agent }>;
+  private readonly agentSettings: { keepAliveTimeout: number; headersTimeout: number; bodyTimeout: number; connections: number };
   private readonly tlsAgents?: TlsAgents;
   readonly retries: number;
   readonly retryBaseMs: number;
 
   constructor(readonly options: RegistryClientOptions) {
     const common = { keepAliveTimeout: 30_000, headersTimeout: options.stallTimeoutMs, bodyTimeout: 0, connections: 32 };
-    this.agent = new Agent(common);
-    this.insecureAgent = new Agent({ ...common, connect: { rejectUnauthorized: false } });
+    this.agentSettings = common;
     if (options.certs) this.tlsAgents = new TlsAgents(options.certs, common);
     this.retries = options.retries ?? 4;
     this.retryBaseMs = options.retryBaseMs ?? 250;
@@ -144,8 +145,14 @@ export class RegistryClient {
     this.options.registries = registries;
   }
 
-  dispatcher(endpoint: Endpoint): Dispatcher {
-    return endpoint.agent ?? (endpoint.insecureTls ? this.insecureAgent : this.agent);
+  async dispatcher(endpoint: Endpoint): Promise<Dispatcher> {
+    if (endpoint.agent) return endpoint.agent;
+    this.agents ??= undici().then(({ Agent }) => ({
+      verified: new Agent(this.agentSettings),
+      insecure: new Agent({ ...this.agentSettings, connect: { rejectUnauthorized: false } }),
+    }));
+    const agents = await this.agents;
+    return endpoint.insecureTls ? agents.insecure : agents.verified;
   }
 
   /** Gives https endpoints the agent of their host's certs dir (re-read if its files changed). */
@@ -220,7 +227,8 @@ export class RegistryClient {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.agent.close(), this.insecureAgent.close(), this.tlsAgents?.close()]);
+    const agents = await this.agents;
+    await Promise.all([agents?.verified.close(), agents?.insecure.close(), this.tlsAgents?.close()]);
   }
 }
 
@@ -334,7 +342,7 @@ export class RegistrySession {
           challenge,
           scopes,
           creds,
-          dispatcher: this.client.dispatcher(endpoint),
+          dispatcher: await this.client.dispatcher(endpoint),
           host: endpoint.host,
           headersTimeout: this.client.options.stallTimeoutMs,
         });
@@ -415,10 +423,11 @@ export class RegistrySession {
     for (let hop = 0; ; hop++) {
       const headers: Record<string, string> = { ...opts.headers };
       if (authorization && new URL(current).origin === origin) headers.authorization = authorization;
+      const { request } = await undici();
       const response = await request(current, {
         method: opts.method,
         headers,
-        dispatcher: this.client.dispatcher(endpoint),
+        dispatcher: await this.client.dispatcher(endpoint),
         headersTimeout: this.client.options.stallTimeoutMs,
         // undici's body timeout runs even while a consumer applies backpressure: streams time themselves.
         bodyTimeout: opts.stream ? 0 : this.client.options.stallTimeoutMs,

@@ -3,7 +3,8 @@
  * failures turned into messages that say which file to add where.
  */
 import { connect, rootCertificates, type ConnectionOptions } from 'node:tls';
-import { Agent } from 'undici';
+import type { Agent } from 'undici';
+import { undici } from '../http.js';
 import type { CertsDirs, HostTls } from './certs.js';
 
 export interface AgentSettings {
@@ -26,6 +27,7 @@ export class TlsAgents {
   async agentFor(host: string, insecureTls: boolean): Promise<{ agent: Agent; tls: HostTls } | undefined> {
     const tls = await this.certs.forHost(host);
     if (!tls) return undefined;
+    const { Agent } = await undici();
     const slot = `${tls.dir}|${insecureTls}`;
     const key = tls.fingerprint;
     const have = this.agents.get(slot);
