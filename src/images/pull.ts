@@ -166,7 +166,9 @@ export class Puller {
     const name = formatReference(ref);
     // Signatures are checked for the top-level manifest digest before anything is stored.
     const verify = async (session: RegistrySession, digest: string) => {
-      if (policy) await enforce(policy, ref, digest, session);
+      if (!policy) return;
+      const { signedBy } = await enforce(policy, ref, digest, session);
+      if (signedBy.length) this.deps.log.info('image signature verified', { image: name, digest, policy: policy.file, scope: policy.scope, signedBy });
     };
 
     // Present by digest: no network at all, unless the policy wants signatures.

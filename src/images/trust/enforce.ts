@@ -6,7 +6,7 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { StoveError, failedPrecondition, invalidArgument, messageOf } from '../../common/errors.js';
+import { StoveError, failedPrecondition, invalidArgument, messageOf, wrap } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import { formatReference, type ImageReference } from '../reference.js';
 import { PolicyFormatError, parsePolicy, requirementsFor, type KeySource, type Policy, type Requirement } from './policy.js';
@@ -145,8 +145,9 @@ export async function loadKeys(sources: KeySource[]): Promise<TrustedKey[]> {
  * Checks every requirement for the manifest digest being pulled (the top-level one: an index's
  * digest for a multi-platform image, as cosign signs it). Throws a PolicyRefusal with the reason.
  */
-export async function enforce(policy: PullPolicy, ref: ImageReference, manifestDigest: string, source: SignatureSource): Promise<void> {
+export async function enforce(policy: PullPolicy, ref: ImageReference, manifestDigest: string, source: SignatureSource): Promise<{ signedBy: string[] }> {
   refuseRejected(policy, ref);
+  const signedBy: string[] = [];
   let fetched: Awaited<ReturnType<typeof fetchSignatures>> | undefined;
   for (const requirement of policy.requirements) {
     if (requirement.type !== 'sigstoreSigned') continue;
@@ -156,46 +157,54 @@ export async function enforce(policy: PullPolicy, ref: ImageReference, manifestD
     } catch (err) {
       throw refusal(policy, ref, messageOf(err));
     }
+    // A registry that fails to answer keeps its error's kind (a retry may help); what it sends is judged below.
     fetched ??= await fetchSignatures(source, manifestDigest).catch((err: unknown) => {
-      throw err instanceof StoveError ? new PolicyRefusal(`${refusal(policy, ref, 'reading its signatures failed').message}: ${err.message}`) : err;
+      throw wrap(err, `reading the signatures of "${formatReference(ref)}" for signature policy ${policy.file} (scope "${policy.scope}")`);
     });
     const reasons: string[] = [];
-    let accepted = false;
+    let accepted: string | undefined;
     for (const signature of fetched.signatures) {
-      const reason = checkSignature(signature, keys, requirement, ref, manifestDigest);
-      if (!reason) {
-        accepted = true;
+      const verdict = checkSignature(signature, keys, requirement, ref, manifestDigest);
+      if (verdict.accepted) {
+        accepted = verdict.accepted;
         break;
       }
-      reasons.push(reason);
+      reasons.push(verdict.reason!);
     }
-    if (accepted) continue;
+    if (accepted) {
+      signedBy.push(accepted);
+      continue;
+    }
     if (reasons.length === 0) {
       const others = fetched.otherAttachments ? ` (${fetched.otherAttachments} attachments that are not signatures)` : '';
       throw refusal(policy, ref, `no signature for ${manifestDigest}${others}`);
     }
     throw refusal(policy, ref, [...new Set(reasons)].join('; '));
   }
+  return { signedBy };
 }
 
-/** Why a signature does not satisfy a requirement, or undefined when it does. */
+/** The key a signature verified with, when it satisfies the requirement; else why it does not. */
 function checkSignature(
   signature: Parameters<typeof signingKey>[0],
   keys: TrustedKey[],
   requirement: Extract<Requirement, { type: 'sigstoreSigned' }>,
   ref: ImageReference,
   manifestDigest: string,
-): string | undefined {
-  if (signature.base64Signature === undefined) return 'a signature layer without its signature annotation';
-  if (!signingKey(signature, keys)) return `signature by an unknown key (trusted: ${keys.map((k) => k.label).join(', ')})`;
+): { accepted: string; reason?: undefined } | { accepted?: undefined; reason: string } {
+  if (signature.base64Signature === undefined) return { reason: 'a signature layer without its signature annotation' };
+  const key = signingKey(signature, keys);
+  if (!key) return { reason: `signature by an unknown key (trusted: ${keys.map((k) => k.label).join(', ')})` };
   let payload;
   try {
     payload = parsePayload(signature.payload);
   } catch (err) {
-    return `invalid signature payload: ${messageOf(err)}`;
+    return { reason: `invalid signature payload: ${messageOf(err)}` };
   }
-  if (payload.dockerManifestDigest !== manifestDigest) return `signature for another digest (${payload.dockerManifestDigest})`;
+  if (payload.dockerManifestDigest !== manifestDigest) return { reason: `signature for another digest (${payload.dockerManifestDigest})` };
   if (!identityMatches(requirement.signedIdentity, ref, payload.dockerReference))
-    return `identity mismatch: signed for "${payload.dockerReference}", which ${requirement.signedIdentity.type} does not accept for "${formatReference(ref)}"`;
-  return undefined;
+    return {
+      reason: `identity mismatch: signed for "${payload.dockerReference}", which ${requirement.signedIdentity.type} does not accept for "${formatReference(ref)}"`,
+    };
+  return { accepted: key.label };
 }

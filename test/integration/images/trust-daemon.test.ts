@@ -76,6 +76,7 @@ describe('images: certs dirs and signature policy in the daemon', function () {
     await writeFile(join(certs, registry.host, 'node.cert'), client.cert);
     await writeFile(join(certs, registry.host, 'node.key'), client.key);
     assert.equal((await image.pullImage(pull(signedImg.reference))).imageRef, signedImg.configDigest);
+    assert.match(stove.output(), /image signature verified.*cosign\.pub/);
 
     await rejectsWith(
       image.pullImage(pull(unsigned.reference)),
