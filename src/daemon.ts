@@ -18,6 +18,7 @@ import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
 import { PodNetworkManager } from './network/pod-network.js';
 import { nriStatusFile, pathsFor, type Paths } from './config/paths.js';
 import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
+import { Quarantine } from './persist/quarantine.js';
 import { podRootGid } from './sandbox/model.js';
 import { ImageService } from './images/image-service.js';
 import { pullImage } from './cri/image-pull.js';
@@ -147,7 +148,12 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     log: log.child({ module: 'network' }),
   });
 
+  // Unreadable records go here, and what they describe is left alone (persist/quarantine.ts).
+  const quarantine = new Quarantine(paths.quarantineDir, log.child({ module: 'quarantine' }));
+  await quarantine.load();
+
   const images = await ImageService.open({
+    quarantine,
     imagesDir: paths.imagesDir,
     stateDir: config.state,
     containerDir: paths.containerDir,
@@ -196,7 +202,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     removeAll: (id) => containersRef!.removeAll(id),
   };
   const sandboxes = new SandboxService({
-    store: new SandboxStore(config.root),
+    store: new SandboxStore(config.root, quarantine),
     sandboxStateDir: paths.sandboxStateDir,
     network: podNetwork,
     pause: new ConmonPauseRuntime(monitor, runtimes),
@@ -230,7 +236,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       )
     : undefined;
   const containers = new ContainerService({
-    store: new ContainerStore(config.root),
+    store: new ContainerStore(config.root, quarantine),
     sandboxes,
     images,
     monitor,
@@ -275,6 +281,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     log: log.child({ module: 'runtime-info' }),
     networkReadiness: () => podNetwork.readiness(),
     runtimeHandlers: () => handlerFeatures,
+    quarantine: () => quarantine.list(),
   });
 
   // Exec, Attach and PortForward hand out URLs of this server; it listens before the API answers.

@@ -6,6 +6,8 @@ import { access, constants, readFile, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import type { Config } from '../config/schema.js';
+import { pathsFor } from '../config/paths.js';
+import { readQuarantine } from '../persist/quarantine.js';
 import { findCniNetwork } from '../network/cni-config.js';
 import { CdiRegistry } from '../cdi/index.js';
 import { OciHookRegistry } from '../oci-hooks/index.js';
@@ -171,6 +173,25 @@ export async function checkRegistryTrust(config: Config): Promise<CheckResult> {
   };
 }
 
+/** Records Stove could not read: what they describe is left alone until an operator looks. */
+async function checkQuarantine(config: Config): Promise<CheckResult> {
+  const dir = pathsFor(config).quarantineDir;
+  let entries;
+  try {
+    entries = await readQuarantine(dir);
+  } catch (err) {
+    return { name: 'quarantine', status: 'warn', detail: `cannot list ${dir}: ${(err as Error).message}` };
+  }
+  if (entries.length === 0) return { name: 'quarantine', status: 'ok', detail: 'no unreadable records' };
+  return {
+    name: 'quarantine',
+    status: 'warn',
+    detail: `${entries.length} unreadable record(s) in ${dir}; what they describe is left alone`,
+    lines: entries.map((e) => `${e.kind} ${e.id}, from ${e.from || 'an unknown place'}: ${e.error || 'unreadable'}`),
+    fix: 'repair each record and move it back to where it came from (then restart stove), or clean up what it describes by hand and delete the entry; image garbage collection waits until then',
+  };
+}
+
 /** Runs every check. */
 export async function runChecks(config: Config): Promise<CheckResult[]> {
   return Promise.all([
@@ -187,6 +208,7 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkOciHooks(config),
     checkRegistryTrust(config),
     checkNri(config),
+    checkQuarantine(config),
   ]);
 }
 

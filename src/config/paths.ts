@@ -28,6 +28,8 @@ export interface Paths {
   execDir: string;
   /** CNI results per pod and network. Persistent, like libcni's /var/lib/cni: host-local IP reservations outlive reboots too. */
   cniCacheDir: string;
+  /** Records Stove could not read, kept for an operator (persist/quarantine.ts). */
+  quarantineDir: string;
 }
 
 /** The layout for a config; two daemons with different root/state never share a file. */
@@ -44,6 +46,7 @@ export function pathsFor(config: Pick<Config, 'root' | 'state'>): Paths {
     runcRoot: join(config.state, 'runc'),
     execDir: join(config.state, 'exec'),
     cniCacheDir: join(config.root, 'cni', 'results'),
+    quarantineDir: join(config.root, 'quarantine'),
   };
 }
 

@@ -39,7 +39,8 @@ export async function recoverContainers(svc: ContainerService): Promise<Recovery
   const { o } = svc;
   const log = o.log.child({ phase: 'recovery' });
   const persistRoot = dirname(o.containerDir('x'));
-  const known = await recordIds(persistRoot);
+  // A container whose record is in quarantine is no orphan: its processes, mounts and layer stay.
+  const known = new Set([...(await recordIds(persistRoot)), ...svc.store.quarantinedIds()]);
   let orphans = 0;
   const stateRoot = dirname(o.containerStateDir('x'));
   for (const id of await readdir(stateRoot).catch(() => [] as string[])) {
@@ -54,9 +55,10 @@ export async function recoverContainers(svc: ContainerService): Promise<Recovery
     if (!o.images.heldImage(r.id)) await step(log, r.id, 'hold its image again', () => o.images.holdImage(r.imageId, r.id));
     await step(log, r.id, 'reconcile container', () => reconcile(svc, r));
   }
+  const quarantined = svc.store.quarantinedIds();
   for (const id of o.images.holders()) {
     // An image volume's hold belongs to its container, whose removal releases it.
-    if (svc.store.get(containerOfHolder(id))) continue;
+    if (svc.store.get(containerOfHolder(id)) || quarantined.has(containerOfHolder(id))) continue;
     orphans++;
     await step(log, id, 'orphan root filesystem', () => o.images.removeRootfs(id));
   }

@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import { RecordStore } from '../persist/record-store.js';
+import type { Quarantine } from '../persist/quarantine.js';
 import { NameIndex } from '../common/name-index.js';
 import type { Logger } from '../common/logger.js';
 import type { ContainerRecord } from './model.js';
@@ -14,8 +15,8 @@ export const CONTAINER_RECORD_FILE = 'container.json';
 export class ContainerStore extends RecordStore<ContainerRecord> {
   readonly names = new NameIndex();
 
-  constructor(root: string) {
-    super(join(root, 'containers'), CONTAINER_RECORD_FILE, 'container');
+  constructor(root: string, quarantine?: Quarantine) {
+    super(join(root, 'containers'), CONTAINER_RECORD_FILE, 'container', quarantine);
   }
 
   /** Loads the records and re-reserves their names. */

@@ -14,6 +14,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../common/logger.js';
 import { stringifyJson } from '../common/json.js';
 import type { RuntimeHandlerSet } from '../runtime/handlers.js';
+import type { QuarantineEntry } from '../persist/quarantine.js';
 
 export const RUNTIME_NAME = 'stove';
 export const RUNTIME_API_VERSION = 'v1';
@@ -33,6 +34,8 @@ export interface RuntimeInfoDeps {
   networkReadiness(): Promise<NetworkReadiness>;
   /** The runtime handlers and their features, for Status. */
   runtimeHandlers(): RuntimeHandler[];
+  /** Records in quarantine (verbose Status shows them: what they describe needs an operator). */
+  quarantine?(): QuarantineEntry[];
   /** Tells the network module the pod CIDR the kubelet pushed. */
   setPodCidr?(cidr: string): void;
 }
@@ -61,6 +64,7 @@ export class RuntimeInfo {
     const info: Record<string, string> = {};
     if (req.verbose) {
       info.config = stringifyJson({ ...this.deps.config, podCidr: this.podCidr });
+      info.quarantine = stringifyJson(this.deps.quarantine?.() ?? []);
     }
     return StatusResponse.fromPartial({
       status: {

@@ -22,6 +22,7 @@ import { UnpackPool } from '../storage/unpack-pool.js';
 import { diskUsage, mountOverlay, mountReadOnlyOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
 import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord, type LayerRef } from './image-store.js';
+import type { Quarantine } from '../persist/quarantine.js';
 import { RegistryClient } from './registry-client.js';
 import type { RegistryConfig } from '../config/schema.js';
 import { PinnedImages } from './pinned.js';
@@ -56,6 +57,8 @@ export interface ImageServiceOptions {
   signaturePolicyDir?: string;
   /** `images.pinned`: images reported as pinned (never garbage-collected by the kubelet). */
   pinnedImages?: readonly string[];
+  /** Where unreadable image, layer and hold records go. */
+  quarantine?: Quarantine;
   /** fdatasync each blob before committing it (default true). */
   syncBlobs?: boolean;
   log: Logger;
@@ -150,12 +153,21 @@ export class ImageService {
     const service = new ImageService(options);
     await mkdir(options.imagesDir, { recursive: true, mode: 0o700 });
     await service.blobs.init();
-    await service.layers.init();
-    await service.store.init();
+    const quarantine = options.quarantine;
+    await service.layers.init(quarantine);
+    for (const name of service.layers.unrecorded) service.log.warn('layer dir without layer.json left alone', { layer: name });
+    await service.store.init(quarantine);
     await mkdir(service.holdsDir, { recursive: true, mode: 0o700 });
     for (const name of await readdir(service.holdsDir)) {
-      const hold = await readJsonFile<Hold>(join(service.holdsDir, name)).catch(() => undefined);
-      if (hold?.containerId) service.holds.set(hold.containerId, hold);
+      if (!name.endsWith('.json')) continue;
+      const path = join(service.holdsDir, name);
+      try {
+        const hold = await readJsonFile<Hold>(path);
+        if (!hold || typeof hold.containerId !== 'string' || typeof hold.imageId !== 'string') throw new Error('not a hold');
+        service.holds.set(hold.containerId, hold);
+      } catch (err) {
+        await quarantine?.move('hold', name.slice(0, -'.json'.length), path, err);
+      }
     }
     await service.collectGarbage(undefined);
     return service;
@@ -277,6 +289,11 @@ export class ImageService {
    * `removed`, or (at start-up) everything unreferenced.
    */
   private async collectGarbage(removed: (Pick<ImageRecord, 'blobs'> & { layers: Pick<LayerRef, 'chainId'>[] }) | undefined): Promise<void> {
+    const blocked = this.garbageCollectionBlocked();
+    if (blocked) {
+      this.log.warn(`image garbage collection skipped: ${blocked}`);
+      return;
+    }
     const referencedBlobs = new Set<string>();
     const referencedLayers = new Set<string>();
     for (const r of this.store.all()) {
@@ -307,6 +324,19 @@ export class ImageService {
       });
     }
     if (freedLayers || freedBlobs) this.log.info('freed unused image content', { layers: freedLayers, blobs: freedBlobs });
+  }
+
+  /**
+   * Why unused content cannot be told apart right now (GC removes only what it knows to be unused): a
+   * record in quarantine may reference any layer or blob, a hold may name an image without a record.
+   */
+  private garbageCollectionBlocked(): string | undefined {
+    const quarantined = (this.options.quarantine?.list() ?? []).filter((e) => e.kind === 'image' || e.kind === 'layer' || e.kind === 'hold');
+    if (quarantined.length) return `${quarantined.length} image, layer or hold record(s) in quarantine (${quarantined.map((e) => `${e.kind} ${e.id}`).join(', ')})`;
+    if (this.layers.unrecorded.length) return `layer dir(s) without layer.json: ${this.layers.unrecorded.join(', ')}`;
+    const unknown = [...this.holds.values()].filter((h) => !this.store.get(h.imageId));
+    if (unknown.length) return `container(s) ${unknown.map((h) => shortId(h.containerId)).join(', ')} hold image(s) without a record`;
+    return undefined;
   }
 
   /** Space used by images (layers and blobs) and by containers' writable layers. */

@@ -7,6 +7,7 @@ import { mkdir, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
 import type { ImageConfig } from './manifest.js';
+import type { Quarantine } from '../persist/quarantine.js';
 
 export interface LayerRef {
   /** The compressed blob. */
@@ -49,15 +50,25 @@ export class ImageStore {
     this.dir = join(imagesDir, 'records');
   }
 
-  async init(): Promise<void> {
+  /** Loads the records; an unreadable one goes to `quarantine` (without one it is skipped). */
+  async init(quarantine?: Quarantine): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     for (const name of await readdir(this.dir)) {
       if (!name.endsWith('.json')) {
+        // Temp files of interrupted writes (writeFileAtomic).
         await unlink(join(this.dir, name)).catch(() => {});
         continue;
       }
-      const record = await readJsonFile<ImageRecord>(join(this.dir, name)).catch(() => undefined);
-      if (record?.id) this.index(record);
+      const path = join(this.dir, name);
+      const hex = name.slice(0, -'.json'.length);
+      try {
+        const record = await readJsonFile<ImageRecord>(path);
+        if (!record || typeof record.id !== 'string' || hexOf(record.id) !== hex || !Array.isArray(record.layers) || !Array.isArray(record.blobs))
+          throw new Error(`not the image record of ${hex}`);
+        this.index(record);
+      } catch (err) {
+        await quarantine?.move('image', hex, path, err);
+      }
     }
   }
 

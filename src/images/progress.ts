@@ -3,7 +3,7 @@
  * `<state>/pulls/` that `stove pull` reads to draw its progress bars while the PullImage call runs.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../common/logger.js';
 import { messageOf } from '../common/errors.js';
@@ -138,8 +138,10 @@ export class PullProgress {
       try {
         await mkdir(join(file, '..'), { recursive: true, mode: 0o700 });
         const tmp = `${file}.${process.pid}.tmp`;
-        await writeFile(tmp, text);
-        await rename(tmp, file);
+        await writeFile(tmp, text).then(
+          () => rename(tmp, file),
+          (err: unknown) => unlink(tmp).catch(() => {}).then(() => Promise.reject(err)),
+        );
       } catch (err) {
         this.log.debug('writing pull progress failed', { file, error: messageOf(err) });
       }

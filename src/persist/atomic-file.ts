@@ -23,14 +23,15 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
   // Records are root's alone (persist/tree-modes.ts).
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
-  const fh = await open(tmp, 'w', mode);
+  // A failed write (ENOSPC, EIO) leaves no temp file behind, and the old content in place.
   try {
-    await fh.writeFile(data);
-    if (durable) await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  try {
+    const fh = await open(tmp, 'wx', mode);
+    try {
+      await fh.writeFile(data);
+      if (durable) await fh.sync();
+    } finally {
+      await fh.close();
+    }
     await rename(tmp, path);
   } catch (err) {
     await unlink(tmp).catch(() => {});

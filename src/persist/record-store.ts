@@ -8,6 +8,7 @@ import { readJsonFile, writeJsonAtomic, type WriteOptions } from './atomic-file.
 import { resolveIdPrefix } from '../common/ids.js';
 import type { Logger } from '../common/logger.js';
 import { messageOf } from '../common/errors.js';
+import type { Quarantine, QuarantineKind } from './quarantine.js';
 
 export interface Identified {
   id: string;
@@ -21,15 +22,20 @@ export class RecordStore<T extends Identified> {
     private readonly dir: string,
     /** File name of the record inside its directory. */
     private readonly file: string,
-    /** What a record is, for error messages ("sandbox", "container"). */
-    private readonly kind: string,
+    /** What a record is, for error messages and quarantine entries. */
+    private readonly kind: QuarantineKind,
+    /** Where unreadable records go (without one they are only logged and skipped). */
+    private readonly quarantine?: Quarantine,
   ) {}
 
   private pathOf(id: string): string {
     return join(this.dir, id, this.file);
   }
 
-  /** Loads every record from disk; unreadable ones are logged and skipped. */
+  /**
+   * Loads every record from disk. An unreadable one goes to quarantine, and its directory stays; a
+   * directory without a record (an interrupted create) is removed unless its record is in quarantine.
+   */
   async load(log: Logger): Promise<T[]> {
     let ids: string[] = [];
     try {
@@ -38,16 +44,31 @@ export class RecordStore<T extends Identified> {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     for (const id of ids) {
+      let record: T | undefined;
       try {
-        const record = await readJsonFile<T>(this.pathOf(id));
-        if (record) this.records.set(id, record);
-        else log.warn(`${this.kind} directory without a record; removing it`, { id });
-        if (!record) await rm(join(this.dir, id), { recursive: true, force: true });
+        record = await readJsonFile<T>(this.pathOf(id));
+        if (record !== undefined && (typeof record !== 'object' || record === null || record.id !== id))
+          throw new Error(`not a ${this.kind} record for ${id}`);
       } catch (err) {
-        log.error(`cannot load ${this.kind} record`, { id, error: messageOf(err) });
+        if (this.quarantine) await this.quarantine.move(this.kind, id, this.pathOf(id), err);
+        else log.error(`cannot load ${this.kind} record`, { id, error: messageOf(err) });
+        continue;
+      }
+      if (record) {
+        this.records.set(id, record);
+      } else if (this.quarantine?.has(this.kind, id)) {
+        log.warn(`${this.kind} directory kept: its record is in quarantine`, { id });
+      } else {
+        log.warn(`${this.kind} directory without a record; removing it`, { id });
+        await rm(join(this.dir, id), { recursive: true, force: true });
       }
     }
     return [...this.records.values()];
+  }
+
+  /** IDs whose records are in quarantine: what they describe is not to be touched. */
+  quarantinedIds(): Set<string> {
+    return this.quarantine?.ids(this.kind) ?? new Set();
   }
 
   /** Writes the record to disk and then to memory. */

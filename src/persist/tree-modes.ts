@@ -88,7 +88,7 @@ export async function tightenStateTrees(root: string, state: string): Promise<nu
     [join(state, 'sandboxes'), SEARCH_ONLY_DIR, 'dir'],
   ];
   for (const dir of ['exits', 'attach', 'exec', 'netns', 'pulls', 'runc']) steps.push([join(state, dir), PRIVATE_DIR, 'dir']);
-  for (const dir of ['containers', 'sandboxes', 'images', 'cni', 'cni/results']) steps.push([join(root, dir), PRIVATE_DIR, 'dir']);
+  for (const dir of ['containers', 'sandboxes', 'images', 'cni', 'cni/results', 'quarantine']) steps.push([join(root, dir), PRIVATE_DIR, 'dir']);
   for (const [kind, record] of [['containers', 'container.json'], ['sandboxes', 'sandbox.json']] as const) {
     for (const id of await names(join(root, kind))) {
       steps.push([join(root, kind, id), PRIVATE_DIR, 'dir'], [join(root, kind, id, record), RECORD_FILE, 'file']);

@@ -277,7 +277,8 @@ export class SandboxService {
       const alive = record.pausePid > 0 && (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime));
       if (!alive) await this.markExited(record, await this.o.pause.readExit(record.id));
     }
-    await collectGarbage(this.o, new Set(records.map((r) => r.id)));
+    // A pod whose record is in quarantine is no orphan: its pause process, netns and IPs stay.
+    await collectGarbage(this.o, new Set([...records.map((r) => r.id), ...this.store.quarantinedIds()]));
     this.log.info('sandboxes recovered', {
       total: records.length,
       ready: this.store.list().filter((r) => r.state === 'ready').length,

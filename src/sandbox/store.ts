@@ -4,6 +4,7 @@
  */
 import { join } from 'node:path';
 import { RecordStore } from '../persist/record-store.js';
+import type { Quarantine } from '../persist/quarantine.js';
 import { NameIndex } from '../common/name-index.js';
 import type { Logger } from '../common/logger.js';
 import type { SandboxRecord } from './model.js';
@@ -11,8 +12,8 @@ import type { SandboxRecord } from './model.js';
 export class SandboxStore extends RecordStore<SandboxRecord> {
   readonly names = new NameIndex();
 
-  constructor(root: string) {
-    super(join(root, 'sandboxes'), 'sandbox.json', 'sandbox');
+  constructor(root: string, quarantine?: Quarantine) {
+    super(join(root, 'sandboxes'), 'sandbox.json', 'sandbox', quarantine);
   }
 
   /** Loads the records and re-reserves their names. */

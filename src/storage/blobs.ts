@@ -71,14 +71,19 @@ export class BlobStore {
     if (actual !== digest) throw internal(`content digest mismatch: expected ${digest}, got ${actual}`);
     if (await this.has(digest)) return;
     const tmp = this.ingestPath(digest);
-    await writeFile(tmp, data, { mode: 0o600 });
-    const fh = await open(tmp, 'r');
     try {
-      await fh.datasync();
-    } finally {
-      await fh.close();
+      await writeFile(tmp, data, { mode: 0o600 });
+      const fh = await open(tmp, 'r');
+      try {
+        await fh.datasync();
+      } finally {
+        await fh.close();
+      }
+      await this.commit(tmp, digest);
+    } catch (err) {
+      await unlink(tmp).catch(() => {});
+      throw err;
     }
-    await this.commit(tmp, digest);
   }
 
   async read(digest: string): Promise<Buffer> {

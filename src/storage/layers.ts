@@ -16,6 +16,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
 import type { LayerUsage } from './extract.js';
+import type { Quarantine } from '../persist/quarantine.js';
 
 export interface LayerRecord {
   chainId: string;
@@ -48,6 +49,8 @@ export class LayerStore {
   readonly emptyDir: string;
   readonly whiteoutTemplate: string;
   private readonly records = new Map<string, LayerRecord>();
+  /** Layer dirs found without a layer.json at start-up (left alone). */
+  readonly unrecorded: string[] = [];
 
   constructor(readonly imagesDir: string) {
     this.layersDir = join(imagesDir, 'layers');
@@ -56,8 +59,12 @@ export class LayerStore {
     this.whiteoutTemplate = join(imagesDir, 'whiteout');
   }
 
-  /** Loads every complete layer and removes half-made or half-deleted ones. */
-  async init(): Promise<void> {
+  /**
+   * Loads every complete layer and removes half-made or half-deleted ones (`.tmp-`/`.del-`). A layer
+   * whose layer.json cannot be read is never removed: the record goes to `quarantine` and the files stay
+   * (running containers may have them as a lower layer).
+   */
+  async init(quarantine?: Quarantine): Promise<void> {
     await mkdir(this.layersDir, { recursive: true, mode: 0o700 });
     await mkdir(this.linksDir, { recursive: true, mode: 0o700 });
     await mkdir(this.emptyDir, { recursive: true, mode: 0o755 });
@@ -68,9 +75,19 @@ export class LayerStore {
         await rm(dir, { recursive: true, force: true });
         continue;
       }
-      const record = await readJsonFile<LayerRecord>(join(dir, 'layer.json')).catch(() => undefined);
+      const recordPath = join(dir, 'layer.json');
+      let record: LayerRecord | undefined;
+      try {
+        record = await readJsonFile<LayerRecord>(recordPath);
+        if (record && (typeof record.chainId !== 'string' || hexOf(record.chainId) !== name || typeof record.link !== 'string'))
+          throw new Error(`not the layer record of ${name}`);
+      } catch (err) {
+        await quarantine?.move('layer', name, recordPath, err);
+        continue;
+      }
       if (!record) {
-        await rm(dir, { recursive: true, force: true });
+        // A committed layer always has its record (written before the rename into place).
+        if (!quarantine?.has('layer', name)) this.unrecorded.push(name);
         continue;
       }
       this.records.set(record.chainId, record);
@@ -79,7 +96,10 @@ export class LayerStore {
     for (const link of await readdir(this.linksDir)) {
       const target = await readlink(join(this.linksDir, link)).catch(() => '');
       const hex = target.split('/')[2];
-      if (!hex || ![...this.records.values()].some((r) => r.link === link)) await unlink(join(this.linksDir, link)).catch(() => {});
+      if (hex && [...this.records.values()].some((r) => r.link === link)) continue;
+      // A link to a layer that is there but not loaded (its record in quarantine) stays with it.
+      if (hex && (await lstat(join(this.layersDir, hex)).then(() => true, () => false))) continue;
+      await unlink(join(this.linksDir, link)).catch(() => {});
     }
   }
 
