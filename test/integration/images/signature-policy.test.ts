@@ -106,6 +106,18 @@ describe('images: signature policy', function () {
     await assertNothingStored();
   });
 
+  it('bounds what it reads for signatures: a signature manifest over 1 MiB is refused', async () => {
+    const img = await pushBusyboxImage(env.registry, 'sig/huge:v1', { cmd: ['huge'] });
+    const payload = simpleSigningPayload(img.manifestDigest, img.reference);
+    // Padding in the annotations of further layers.
+    const layers = [{ payload, signature: signPayload(key, payload) }];
+    for (let i = 0; i < 40; i++) layers.push({ payload: Buffer.from(`{"pad":${i}}`), signature: 'A'.repeat(30_000) });
+    await pushSignatures(env.registry, repoOf(img), img.manifestDigest, layers);
+    await usePolicy({ default: signed() });
+    await assert.rejects(env.fx.images.pull(img.reference), /reading the signatures of .*: manifest "sha256-[a-f0-9]+\.sig" is larger than 1048576 bytes/);
+    await assertNothingStored();
+  });
+
   it('applies the most specific scope: reject, insecureAcceptAnything, wildcard and default', async () => {
     const open = await pushBusyboxImage(env.registry, 'team/open/app:v1', { cmd: ['open'] });
     const closed = await pushBusyboxImage(env.registry, 'team/closed:v1', { cmd: ['closed'] });
