@@ -36,6 +36,8 @@ import { LinuxSandboxHost } from './sandbox/host.js';
 import { runPodSandbox } from './cri/sandbox-run.js';
 import { stopPodSandbox } from './cri/sandbox-stop.js';
 import { updatePodSandboxResources } from './cri/sandbox-update.js';
+import { listMetricDescriptors, listPodSandboxMetrics, streamPodSandboxMetrics } from './cri/metrics.js';
+import { MetricsReader } from './container/metrics.js';
 import { removePodSandbox } from './cri/sandbox-remove.js';
 import { listPodSandbox, podSandboxStatus, streamPodSandboxes } from './cri/sandbox-query.js';
 import { ContainerStore } from './container/store.js';
@@ -254,6 +256,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   containersForNri = containers;
   containersRef = containers;
   const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
+  const criMetrics = new MetricsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'metrics' }) });
   // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.
   const exits = new ExitWatcher({
     exitsDir: paths.exitsDir,
@@ -326,6 +329,9 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     listPodSandboxStats: (r) => listPodSandboxStats({ containers, sandboxes, stats }, r),
     streamContainerStats: (r, sink) => streamContainerStats({ containers, sandboxes, stats }, r, sink),
     streamPodSandboxStats: (r, sink) => streamPodSandboxStats({ containers, sandboxes, stats }, r, sink),
+    listMetricDescriptors: () => listMetricDescriptors(),
+    listPodSandboxMetrics: () => listPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }),
+    streamPodSandboxMetrics: (r, sink) => streamPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }, r, sink),
     getContainerEvents: (r, sink) => getContainerEvents(containers, r, sink),
   };
   // Pod sandboxes publish their own lifecycle events too (the kubelet's evented PLEG wants them).

@@ -163,6 +163,7 @@ export function sumStats(all: (CgroupStats | undefined)[]): CgroupStats | undefi
       };
     }
     if (s.pids) out.pids = { current: (out.pids?.current ?? 0n) + s.pids.current };
+    if (s.oomKills !== undefined) out.oomKills = (out.oomKills ?? 0n) + s.oomKills;
   }
   return out;
 }

@@ -47,6 +47,10 @@ export interface InterfaceStats {
   rxErrors: bigint;
   txBytes: bigint;
   txErrors: bigint;
+  rxPackets: bigint;
+  rxDropped: bigint;
+  txPackets: bigint;
+  txDropped: bigint;
 }
 
 /**
@@ -62,7 +66,17 @@ export function parseNetDev(text: string): Map<string, InterfaceStats> {
     const fields = line.slice(colon + 1).trim().split(/\s+/);
     if (!name || fields.length < 16 || !fields.every((f) => /^\d+$/.test(f))) continue;
     const n = (i: number) => BigInt(fields[i]!);
-    stats.set(name, { name, rxBytes: n(0), rxErrors: n(2), txBytes: n(8), txErrors: n(10) });
+    stats.set(name, {
+      name,
+      rxBytes: n(0),
+      rxPackets: n(1),
+      rxErrors: n(2),
+      rxDropped: n(3),
+      txBytes: n(8),
+      txPackets: n(9),
+      txErrors: n(10),
+      txDropped: n(11),
+    });
   }
   return stats;
 }
@@ -82,8 +96,13 @@ export async function netnsInterfaceStats(netnsPath: string, ifName = 'eth0'): P
 
 /** Counters of `ifName` in the network namespace of process `pid` (no process spawned). */
 export async function processInterfaceStats(pid: number, ifName = 'eth0'): Promise<InterfaceStats> {
+  return pick(await processNetDev(pid), ifName, `the network namespace of process ${pid}`);
+}
+
+/** Counters of every interface in the network namespace of process `pid` (read through its /proc). */
+export async function processNetDev(pid: number): Promise<Map<string, InterfaceStats>> {
   const text = await readFile(`/proc/${pid}/net/dev`, 'utf8').catch((err: NodeJS.ErrnoException) => {
     throw err.code === 'ENOENT' ? notFound(`process ${pid} not found`) : err;
   });
-  return pick(parseNetDev(text), ifName, `the network namespace of process ${pid}`);
+  return parseNetDev(text);
 }

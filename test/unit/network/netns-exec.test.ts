@@ -4,14 +4,24 @@ import { netnsCommand, parseNetDev, processInterfaceStats } from '../../../src/n
 const NET_DEV = `Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
     lo:     560       8    0    0    0     0          0         0      560       8    0    0    0     0       0          0
-  eth0: 18446744073709551615     120    3    0    0     0          0         0    40960     100    2    0    0     0       0          0
+  eth0: 18446744073709551615     120    3    4    0     0          0         0    40960     100    2    5    0     0       0          0
 `;
 
 describe('network/netns-exec', () => {
   it('parses /proc/net/dev counters as bigint', () => {
     const stats = parseNetDev(NET_DEV);
     assert.deepEqual([...stats.keys()], ['lo', 'eth0']);
-    assert.deepEqual(stats.get('eth0'), { name: 'eth0', rxBytes: 18446744073709551615n, rxErrors: 3n, txBytes: 40960n, txErrors: 2n });
+    assert.deepEqual(stats.get('eth0'), {
+      name: 'eth0',
+      rxBytes: 18446744073709551615n,
+      rxPackets: 120n,
+      rxErrors: 3n,
+      rxDropped: 4n,
+      txBytes: 40960n,
+      txPackets: 100n,
+      txErrors: 2n,
+      txDropped: 5n,
+    });
   });
 
   it('builds an nsenter command for the namespace only', () => {

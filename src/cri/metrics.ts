@@ -1,0 +1,45 @@
+/** ListMetricDescriptors, ListPodSandboxMetrics and StreamPodSandboxMetrics (container/metrics.ts). */
+import {
+  ListMetricDescriptorsResponse,
+  ListPodSandboxMetricsResponse,
+  PodSandboxMetrics,
+  StreamPodSandboxMetricsResponse,
+  type StreamPodSandboxMetricsRequest,
+} from '../gen/runtime/v1/api.js';
+import type { StreamSink } from '../api/handlers.js';
+import { loadInSlices, writeChunked } from '../api/stream-chunks.js';
+import type { SandboxLookup } from '../container/deps.js';
+import { metricDescriptors, type MetricsReader } from '../container/metrics.js';
+import type { ContainerService } from '../container/service.js';
+import type { SandboxRecord } from '../sandbox/model.js';
+
+export interface MetricsDeps {
+  containers: ContainerService;
+  sandboxes: SandboxLookup;
+  metrics: MetricsReader;
+}
+
+export async function listMetricDescriptors(): Promise<ListMetricDescriptorsResponse> {
+  return ListMetricDescriptorsResponse.fromPartial({ descriptors: metricDescriptors() });
+}
+
+/** Metrics of every ready pod and its running containers. */
+export async function listPodSandboxMetrics(d: MetricsDeps): Promise<ListPodSandboxMetricsResponse> {
+  return ListPodSandboxMetricsResponse.fromPartial({ podMetrics: await Promise.all(readyPods(d).map((s) => podMetrics(d, s))) });
+}
+
+/** What ListPodSandboxMetrics returns, read and sent a few pods at a time. */
+export async function streamPodSandboxMetrics(d: MetricsDeps, _req: StreamPodSandboxMetricsRequest, sink: StreamSink<StreamPodSandboxMetricsResponse>): Promise<void> {
+  const batches = loadInSlices(readyPods(d), 64, (slice) => Promise.all(slice.map((s) => podMetrics(d, s))));
+  await writeChunked(sink, batches, (m) => PodSandboxMetrics.encode(m).finish().length, (podSandboxMetrics) =>
+    StreamPodSandboxMetricsResponse.fromPartial({ podSandboxMetrics }),
+  );
+}
+
+function readyPods(d: MetricsDeps): SandboxRecord[] {
+  return d.sandboxes.list().filter((s) => s.state === 'ready');
+}
+
+function podMetrics(d: MetricsDeps, sandbox: SandboxRecord): Promise<PodSandboxMetrics> {
+  return d.metrics.podMetrics(sandbox, d.containers.store.ofSandbox(sandbox.id));
+}
