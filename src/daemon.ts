@@ -194,6 +194,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       runtimeSupportsRro: handlerFeatures[0]?.features?.recursiveReadOnlyMounts ?? false,
       pidsLimit: config.runtime.pidsLimit,
       defaultUlimits: config.runtime.defaultUlimits,
+      allowedAnnotations: config.runtime.allowedAnnotations,
     },
     log.child({ module: 'spec' }),
   );
@@ -381,7 +382,11 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       images.setPinned(next.images.pinned);
       images.setTrust(next.images);
       // The spec builders read the live settings object at each create.
-      Object.assign(specSettings, liveSpecSettings({ pidsLimit: next.runtime.pidsLimit, defaultUlimits: next.runtime.defaultUlimits }));
+      Object.assign(specSettings, liveSpecSettings({
+          pidsLimit: next.runtime.pidsLimit,
+          defaultUlimits: next.runtime.defaultUlimits,
+          allowedAnnotations: next.runtime.allowedAnnotations,
+        }));
       containers.setLogSizeMax(next.runtime.logSizeMax);
       podNetwork.rescanConfig();
       current = next;

@@ -17,8 +17,10 @@ commands:
   config    print the effective configuration as TOML (--origin: with the file
             each value came from)
   check     check this node for what stove needs
-  pull IMAGE [--creds USER:PASSWORD]
-            pull an image through the running daemon, with progress
+  pull IMAGE [--username USER --password-stdin]
+            pull an image through the running daemon, with progress; the
+            password is read from stdin, or user and password come from
+            STOVE_PULL_USERNAME and STOVE_PULL_PASSWORD (never from argv)
   images    list the daemon's images
 
 flags (serve, config, check):
@@ -44,6 +46,8 @@ const FLAG_OPTIONS = {
   'metrics-address': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   creds: { type: 'string' },
+  username: { type: 'string' },
+  'password-stdin': { type: 'boolean' },
 } as const;
 
 async function serve(sources: ConfigSources): Promise<number> {
@@ -133,8 +137,14 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write(`stove: pull takes one image reference\n${USAGE}`);
         return 2;
       }
-      const config = await load();
-      return (await import('./cli/images.js')).cliPull(config, positionals[0]!, values.creds, process.stdout);
+      if (values.creds !== undefined) {
+        // Anything in argv is readable by every user on the node (ps, /proc/<pid>/cmdline).
+        process.stderr.write('stove: pull: --creds is gone: it put the password on the command line; use --username with --password-stdin, or STOVE_PULL_USERNAME and STOVE_PULL_PASSWORD\n');
+        return 2;
+      }
+      const { cliPull, pullCredentials } = await import('./cli/images.js');
+      const auth = await pullCredentials({ username: values.username, passwordStdin: values['password-stdin'] ?? false }, process.env, process.stdin);
+      return cliPull(await load(), positionals[0]!, auth, process.stdout);
     }
     case 'images':
       return (await import('./cli/images.js')).cliImages(await load(), process.stdout);

@@ -1,16 +1,25 @@
 /**
  * The gRPC server on a unix socket. Refuses to start when another live server answers on the socket,
- * removes a stale one, restricts the socket to mode 0660 and drains in-flight calls on shutdown.
+ * removes a stale one, and drains in-flight calls on shutdown. Whoever reaches the socket is
+ * root-equivalent, so it is never wider than 0660, not even between bind and chmod (the umask is
+ * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
+ * one else can write to (else anyone could put their own socket in its place). One connection may
+ * have at most MAX_CONCURRENT_STREAMS calls in flight.
  */
 import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { connect } from 'node:net';
 import { chmod, mkdir, unlink, lstat } from 'node:fs/promises';
+import { userInfo } from 'node:os';
 import { dirname } from 'node:path';
 import { StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 
 /** 16 MiB each way, as containerd and the kubelet's CRI client use. */
 export const MAX_MESSAGE_BYTES = 16 << 20;
+/** Calls in flight on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); the kubelet uses one connection. */
+export const MAX_CONCURRENT_STREAMS = 1000;
+/** While binding: the socket is created at most 0660. */
+const BIND_UMASK = 0o117;
 
 /** True when something accepts connections on the unix socket at `path`. */
 export function socketIsLive(path: string): Promise<boolean> {
@@ -24,9 +33,24 @@ export function socketIsLive(path: string): Promise<boolean> {
   });
 }
 
+/**
+ * Creates the socket's directory if missing (0755) and checks it: a directory (not a symlink), owned by
+ * the daemon's user, not writable by group or others.
+ */
+export async function checkSocketDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o755 });
+  const st = await lstat(dir);
+  const fix = `; use a directory only root can write to (such as /run/stove)`;
+  if (!st.isDirectory()) throw new StoveError('FailedPrecondition', `the socket directory ${dir} is not a directory (a symlink?)${fix}`);
+  const uid = userInfo().uid;
+  if (st.uid !== uid) throw new StoveError('FailedPrecondition', `the socket directory ${dir} is owned by uid ${st.uid}, not ${uid}${fix}`);
+  if (st.mode & 0o022)
+    throw new StoveError('FailedPrecondition', `the socket directory ${dir} is writable by others (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')})${fix}`);
+}
+
 /** Makes `path` free for a new server: refuses if it is live, removes it if stale. */
 export async function ensureSocketFree(path: string): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+  await checkSocketDir(dirname(path));
   let exists = true;
   try {
     const st = await lstat(path);
@@ -61,11 +85,18 @@ export async function serveGrpc(socketPath: string, services: ServiceBinding[], 
     'grpc.enable_channelz': 0,
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+    'grpc.max_concurrent_streams': MAX_CONCURRENT_STREAMS,
   });
   for (const s of services) server.addService(s.definition, s.implementation);
-  await new Promise<void>((resolve, reject) =>
-    server.bindAsync(`unix://${socketPath}`, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
-  );
+  // The process-wide umask is narrowed only for the bind: nothing else creates files at this point.
+  const umask = process.umask(BIND_UMASK);
+  try {
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix://${socketPath}`, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+    );
+  } finally {
+    process.umask(umask);
+  }
   await chmod(socketPath, 0o660);
   log.info('serving CRI', { socket: socketPath });
   return {

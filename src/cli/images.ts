@@ -65,8 +65,41 @@ export interface CliTarget {
   state: string;
 }
 
+export interface PullCredentials {
+  username: string;
+  password: string;
+}
+
+/** Longest password read from stdin (a registry token is a few KiB). */
+const MAX_STDIN_PASSWORD = 64 * 1024;
+
+/**
+ * Credentials for `stove pull`, never from argv: `--username` with `--password-stdin` (the password is
+ * stdin up to its first newline, as `docker login` reads it), else STOVE_PULL_USERNAME and
+ * STOVE_PULL_PASSWORD from the environment, else none.
+ */
+export async function pullCredentials(
+  flags: { username?: string; passwordStdin: boolean },
+  env: NodeJS.ProcessEnv,
+  stdin: NodeJS.ReadableStream,
+): Promise<PullCredentials | undefined> {
+  if (flags.passwordStdin) {
+    const username = flags.username ?? env.STOVE_PULL_USERNAME;
+    if (!username) throw new Error('pull: --password-stdin needs --username (or STOVE_PULL_USERNAME)');
+    let text = '';
+    for await (const chunk of stdin) {
+      text += chunk.toString();
+      if (text.length > MAX_STDIN_PASSWORD) throw new Error(`pull: the password on stdin is longer than ${MAX_STDIN_PASSWORD} bytes`);
+    }
+    return { username, password: text.replace(/\r?\n[\s\S]*$/, '') };
+  }
+  if (flags.username !== undefined) throw new Error('pull: --username needs --password-stdin (the password is never taken from the command line)');
+  if (env.STOVE_PULL_USERNAME) return { username: env.STOVE_PULL_USERNAME, password: env.STOVE_PULL_PASSWORD ?? '' };
+  return undefined;
+}
+
 /** `stove pull IMAGE`: returns the exit code. */
-export async function cliPull(target: CliTarget, image: string, creds: string | undefined, out: NodeJS.WriteStream): Promise<number> {
+export async function cliPull(target: CliTarget, image: string, auth: PullCredentials | undefined, out: NodeJS.WriteStream): Promise<number> {
   const reference = formatReference(parseReference(image));
   const file = progressFile(target.state, reference);
   const started = Date.now();
@@ -97,11 +130,6 @@ export async function cliPull(target: CliTarget, image: string, creds: string | 
   const c = client(target.socket);
   const timer = setInterval(() => void render(), tty ? 100 : 500);
   try {
-    let auth;
-    if (creds) {
-      const colon = creds.indexOf(':');
-      auth = colon > 0 ? { username: creds.slice(0, colon), password: creds.slice(colon + 1) } : { username: creds, password: '' };
-    }
     const res = await call<PullImageRequest, PullImageResponse>(c.pullImage.bind(c), PullImageRequest.fromPartial({ image: { image }, auth }));
     clearInterval(timer);
     await render();

@@ -1,22 +1,31 @@
 /**
  * JSON with bigint: Stove persists int64 values (nanosecond timestamps, sizes) as tagged decimal strings
- * so they survive a round trip exactly. `JSON.stringify` alone throws on bigint.
+ * so they survive a round trip exactly. `JSON.stringify` alone throws on bigint. A string that itself
+ * starts with the tag (a label, an annotation, any user string) — or with the escape — is written with
+ * the escape character in front, so it never comes back as a number. The escape is NUL, which records
+ * written before it existed do not start strings with.
  */
 
 const BIGINT_TAG = 'bigint:';
+const ESCAPE = '\u0000';
 
-/** Serialises bigint values as "bigint:<decimal>". */
+/** Serialises bigint values as "bigint:<decimal>", escaping strings that would read as one. */
 export function stringifyJson(value: unknown, space?: number): string {
-  return JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? BIGINT_TAG + v.toString() : v), space);
+  return JSON.stringify(
+    value,
+    (_k, v) =>
+      typeof v === 'bigint' ? BIGINT_TAG + v.toString() : typeof v === 'string' && (v.startsWith(BIGINT_TAG) || v.startsWith(ESCAPE)) ? ESCAPE + v : v,
+    space,
+  );
 }
 
-/** Parses JSON written by stringifyJson, restoring bigint values. */
+/** Parses JSON written by stringifyJson, restoring bigint values and escaped strings. */
 export function parseJson<T>(text: string): T {
-  return JSON.parse(text, (_k, v) =>
-    typeof v === 'string' && v.startsWith(BIGINT_TAG) && /^-?\d+$/.test(v.slice(BIGINT_TAG.length))
-      ? BigInt(v.slice(BIGINT_TAG.length))
-      : v,
-  ) as T;
+  return JSON.parse(text, (_k, v) => {
+    if (typeof v !== 'string') return v;
+    if (v.startsWith(ESCAPE)) return v.slice(ESCAPE.length);
+    return v.startsWith(BIGINT_TAG) && /^-?\d+$/.test(v.slice(BIGINT_TAG.length)) ? BigInt(v.slice(BIGINT_TAG.length)) : v;
+  }) as T;
 }
 
 /**

@@ -276,11 +276,13 @@ export function applyOverrides(config: Config, overrides: ConfigOverrides, origi
 /** The effective configuration as TOML, with snake_case keys (what `stove config` prints). */
 export function configToToml(config: Config): string {
   const toSnake = (value: unknown, path: string): unknown => {
-    if (!isTable(value)) return value;
+    // Registry credentials are never printed; a set one shows as "<redacted>".
+    if (!isTable(value)) return SECRET_KEY.test(path) && value ? '<redacted>' : value;
     const out: Table = {};
     for (const [k, v] of Object.entries(value)) {
       const free = path === 'registries' || path === 'runtime.handlers';
-      out[free ? k : snake(k)] = toSnake(v, path ? `${path}.${k}` : k);
+      const key = free ? k : snake(k);
+      out[key] = toSnake(v, path ? `${path}.${key}` : key);
     }
     return out;
   };

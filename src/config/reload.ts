@@ -15,6 +15,7 @@ export const LIVE_KEYS: readonly string[] = [
   'images.signature_policy_dir',
   'runtime.default_ulimits',
   'runtime.pids_limit',
+  'runtime.allowed_annotations',
   'runtime.log_size_max',
   'metrics.',
   'tracing.',

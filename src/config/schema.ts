@@ -47,6 +47,11 @@ export interface RuntimeConfig {
   defaultUlimits: string[];
   /** pids.max for containers whose request sets no pids limit; -1 = unlimited. */
   pidsLimit: number;
+  /**
+   * CRI annotations that reach the OCI spec (where runtimes, hooks and plugins read them): exact keys,
+   * or prefixes ending in `*`. Others stay in Stove's records only (as containerd and CRI-O do).
+   */
+  allowedAnnotations: string[];
   /** `oci-hooks(5)` directories, in increasing priority (a file masks one of the same name before it). */
   hooksDirs: string[];
 }
@@ -202,6 +207,7 @@ export function defaultConfig(): Config {
       logSizeMax: -1,
       defaultUlimits: [],
       pidsLimit: -1,
+      allowedAnnotations: [],
       hooksDirs: ['/usr/share/containers/oci/hooks.d', '/etc/containers/oci/hooks.d'],
     },
     network: {

@@ -2,7 +2,9 @@
  * OCI annotations Stove writes into every config.json: the CRI's own annotations, then the
  * `io.kubernetes.cri.*` keys containerd uses (`pkg/cri/annotations`), which runtimes and hooks such as
  * gVisor/Kata or NRI plugins read. The `io.kubernetes.cri.*` keys are written last so a request cannot
- * spoof them.
+ * spoof them. A request's own annotations reach the spec only when `runtime.allowed_annotations` lists
+ * them (as containerd's `pod_annotations` and CRI-O's `allowed_annotations`): runtimes and hooks act on
+ * spec annotations, and whoever may create a pod must not thereby configure them.
  */
 import type { SpecOpt } from './opts.js';
 
@@ -29,9 +31,15 @@ export interface PodIdentity {
   uid: string;
 }
 
-/** Sets the annotations: `base` (from the CRI request) and then the fixed CRI keys. */
-export const withCriAnnotations = (base: Record<string, string>, cri: Record<string, string>): SpecOpt => (spec) => {
-  spec.annotations = { ...base, ...cri };
+/** Whether `key` matches an allowlist entry: the exact key, or a prefix written with a trailing `*`. */
+export function annotationAllowed(key: string, allowed: readonly string[]): boolean {
+  return allowed.some((a) => (a.endsWith('*') ? key.startsWith(a.slice(0, -1)) : key === a));
+}
+
+/** Sets the annotations: those of `base` (from the CRI request) on the allowlist, then the fixed CRI keys. */
+export const withCriAnnotations = (base: Record<string, string>, cri: Record<string, string>, allowed: readonly string[] = []): SpecOpt => (spec) => {
+  const passed = Object.entries(base).filter(([key]) => annotationAllowed(key, allowed));
+  spec.annotations = { ...Object.fromEntries(passed), ...cri };
 };
 
 /** The fixed keys for an app container. */

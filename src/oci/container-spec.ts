@@ -128,6 +128,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Spec {
         config.metadata?.name ?? '',
         input.imageName,
       ),
+      settings.allowedAnnotations,
     ),
   ];
   return applyOpts(emptySpec(), opts);

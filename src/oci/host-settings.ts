@@ -26,6 +26,8 @@ export interface SpecSettingsConfig {
   pidsLimit?: number;
   /** Config `runtime.default_ulimits` (validated at load). */
   defaultUlimits?: readonly string[];
+  /** Config `runtime.allowed_annotations`. */
+  allowedAnnotations?: readonly string[];
 }
 
 /**
@@ -56,8 +58,11 @@ export function kernelSupportsRro(kernelRelease: string): boolean {
  * The settings a config reload may change (for containers created after it): the daemon assigns them
  * over the live SpecSettings object.
  */
-export function liveSpecSettings(config: Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits'>): Pick<SpecSettings, 'pidsLimit' | 'defaultRlimits'> {
+export function liveSpecSettings(
+  config: Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits' | 'allowedAnnotations'>,
+): Pick<SpecSettings, 'pidsLimit' | 'defaultRlimits' | 'allowedAnnotations'> {
   return {
+    allowedAnnotations: config.allowedAnnotations ?? [],
     pidsLimit: config.pidsLimit !== undefined && config.pidsLimit > 0 ? config.pidsLimit : undefined,
     defaultRlimits: config.defaultUlimits?.length ? parseUlimits(config.defaultUlimits) : undefined,
   };

@@ -71,6 +71,7 @@ export function buildPauseSpec(input: PauseSpecInput): Spec {
         config.logDirectory,
         input.imageName ?? 'stove/pause',
       ),
+      settings.allowedAnnotations,
     ),
   ];
   return applyOpts(emptySpec(), opts);

@@ -27,6 +27,8 @@ export interface SpecSettings {
   clampOomScoreAdj?: (requested: number) => number;
   /** A pids limit for every app container; 0, negative or absent = none. */
   pidsLimit?: number;
+  /** CRI annotations allowed into the spec (`runtime.allowed_annotations`); absent = none. */
+  allowedAnnotations?: readonly string[];
   /** Rlimits for every app container (`runtime.default_ulimits`); absent = the runtime's own. */
   defaultRlimits?: readonly POSIXRlimit[];
 }

@@ -3,7 +3,10 @@
  * long-lived child process that runs mount(2), umount2(2) and network-namespace pins for this process.
  * A call costs a pipe round trip instead of a fork of the whole daemon plus util-linux's start-up.
  *
- * The helper is started on first use and again after it died (a request in flight then fails). It never
+ * Helpers are started on first use and again after one died (a request in flight then fails). Each
+ * handles its requests in order, so a request goes to an idle helper (up to four run at once) and one
+ * without an answer within the timeout fails and gets its helper killed: a mount hung in the kernel
+ * (an unreachable NFS server, a dead FUSE daemon) never holds up every other mount. A helper never
  * keeps the event loop alive on its own: only while a request waits for its answer.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -29,15 +32,30 @@ interface Waiter {
   call: string;
   resolve: () => void;
   reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
 }
 
-export class MountHelper {
-  private child?: ChildProcess;
-  private readonly waiting = new Map<string, Waiter>();
-  private nextId = 1;
-  private input: Buffer = Buffer.alloc(0);
+/** One helper process and the requests it has not answered yet (it answers them in order). */
+interface HelperProcess {
+  child: ChildProcess;
+  waiting: Map<string, Waiter>;
+  input: Buffer;
+}
 
-  constructor(readonly path: string) {}
+/** A request with no answer for this long is failed, and its helper replaced (a hung NFS or FUSE mount). */
+export const DEFAULT_MOUNT_TIMEOUT_MS = 60_000;
+/** Helpers at most: a request goes to an idle one, so one hung request does not hold up the others. */
+const MAX_HELPERS = 4;
+const ETIMEDOUT = 110;
+
+export class MountHelper {
+  private readonly helpers: HelperProcess[] = [];
+  private nextId = 1;
+
+  constructor(
+    readonly path: string,
+    readonly timeoutMs = DEFAULT_MOUNT_TIMEOUT_MS,
+  ) {}
 
   /** mount(2) in `cwd` (default `/`); `data` '' passes NULL. */
   mount(source: string, target: string, fstype: string, flags: number, data: string, cwd = ''): Promise<void> {
@@ -54,6 +72,11 @@ export class MountHelper {
     return this.call('netns', ['N', path]);
   }
 
+  /** Helper processes running now (for tests and diagnostics). */
+  get processes(): number {
+    return this.helpers.length;
+  }
+
   private call(call: string, [op, ...args]: string[]): Promise<void> {
     for (const a of args) if (a.includes('\0')) return Promise.reject(new SyscallError(call, 22, 'argument contains a NUL byte'));
     const id = String(this.nextId++);
@@ -61,48 +84,78 @@ export class MountHelper {
     const head = Buffer.alloc(4);
     head.writeUInt32LE(body.length);
     return new Promise<void>((resolvePromise, reject) => {
-      const child = this.running();
-      this.waiting.set(id, { call, resolve: resolvePromise, reject });
-      (child.stdout as Readable & { ref(): void }).ref();
-      (child.stdin as Writable).write(Buffer.concat([head, body]));
+      const helper = this.pick();
+      const timer = setTimeout(() => this.timedOut(helper, id), this.timeoutMs);
+      timer.unref();
+      helper.waiting.set(id, { call, resolve: resolvePromise, reject, timer });
+      (helper.child.stdout as Readable & { ref(): void }).ref();
+      (helper.child.stdin as Writable).write(Buffer.concat([head, body]));
     });
   }
 
-  private running(): ChildProcess {
-    if (this.child) return this.child;
+  /** An idle helper, else a new one (up to MAX_HELPERS), else the least busy. */
+  private pick(): HelperProcess {
+    const idle = this.helpers.find((h) => h.waiting.size === 0);
+    if (idle) return idle;
+    if (this.helpers.length < MAX_HELPERS) return this.start();
+    return this.helpers.reduce((a, b) => (b.waiting.size < a.waiting.size ? b : a));
+  }
+
+  /**
+   * A request the helper did not answer in time: it fails, and the helper is killed (it is stuck in
+   * the kernel; SIGKILL lands when the call returns). Requests queued behind it on that helper fail
+   * too: none of them ran, and whether the stuck one will is unknown.
+   */
+  private timedOut(helper: HelperProcess, id: string): void {
+    const w = helper.waiting.get(id);
+    if (!w) return;
+    helper.waiting.delete(id);
+    w.reject(new SyscallError(w.call, ETIMEDOUT, `no answer from ${this.path} within ${this.timeoutMs / 1000}s; the helper was replaced`));
+    this.retire(helper, `${this.path} was replaced after a request hung`);
+    helper.child.kill('SIGKILL');
+  }
+
+  /** Forgets a helper and fails what it still owed. */
+  private retire(helper: HelperProcess, why: string): void {
+    const i = this.helpers.indexOf(helper);
+    if (i < 0) return;
+    this.helpers.splice(i, 1);
+    for (const w of helper.waiting.values()) {
+      clearTimeout(w.timer);
+      w.reject(new Error(`${w.call}: ${why}`));
+    }
+    helper.waiting.clear();
+  }
+
+  private start(): HelperProcess {
     const child = spawn(this.path, [], { stdio: ['pipe', 'pipe', 'ignore'] });
-    this.child = child;
+    const helper: HelperProcess = { child, waiting: new Map(), input: Buffer.alloc(0) };
+    this.helpers.push(helper);
     child.unref();
     (child.stdin as Writable & { unref(): void }).unref();
     child.stdin!.on('error', () => {}); // its death is handled below
-    child.stdout!.on('data', (chunk: Buffer) => this.onData(chunk));
-    const gone = (why: string) => {
-      if (this.child !== child) return;
-      this.child = undefined;
-      this.input = Buffer.alloc(0);
-      for (const w of this.waiting.values()) w.reject(new Error(`${w.call}: ${why}`));
-      this.waiting.clear();
-    };
-    child.once('error', (err) => gone(`cannot run ${this.path}: ${err.message}`));
-    child.once('exit', (code, signal) => gone(`${this.path} exited (${code ?? signal})`));
-    return child;
+    child.stdout!.on('data', (chunk: Buffer) => this.onData(helper, chunk));
+    child.once('error', (err) => this.retire(helper, `cannot run ${this.path}: ${err.message}`));
+    child.once('exit', (code, signal) => this.retire(helper, `${this.path} exited (${code ?? signal})`));
+    return helper;
   }
 
-  private onData(chunk: Buffer): void {
-    this.input = this.input.length ? Buffer.concat([this.input, chunk]) : chunk;
-    while (this.input.length >= 4) {
-      const length = this.input.readUInt32LE(0);
-      if (this.input.length < 4 + length) break;
-      const [id = '', errno = '', text = ''] = this.input.subarray(4, 4 + length).toString('utf8').split('\0');
-      this.input = this.input.subarray(4 + length);
-      const w = this.waiting.get(id);
+  private onData(helper: HelperProcess, chunk: Buffer): void {
+    helper.input = helper.input.length ? Buffer.concat([helper.input, chunk]) : chunk;
+    while (helper.input.length >= 4) {
+      const length = helper.input.readUInt32LE(0);
+      if (helper.input.length < 4 + length) break;
+      const [id = '', errno = '', text = ''] = helper.input.subarray(4, 4 + length).toString('utf8').split('\0');
+      helper.input = helper.input.subarray(4 + length);
+      const w = helper.waiting.get(id);
       if (!w) continue;
-      this.waiting.delete(id);
+      helper.waiting.delete(id);
+      clearTimeout(w.timer);
       const e = Number(errno);
       if (e === 0) w.resolve();
       else w.reject(new SyscallError(w.call, e, text));
     }
-    if (this.waiting.size === 0) (this.child?.stdout as (Readable & { unref(): void }) | undefined)?.unref();
+    if (helper.waiting.size === 0) (helper.child.stdout as Readable & { unref(): void }).unref();
   }
 }
 

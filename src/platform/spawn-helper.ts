@@ -53,6 +53,9 @@ export function spawnProcess(file: string, args: readonly string[], options: Spa
 
 /** Largest data payload per write message (the helper accepts 1 MiB messages). */
 const CHUNK = 256 * 1024;
+/** The helper's limits (spawn-helper.c MAX_MESSAGE, MAX_ARGS): a bigger request would make it exit. */
+const MAX_MESSAGE = 1024 * 1024;
+const MAX_ARGS = 4096;
 
 /** One process started by the helper; behaves like a ChildProcess for what SpawnedProcess names. */
 class HelperProcess extends EventEmitter implements SpawnedProcess {
@@ -241,7 +244,15 @@ export class SpawnHelper {
       queueMicrotask(() => proc.onFailed(constants.errno.EINVAL, 'argument contains a NUL byte'));
       return proc;
     }
-    this.send('S', [id], Buffer.from(fields.map((f) => f + '\0').join('')));
+    const message = Buffer.from(fields.map((f) => f + '\0').join(''));
+    // Refused here, as execve would (E2BIG): the helper exits on a message over its limits, and with it
+    // every other session.
+    if (message.length + 9 > MAX_MESSAGE || args.length + 1 > MAX_ARGS || env.length > MAX_ARGS) {
+      const what = `${args.length + 1} arguments and ${env.length} environment variables, ${message.length} bytes`;
+      queueMicrotask(() => proc.onFailed(constants.errno.E2BIG, `argument list too long (${what}; at most ${MAX_ARGS} each and ${MAX_MESSAGE} bytes)`));
+      return proc;
+    }
+    this.send('S', [id], message);
     return proc;
   }
 

@@ -485,10 +485,14 @@ describe('buildContainerSpec', () => {
     });
   });
 
-  it('annotations: the CRI ones, then io.kubernetes.cri.* that cannot be spoofed', () => {
-    const spec = build({ config: containerConfig({ annotations: { mine: '1', [ANNOTATIONS.containerType]: 'sandbox' } }) });
+  it('annotations: the allowed CRI ones, then io.kubernetes.cri.* that cannot be spoofed', () => {
+    const annotations = { mine: '1', 'run.oci.handler': 'x', 'io.example/a': '2', 'io.example/b': '3', [ANNOTATIONS.containerType]: 'sandbox' };
+    const settings = testSettings({ allowedAnnotations: ['mine', 'io.example/*', ANNOTATIONS.containerType] });
+    const spec = build({ config: containerConfig({ annotations }), settings });
     assert.deepEqual(spec.annotations, {
       mine: '1',
+      'io.example/a': '2',
+      'io.example/b': '3',
       [ANNOTATIONS.containerType]: 'container',
       [ANNOTATIONS.sandboxId]: SANDBOX_ID,
       [ANNOTATIONS.sandboxName]: 'pod',
@@ -497,6 +501,9 @@ describe('buildContainerSpec', () => {
       [ANNOTATIONS.containerName]: 'app',
       [ANNOTATIONS.imageName]: 'docker.io/library/busybox:latest',
     });
+    // Nothing from the request by default (runtime.allowed_annotations = []).
+    const plain = build({ config: containerConfig({ annotations }) });
+    assert.deepEqual(Object.keys(plain.annotations!).filter((k) => !k.startsWith('io.kubernetes.cri.')), []);
   });
 
   it('is JSON-serialisable as-is and deterministic', () => {

@@ -130,9 +130,11 @@ describe('buildPauseSpec', () => {
     assert.equal(priv.linux!.maskedPaths, undefined);
   });
 
-  it('annotations mark the sandbox', () => {
-    const spec = pause(podConfig({ annotations: { a: 'b' } }));
+  it('annotations mark the sandbox; the request\'s pass only through runtime.allowed_annotations', () => {
+    assert.equal(pause(podConfig({ annotations: { a: 'b' } })).annotations!.a, undefined);
+    const spec = pause(podConfig({ annotations: { a: 'b', c: 'd' } }), { settings: testSettings({ allowedAnnotations: ['a'] }) });
     assert.equal(spec.annotations!.a, 'b');
+    assert.equal(spec.annotations!.c, undefined);
     assert.equal(spec.annotations![ANNOTATIONS.containerType], 'sandbox');
     assert.equal(spec.annotations![ANNOTATIONS.sandboxId], SANDBOX_ID);
     assert.equal(spec.annotations![ANNOTATIONS.sandboxLogDirectory], '/var/log/pods/ns_pod_uid-1');
