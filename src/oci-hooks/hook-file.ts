@@ -9,8 +9,11 @@
  *
  * Every condition set in `when` must hold; `commands` match `process.args[0]`. `prestart` is injected
  * as `createRuntime`, as containers/common does (the runtime spec deprecates prestart). Regular
- * expressions are unanchored searches, as Go's `regexp.MatchString`.
+ * expressions are Go's (RE2) syntax and unanchored searches, as `regexp.MatchString`, matched in linear
+ * time (re2js): annotation values come from requests, and a backtracking engine would let one hang
+ * the daemon on a pattern such as `(a+)+$`.
  */
+import { RE2JS } from 're2js';
 import type { Hook, HookStage } from '../oci/types.js';
 
 /** Hook files larger than this are rejected unread. */
@@ -18,10 +21,16 @@ export const MAX_HOOK_FILE_BYTES = 1 << 20;
 
 const STAGES: readonly string[] = ['prestart', 'createRuntime', 'createContainer', 'startContainer', 'poststart', 'poststop'];
 
+/** A compiled regular expression. */
+export interface Pattern {
+  /** Whether it matches somewhere in `s`. */
+  test(s: string): boolean;
+}
+
 export interface HookWhen {
   always?: boolean;
-  annotations: { key: RegExp; value: RegExp }[];
-  commands: RegExp[];
+  annotations: { key: Pattern; value: Pattern }[];
+  commands: Pattern[];
   hasBindMounts?: boolean;
 }
 
@@ -123,9 +132,10 @@ export function matches(w: HookWhen, ctx: HookContext): boolean {
   return matched > 0;
 }
 
-function regex(source: string, what: string): RegExp {
+function regex(source: string, what: string): Pattern {
   try {
-    return new RegExp(source);
+    const re = RE2JS.compile(source);
+    return { test: (s) => re.matcher(s).find() };
   } catch (err) {
     throw new Error(`invalid ${what} ${JSON.stringify(source)}: ${(err as Error).message}`);
   }

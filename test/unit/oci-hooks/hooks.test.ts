@@ -45,6 +45,10 @@ describe('oci hook files', () => {
     assert.equal(matches(cmd, ctx({ command: '/sbin/init' })), true);
     assert.equal(matches(cmd, ctx({ command: 'sleep' })), true);
     assert.equal(matches(cmd, ctx({ command: '/bin/sleep' })), false);
+    // Linear time on hostile input (a backtracking engine would take ages here).
+    const started = performance.now();
+    assert.equal(matches(w({ annotations: { '^x$': '^(a+)+$' } }), ctx({ annotations: { x: 'a'.repeat(50_000) + '!' } })), false);
+    assert.ok(performance.now() - started < 2000);
     // Both set: both must hold.
     const both = w({ always: true, annotations: { a: 'b' } });
     assert.equal(matches(both, ctx({ annotations: { a: 'b' } })), true);
