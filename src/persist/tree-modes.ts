@@ -81,6 +81,8 @@ export async function tightenStateTrees(root: string, state: string): Promise<nu
   await mkdir(root, { recursive: true, mode: PRIVATE_DIR });
   await mkdir(state, { recursive: true, mode: SEARCH_ONLY_DIR });
   for (const dir of ['containers', 'sandboxes']) await mkdir(join(state, dir), { mode: SEARCH_ONLY_DIR }).catch(() => {});
+  // The OCI runtime would make its own root 0711 on first use; its state files hold every container's spec.
+  await mkdir(join(state, 'runc'), { mode: PRIVATE_DIR }).catch(() => {});
   const steps: [string, number, 'dir' | 'file'][] = [
     [root, PRIVATE_DIR, 'dir'],
     [state, SEARCH_ONLY_DIR, 'dir'],

@@ -73,6 +73,7 @@ describe('security: state trees are closed to unprivileged host users (real daem
       ['write into the pod shm', ['/bin/busybox', 'touch', join(podState, 'shm', 'planted')]],
       ['read the pod hosts file', ['cat', join(podState, 'hosts')]],
       ['list the netns pins', ['ls', join(state, 'netns')]],
+      ["read the OCI runtime's state of the container", ['cat', join(state, 'runc', id, 'state.json')]],
     ];
     for (const [what, cmd] of attempts) {
       const r = await as(NOBODY, NOBODY, cmd);
@@ -95,6 +96,7 @@ describe('security: state trees are closed to unprivileged host users (real daem
       [join(state, 'containers'), 0o711],
       [bundle, 0o700],
       [podState, 0o700],
+      [join(state, 'runc'), 0o700],
     ];
     for (const [path, mode] of expected) assert.equal((await modeOf(path)).toString(8), mode.toString(8), path);
   });
