@@ -1,10 +1,13 @@
 /** RunPodSandbox. */
 import { RunPodSandboxResponse, type RunPodSandboxRequest } from '../gen/runtime/v1/api.js';
 import { required } from './validate.js';
+import { validateLinuxResources } from './validate-resources.js';
 import type { SandboxService } from '../sandbox/service.js';
 
 export async function runPodSandbox(sandboxes: SandboxService, req: RunPodSandboxRequest): Promise<RunPodSandboxResponse> {
   const config = required(req.config, 'config');
+  validateLinuxResources(config.linux?.overhead, 'config.linux.overhead');
+  validateLinuxResources(config.linux?.resources, 'config.linux.resources');
   const record = await sandboxes.run(config, req.runtimeHandler);
   return RunPodSandboxResponse.fromPartial({ podSandboxId: record.id });
 }

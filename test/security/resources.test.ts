@@ -1,11 +1,11 @@
 /**
  * Resource values the kernel would misread are refused: every numeric field of CRI
  * LinuxContainerResources is range-checked (0 = unset) with INVALID_ARGUMENT naming the field — by the
- * shared validator, and end to end in CreateContainer and UpdateContainerResources of a real daemon
+ * shared validator, and end to end in CreateContainer, UpdateContainerResources and RunPodSandbox of a real daemon
  * (where `cpu_quota: -5` used to succeed).
  */
 import assert from 'node:assert/strict';
-import { LinuxContainerResources, ListContainersRequest, UpdateContainerResourcesRequest, type DeepPartial } from '../../src/gen/runtime/v1/api.js';
+import { LinuxContainerResources, ListContainersRequest, ListPodSandboxRequest, UpdateContainerResourcesRequest, type DeepPartial } from '../../src/gen/runtime/v1/api.js';
 import { validateLinuxResources } from '../../src/cri/validate-resources.js';
 import { isKind } from '../../src/common/errors.js';
 import { ContainerWorld, containerSuite, rejectsWith } from '../integration/container/world.js';
@@ -106,5 +106,20 @@ describe('security: out-of-range resources are refused by a real daemon', functi
     );
     const listed = await world.daemon.clients.runtime.listContainers(ListContainersRequest.fromPartial({}));
     assert.deepEqual(listed.containers.map((c) => c.podSandboxId).filter((p) => p === pod.id).length, 0);
+  });
+
+  it('RunPodSandbox with out-of-range pod resources is INVALID_ARGUMENT naming the field, and leaves no pod', async () => {
+    const before = (await world.daemon.clients.runtime.listPodSandbox(ListPodSandboxRequest.fromPartial({}))).items.length;
+    await rejectsWith(
+      world.pods.run(world.pods.pod({ linux: { resources: { cpuShares: 1n } } })),
+      'INVALID_ARGUMENT',
+      /config\.linux\.resources\.cpu_shares 1 is out of range/,
+    );
+    await rejectsWith(
+      world.pods.run(world.pods.pod({ linux: { overhead: { cpuQuota: -5n } } })),
+      'INVALID_ARGUMENT',
+      /config\.linux\.overhead\.cpu_quota -5 is out of range/,
+    );
+    assert.equal((await world.daemon.clients.runtime.listPodSandbox(ListPodSandboxRequest.fromPartial({}))).items.length, before);
   });
 });

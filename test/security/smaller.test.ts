@@ -7,10 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { chmod, chown, lstat, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import http2 from 'node:http2';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { checkSocketDir, serveGrpc } from '../../src/api/server.js';
+import { checkSocketDir, MAX_CONCURRENT_STREAMS, serveGrpc } from '../../src/api/server.js';
 import { parseJson, stringifyJson } from '../../src/common/json.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { configToToml, parseConfig } from '../../src/config/load.js';
@@ -50,6 +52,14 @@ describe('security: smaller guarantees', function () {
         assert.ok(seen.length >= 1 && (seen[0]! & 0o117) === 0o117, `umask during bind: ${seen.map((m) => m.toString(8))}`);
         assert.equal(real(), 0, 'the umask is restored');
         assert.equal((await lstat(join(dir, 'cri.sock'))).mode & 0o777, 0o660);
+        // One connection may have at most MAX_CONCURRENT_STREAMS calls in flight (HTTP/2 SETTINGS).
+        const session = http2.connect('http://localhost', { createConnection: () => net.connect(join(dir, 'cri.sock')) });
+        const settings = await new Promise<http2.Settings>((resolve, reject) => {
+          session.once('remoteSettings', resolve);
+          session.once('error', reject);
+        });
+        session.destroy();
+        assert.equal(settings.maxConcurrentStreams, MAX_CONCURRENT_STREAMS);
       } finally {
         real(before);
         await endpoint.shutdown(100);
