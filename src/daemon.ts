@@ -94,6 +94,8 @@ async function startNri(config: Config, lifecycle: NriLifecycle, log: Logger): P
     log,
   });
   lifecycle.attach(nri);
+  // Reads every recovered container's spec once, so that events describe them fully from the start.
+  await lifecycle.snapshot();
   await nri.start();
   return nri;
 }

@@ -77,6 +77,7 @@ export class NriPlugin {
   private readonly server: TtrpcChannel;
   private registered: ((err?: Error) => void) | undefined;
   private closed = false;
+  private isRegistered = false;
   private readonly closeListeners: (() => void)[] = [];
   private log: Logger;
 
@@ -100,7 +101,7 @@ export class NriPlugin {
       return {};
     });
     serveMethod(this.server, RuntimeService.updateContainers, async (req) => {
-      if (!this.registered && !this.index) throw new TtrpcHandlerError(Code.Unavailable, 'plugin is not registered');
+      if (!this.isRegistered) throw new TtrpcHandlerError(Code.FailedPrecondition, 'plugin is not registered');
       const failed = await this.o.runtime.updateContainers(req.update, this.name);
       return { failed };
     });
@@ -168,6 +169,7 @@ export class NriPlugin {
     }
     this.log = this.o.log.child({ plugin: this.name });
     this.log.info('NRI plugin registered', { kind: this.kind, pid: this.pid });
+    this.isRegistered = true;
     done();
   }
 

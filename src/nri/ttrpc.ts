@@ -8,7 +8,7 @@ import { Request, Response } from '../gen/nri/ttrpc.js';
 import { encodeTtrpcFrame, TtrpcFrameReader, TtrpcProtocolError, TtrpcType, type TtrpcFrame } from './ttrpc-frame.js';
 
 /** gRPC status codes ttrpc carries. */
-export const Code = { OK: 0, Unknown: 2, InvalidArgument: 3, DeadlineExceeded: 4, NotFound: 5, Unimplemented: 12, Internal: 13, Unavailable: 14 } as const;
+export const Code = { OK: 0, Unknown: 2, InvalidArgument: 3, DeadlineExceeded: 4, NotFound: 5, FailedPrecondition: 9, Unimplemented: 12, Internal: 13, Unavailable: 14 } as const;
 
 /** The peer answered with an error status. */
 export class TtrpcStatusError extends Error {
