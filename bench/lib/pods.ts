@@ -32,11 +32,11 @@ export class PodBench {
     return this.registry;
   }
 
-  /** Stove with `--log-level info` (its per-step timings) on a bridge of its own. */
-  async startStove(): Promise<StoveProcess> {
+  /** Stove with `--log-level info` (its per-step timings) on a bridge of its own; `extraToml` adds tables. */
+  async startStove(extraToml = ''): Promise<StoveProcess> {
     const net = await this.net();
     this.stove = await startStove({
-      configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n`,
+      configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n${extraToml}`,
       extraArgs: ['--log-level', 'info'],
     });
     return this.stove;
