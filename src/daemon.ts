@@ -355,7 +355,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       podSandboxStates: () => sandboxes.list().map((s) => s.state),
       imageCount: () => images.list().length,
       streamingSessions: () => streaming.sessionsByKind(),
-      quarantinedRecords: () => 0,
+      quarantinedRecords: () => quarantine.list().length,
     })
     .then(() =>
       serveGrpc(

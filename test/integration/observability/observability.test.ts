@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { request } from 'undici';
@@ -13,7 +14,7 @@ import { ImageSpec, PodSandboxConfig, RunPodSandboxRequest, RunPodSandboxRespons
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../helpers/otlp-receiver.js';
 import { prometheusMissing, startPrometheus, type Sample, type TestPrometheus } from '../../helpers/prometheus.js';
-import { REPO_ROOT } from '../../helpers/stove-process.js';
+import { REPO_ROOT, startStove } from '../../helpers/stove-process.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, skipReason as containerSkipReason } from '../container/world.js';
 
@@ -141,7 +142,8 @@ describe('observability: Prometheus metrics and OpenTelemetry traces of a real d
     assert.equal(valueOf(await sampled('stove_images', (s) => valueOf(s) === images)), images);
     assert.equal((await sampled('stove_streaming_sessions')).length, 3);
     assert.equal(valueOf(await sampled('stove_container_oom_events_total')), 0);
-    assert.equal(valueOf(await sampled('stove_quarantined_records')), 0);
+    const quarantined = (await readdir(join(world.daemon.root, 'quarantine')).catch(() => [])).filter((n) => !n.endsWith('.why')).length;
+    assert.equal(valueOf(await sampled('stove_quarantined_records')), quarantined);
     assert.ok(valueOf(await sampled('stove_recovery_duration_seconds'))! > 0);
 
     // prom-client's process and Node.js defaults.
@@ -179,6 +181,24 @@ describe('observability: Prometheus metrics and OpenTelemetry traces of a real d
     // Panels of things this daemon has not done (no error ratio without… errors, no OOM) may be empty; these may not.
     for (const panel of ['Up', 'Calls by method', 'Latency p99 by method', 'Pod sandbox start', 'Containers by state', 'Daemon memory', 'Event loop lag', 'Pulls by result'])
       assert.ok(!empty.includes(panel), `panel "${panel}" has no data`);
+  });
+
+  it('a record set aside at start shows in stove_quarantined_records', async () => {
+    // A daemon of its own over a root holding an unreadable container record (no pods: no CNI needed).
+    const dir = await mkdtemp(join(tmpdir(), 'stove-test-'));
+    const id = randomBytes(32).toString('hex');
+    await mkdir(join(dir, 'root', 'containers', id), { recursive: true });
+    await writeFile(join(dir, 'root', 'containers', id, 'container.json'), '{"id": "truncated');
+    const daemon = await startStove({ dir, configToml: '[metrics]\naddress = "127.0.0.1:0"\n' });
+    try {
+      const address = /"msg":"serving metrics".*?"address":"([^"]+)"/.exec(daemon.output())![1]!;
+      const body = await (await request(`http://${address}/metrics`)).body.text();
+      assert.match(body, /^stove_quarantined_records 1$/m);
+      assert.match(body, /^stove_containers\{state="running"\} 0$/m);
+    } finally {
+      await daemon.stop();
+      await daemon.cleanup();
+    }
   });
 
   it('serves OpenMetrics when asked, and only /metrics', async () => {
