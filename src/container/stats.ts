@@ -7,12 +7,13 @@
  * reading has none.
  */
 import { dirname } from 'node:path';
-import { ContainerStats, PodSandboxStats, type CpuUsage, type MemoryUsage, type NetworkUsage } from '../gen/runtime/v1/api.js';
+import { ContainerStats, PodSandboxStats, type CpuUsage, type IoUsage, type MemoryUsage, type NetworkUsage, type PsiStats } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { processInterfaceStats } from '../network/netns-exec.js';
-import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
+import { readCgroupStats, type CgroupLayout, type CgroupStats, type Pressure, type PressureLine } from '../platform/cgroups.js';
+import { cgroupOfParent } from '../sandbox/resize.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 import type { ContainerImages } from './deps.js';
 import { containerConfigOf, type ContainerRecord } from './model.js';
@@ -53,6 +54,7 @@ export class StatsReader {
       attributes: { id: r.id, metadata: config.metadata, labels: config.labels, annotations: config.annotations },
       cpu: this.cpu(r.id, cg, timestamp),
       memory: memory(cg, timestamp),
+      io: io(cg, timestamp),
       writableLayer: {
         timestamp,
         fsId: { mountpoint: dirname(this.o.containerDir(r.id)) },
@@ -76,12 +78,16 @@ export class StatsReader {
     ]);
     const cgroups = [pause, ...(await Promise.all(live.map((c) => this.cgroupStats(c.cgroupsPath))))];
     const total = sumStats(cgroups);
+    // Pressure cannot be summed: it is the pod cgroup's own, when the pod has one (cgroup_parent).
+    const pressure = (await this.podCgroupStats(sandbox))?.pressure;
+    if (total && pressure) total.pressure = pressure;
     const timestamp = nowNs();
     return PodSandboxStats.fromPartial({
       attributes: { id: sandbox.id, metadata: config.metadata, labels: config.labels, annotations: config.annotations },
       linux: {
         cpu: this.cpu(`pod:${sandbox.id}`, total, timestamp),
         memory: memory(total, timestamp),
+        io: io(total, timestamp),
         network,
         process: total?.pids ? { timestamp, processCount: { value: total.pids.current } } : undefined,
         containers: containerStats,
@@ -104,6 +110,17 @@ export class StatsReader {
     }
   }
 
+  /** The stats of the pod's own cgroup (its cgroup_parent), if its config names one. */
+  private async podCgroupStats(sandbox: SandboxRecord): Promise<CgroupStats | undefined> {
+    const parent = podConfigOf(sandbox).linux?.cgroupParent;
+    if (!parent) return undefined;
+    try {
+      return await this.cgroupStats(cgroupOfParent(parent, sandbox.cgroupsPath.includes(':') ? 'systemd' : 'cgroupfs'));
+    } catch {
+      return undefined;
+    }
+  }
+
   private cpu(key: string, cg: CgroupStats | undefined, timestamp: bigint): CpuUsage | undefined {
     if (!cg?.cpu) return undefined;
     const usageNs = cg.cpu.usageNs;
@@ -114,7 +131,7 @@ export class StatsReader {
     if (previous && timestamp > previous.timestampNs && usageNs >= previous.usageNs) {
       nanoCores = ((usageNs - previous.usageNs) * 1_000_000_000n) / (timestamp - previous.timestampNs);
     }
-    return { timestamp, usageCoreNanoSeconds: { value: usageNs }, usageNanoCores: u64(nanoCores), psi: undefined };
+    return { timestamp, usageCoreNanoSeconds: { value: usageNs }, usageNanoCores: u64(nanoCores), psi: psi(cg.pressure?.cpu) };
   }
 
   private async network(sandbox: SandboxRecord): Promise<NetworkUsage | undefined> {
@@ -141,8 +158,21 @@ function memory(cg: CgroupStats | undefined, timestamp: bigint): MemoryUsage | u
     rssBytes: { value: m.rssBytes },
     pageFaults: { value: m.pageFaults },
     majorPageFaults: { value: m.majorPageFaults },
-    psi: undefined,
+    psi: psi(cg.pressure?.memory),
   };
+}
+
+/** Block I/O pressure; absent without PSI (cgroup v1). */
+function io(cg: CgroupStats | undefined, timestamp: bigint): IoUsage | undefined {
+  const p = psi(cg?.pressure?.io);
+  return p ? { timestamp, psi: p } : undefined;
+}
+
+/** A `*.pressure` file in the CRI's terms (PsiData fields are capitalised in the proto). */
+export function psi(p: Pressure | undefined): PsiStats | undefined {
+  if (!p) return undefined;
+  const data = (l: PressureLine | undefined) => (l ? { Total: l.total, Avg10: l.avg10, Avg60: l.avg60, Avg300: l.avg300 } : undefined);
+  return { Full: data(p.full), Some: data(p.some) };
 }
 
 /** Adds up cgroup stats (limits are not summed: a pod total has none). */

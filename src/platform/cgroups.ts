@@ -128,6 +128,34 @@ export interface CgroupStats {
   pids?: { current: bigint; limit?: bigint };
   /** Processes the kernel OOM-killed in this cgroup (needs Linux ≥ 4.13 on v1). */
   oomKills?: bigint;
+  /** Pressure stall information (cgroup v2 `*.pressure`); absent where the kernel gives none (v1). */
+  pressure?: { cpu?: Pressure; memory?: Pressure; io?: Pressure };
+}
+
+/** One line of a `*.pressure` file: stall averages in percent and the total stall time in µs. */
+export interface PressureLine {
+  avg10: number;
+  avg60: number;
+  avg300: number;
+  total: bigint;
+}
+
+/** A `*.pressure` file: `some` (at least one task stalled) and `full` (all of them) lines. */
+export interface Pressure {
+  some?: PressureLine;
+  full?: PressureLine;
+}
+
+/** Parses a `*.pressure` file; lines it does not understand are skipped, undefined when none is left. */
+export function parsePressure(text: string | undefined): Pressure | undefined {
+  if (text === undefined) return undefined;
+  const out: Pressure = {};
+  for (const line of text.split('\n')) {
+    const m = /^(some|full) avg10=(\d+(?:\.\d+)?) avg60=(\d+(?:\.\d+)?) avg300=(\d+(?:\.\d+)?) total=(\d{1,20})\s*$/.exec(line);
+    if (!m) continue;
+    out[m[1] as 'some' | 'full'] = { avg10: Number(m[2]), avg60: Number(m[3]), avg300: Number(m[4]), total: BigInt(m[5]!) };
+  }
+  return out.some || out.full ? out : undefined;
 }
 
 /** `key value` lines (memory.stat, cpu.stat, memory.events, memory.oom_control) as a map. */
@@ -168,6 +196,9 @@ export interface V2Files {
   memoryEvents?: string;
   pidsCurrent?: string;
   pidsMax?: string;
+  cpuPressure?: string;
+  memoryPressure?: string;
+  ioPressure?: string;
 }
 
 /** Stats from cgroup v1 files (pure). Hierarchical `total_*` counters are preferred over local ones. */
@@ -204,6 +235,8 @@ export function statsFromV2(f: V2Files): CgroupStats {
   if (!out.pids) delete out.pids;
   const oom = f.memoryEvents === undefined ? undefined : parseFlatKeyed(f.memoryEvents).get('oom_kill');
   if (oom !== undefined) out.oomKills = oom;
+  const pressure = { cpu: parsePressure(f.cpuPressure), memory: parsePressure(f.memoryPressure), io: parsePressure(f.ioPressure) };
+  if (pressure.cpu || pressure.memory || pressure.io) out.pressure = pressure;
   return out;
 }
 
@@ -247,10 +280,11 @@ export async function readCgroupStats(layout: CgroupLayout, cgroupsPath: string)
   if (!(await anyExists(Object.values(dirs)))) throw notFound(`cgroup ${cgroupsPath} not found`);
   if (layout.version === 2) {
     const d = dirs.unified!;
-    const [cpuStat, memoryCurrent, memoryStat, memoryMax, memoryEvents, pidsCurrent, pidsMax] = await Promise.all(
-      ['cpu.stat', 'memory.current', 'memory.stat', 'memory.max', 'memory.events', 'pids.current', 'pids.max'].map((f) => readOptional(posix.join(d, f))),
+    const files = ['cpu.stat', 'memory.current', 'memory.stat', 'memory.max', 'memory.events', 'pids.current', 'pids.max', 'cpu.pressure', 'memory.pressure', 'io.pressure'];
+    const [cpuStat, memoryCurrent, memoryStat, memoryMax, memoryEvents, pidsCurrent, pidsMax, cpuPressure, memoryPressure, ioPressure] = await Promise.all(
+      files.map((f) => readOptional(posix.join(d, f))),
     );
-    return statsFromV2({ cpuStat, memoryCurrent, memoryStat, memoryMax, memoryEvents, pidsCurrent, pidsMax });
+    return statsFromV2({ cpuStat, memoryCurrent, memoryStat, memoryMax, memoryEvents, pidsCurrent, pidsMax, cpuPressure, memoryPressure, ioPressure });
   }
   const at = (controller: string, file: string) => (dirs[controller] ? readOptional(posix.join(dirs[controller], file)) : Promise.resolve(undefined));
   const [cpuacctUsage, memoryUsage, memoryStat, memoryLimit, memoryOomControl, pidsCurrent, pidsMax] = await Promise.all([

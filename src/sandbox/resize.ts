@@ -34,7 +34,8 @@ export function podCgroupPath(record: SandboxRecord, defaults: PodDefaults): str
   return cgroupOfParent(own, defaults.cgroupDriver);
 }
 
-function cgroupOfParent(parent: string, driver: CgroupDriverName): string {
+/** The cgroup path of a `cgroup_parent`: a systemd slice (the last element) or a cgroupfs path. */
+export function cgroupOfParent(parent: string, driver: CgroupDriverName): string {
   if (driver === 'systemd') return expandSlice(parent.split('/').filter(Boolean).pop() ?? '');
   return cgroupPathOf(`/${parent.split('/').filter(Boolean).join('/')}`);
 }

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import type { Metric, MetricDescriptor, PodSandboxMetrics } from '../../../src/gen/runtime/v1/api.js';
 import { collect } from '../../helpers/cri-client.js';
+import { detectCgroups } from '../../../src/platform/cgroups.js';
 import { containerSuite, ContainerWorld, eventually } from './world.js';
 
 const REQUIRED = [
@@ -89,6 +90,19 @@ describe('CRI metrics of a running pod (real runc, conmon and CNI)', function ()
     assert.deepEqual(streamed.map((p) => p.podSandboxId).sort(), unary.map((p) => p.podSandboxId).sort());
     const names = (p: PodSandboxMetrics) => [...p.metrics, ...p.containerMetrics.flatMap((c) => c.metrics)].map((m) => `${m.name}{${m.labelValues.join(',')}}`).sort();
     assert.deepEqual(names(ours(streamed)), names(ours(unary)));
+
+    // PSI: cgroup v2 only; on a v1 host (like this kind of machine) absent, not zero.
+    const stats = (await rt.containerStats({ containerId: idle })).stats!;
+    const podStats = (await rt.podSandboxStats({ podSandboxId: pod.id })).stats!;
+    if ((await detectCgroups()).version === 1) {
+      assert.equal(stats.cpu!.psi, undefined);
+      assert.equal(stats.memory!.psi, undefined);
+      assert.equal(stats.io, undefined);
+      assert.equal(podStats.linux!.io, undefined);
+    } else {
+      assert.ok(stats.cpu!.psi?.Some);
+      assert.ok(stats.io?.psi);
+    }
 
     // A stopped container leaves the list.
     await rt.stopContainer({ containerId: busy, timeout: 0n });

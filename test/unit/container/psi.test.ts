@@ -1,0 +1,73 @@
+/**
+ * PSI and IoUsage in container and pod stats, from cgroup v2 `*.pressure` files (fixtures), and their
+ * absence (not zeros) where the kernel gives none, as on cgroup v1.
+ */
+import assert from 'node:assert/strict';
+import { cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ContainerConfig } from '../../../src/gen/runtime/v1/api.js';
+import { parsePressure, readCgroupStats, type CgroupLayout } from '../../../src/platform/cgroups.js';
+import { StatsReader } from '../../../src/container/stats.js';
+import type { ContainerRecord } from '../../../src/container/model.js';
+import { silentLogger } from '../../../src/common/logger.js';
+import { REPO_ROOT } from '../../helpers/stove-process.js';
+
+const FIXTURES = join(REPO_ROOT, 'test/fixtures');
+
+describe('PSI and IoUsage', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'stove-psi-'));
+  });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
+  it('parses *.pressure files, skipping what it does not understand', () => {
+    assert.deepEqual(parsePressure('some avg10=1.50 avg60=0.75 avg300=0.20 total=123\n'), { some: { avg10: 1.5, avg60: 0.75, avg300: 0.2, total: 123n } });
+    assert.equal(parsePressure(undefined), undefined);
+    assert.equal(parsePressure(''), undefined);
+    assert.equal(parsePressure('some avg10=x avg60=1 avg300=1 total=1\nnonsense\n'), undefined);
+    assert.equal(parsePressure('full avg10=1 avg60=1 avg300=1 total=123456789012345678901\n'), undefined, 'more than 20 digits');
+  });
+
+  const record = (cgroupsPath: string) =>
+    ({ id: 'c1', name: 'c1', cgroupsPath, config: ContainerConfig.toJSON(ContainerConfig.fromPartial({ metadata: { name: 'c1' } })) }) as unknown as ContainerRecord;
+  const reader = (cgroups: CgroupLayout) =>
+    new StatsReader({ cgroups, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }) }, containerDir: (id) => join(dir, 'containers', id), log: silentLogger });
+
+  it('reports cpu, memory and io pressure from a cgroup v2 tree, uint64 totals exact', async () => {
+    await mkdir(join(dir, 'v2/pods'), { recursive: true });
+    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir, 'v2/pods/c1'), { recursive: true });
+    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir, 'v2'), root: '/' }] };
+    const raw = await readCgroupStats(layout, '/pods/c1');
+    assert.equal(raw.pressure!.memory!.some!.total, 18446744073709551615n);
+
+    const stats = await reader(layout).containerStats(record('/pods/c1'));
+    assert.deepEqual(stats.cpu!.psi, {
+      Some: { Total: 123456789n, Avg10: 1.5, Avg60: 0.75, Avg300: 0.2 },
+      Full: { Total: 0n, Avg10: 0, Avg60: 0, Avg300: 0 },
+    });
+    assert.equal(stats.memory!.psi!.Some!.Total, 18446744073709551615n);
+    assert.equal(stats.memory!.psi!.Full!.Avg10, 10);
+    assert.deepEqual(stats.io!.psi!.Full, { Total: 2121n, Avg10: 0.05, Avg60: 0.1, Avg300: 0.15 });
+    assert.ok(stats.io!.timestamp > 0n);
+    assert.equal(stats.cpu!.usageCoreNanoSeconds!.value, 2_500_000_000n);
+  });
+
+  it('leaves PSI and IoUsage out on cgroup v1, where the kernel has none', async () => {
+    for (const c of ['cpu', 'memory']) await cp(join(FIXTURES, 'cgroup-v1'), join(dir, 'v1', c, 'pods/c1'), { recursive: true });
+    const layout: CgroupLayout = {
+      version: 1,
+      hierarchies: [
+        { version: 1, controllers: ['cpu', 'cpuacct'], mountPoint: join(dir, 'v1/cpu'), root: '/' },
+        { version: 1, controllers: ['memory'], mountPoint: join(dir, 'v1/memory'), root: '/' },
+      ],
+    };
+    const stats = await reader(layout).containerStats(record('/pods/c1'));
+    assert.equal(stats.cpu!.usageCoreNanoSeconds!.value, 2_500_000_000n);
+    assert.equal(stats.memory!.workingSetBytes!.value, 9437184n);
+    assert.equal(stats.cpu!.psi, undefined);
+    assert.equal(stats.memory!.psi, undefined);
+    assert.equal(stats.io, undefined);
+  });
+});
