@@ -83,8 +83,12 @@ async function serveMetrics(metrics: StoveMetrics, host: string, port: number, l
       },
     );
   });
-  // Scrapers keep connections open; a closing daemon must not wait for them.
+  // Scrapers keep a connection open between scrapes; slow or idle clients cannot pile up.
   server.keepAliveTimeout = 30_000;
+  server.headersTimeout = 5_000;
+  server.requestTimeout = 10_000;
+  server.maxConnections = 64;
+  server.maxHeadersCount = 32;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
       reject(new StoveError('FailedPrecondition', `cannot serve metrics on ${host}:${port}: ${err.code === 'EADDRINUSE' ? 'the address is in use' : err.message}`)),

@@ -34,6 +34,13 @@ export function tracesUrl(endpoint: string): string {
   return url.toString();
 }
 
+/**
+ * Attribute values and error messages come from requests (IDs, image names) and may be as long as a
+ * gRPC message: they are cut so a hostile request cannot make Stove export megabytes per span.
+ */
+const MAX_ATTRIBUTE_CHARS = 256;
+const MAX_STATUS_CHARS = 1024;
+
 const metadataGetter: TextMapGetter<MetadataGetter> = {
   keys: () => ['traceparent', 'tracestate'],
   get: (carrier, key) => carrier(key),
@@ -59,6 +66,7 @@ export class OtelTracing implements Tracer {
     this.provider = new TracerProvider({
       resource: resourceFromAttributes({ 'service.name': options.serviceName, 'service.version': options.serviceVersion }),
       sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(options.sampleRatio) }),
+      spanLimits: { attributeValueLengthLimit: MAX_ATTRIBUTE_CHARS, attributeCountLimit: 32, eventCountLimit: 8 },
       spanProcessors: [
         new BatchSpanProcessor({
           exporter: options.exporter ?? new OTLPTraceExporter({ url: tracesUrl(options.endpoint) }),
@@ -118,8 +126,9 @@ export class OtelTracing implements Tracer {
     try {
       return await context.with(ctx, body);
     } catch (err) {
-      span.recordException(err instanceof Error ? err : new Error(messageOf(err)));
-      span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(err) });
+      const message = messageOf(err).slice(0, MAX_STATUS_CHARS);
+      span.recordException({ name: err instanceof Error ? err.name : 'Error', message });
+      span.setStatus({ code: SpanStatusCode.ERROR, message });
       throw err;
     } finally {
       span.end();

@@ -45,8 +45,8 @@ describe('observability: the server edge', () => {
         await Promise.all([timer.time('netns', async () => {}), timer.time('cni', async () => timer.time('inner', async () => {}))]);
         return { podSandboxId: 'p1' };
       },
-      containerStatus: async () => {
-        throw notFound('container "c9" not found');
+      containerStatus: async (r: { containerId: string }) => {
+        throw notFound(`container "${r.containerId}" not found`);
       },
     },
     log,
@@ -109,6 +109,15 @@ describe('observability: the server edge', () => {
     const spans = exporter.getFinishedSpans();
     assert.equal(spans.length, 1);
     assert.equal(spans[0]!.parentSpanContext, undefined);
+  });
+
+  it('request-sized attributes and error messages are cut', async () => {
+    const long = 'a'.repeat(100_000);
+    await call(impl.containerStatus as Unary, { containerId: long });
+    await tracing.flush();
+    const [span] = exporter.getFinishedSpans();
+    assert.equal(String(span!.attributes['container.id']).length, 256);
+    assert.ok(span!.status.message!.length <= 1024);
   });
 
   it('the traces URL gets OTLP\'s path when the endpoint has none', () => {
