@@ -17,14 +17,22 @@ describe('config: node defaults and live reload (SIGHUP)', function () {
   world.pods.runtimeToml = ['default_ulimits = ["nofile=1024:2048", "nproc=500:600"]', 'pids_limit = 77'];
   containerSuite(world, 'config reload tests', { scope: 'pods' });
 
-  /** The container's RLIMIT_NOFILE (soft hard) and pids.max, as the container and its cgroup see them. */
+  /**
+   * The container's RLIMIT_NOFILE and RLIMIT_NPROC (`soft hard`), as its init process has them, and its
+   * pids.max. Read from /proc on the host: runc 1.1 applies an exec's rlimits from outside while the
+   * exec'd Go init may still raise its soft open-file limit, so an exec is no witness.
+   */
   async function limitsOf(id: string): Promise<{ nofile: string; nproc: string; pidsMax: string }> {
-    const nofile = (await world.exec(id, ['sh', '-c', 'echo $(ulimit -Sn) $(ulimit -Hn)'])).stdout.trim();
-    const nproc = (await world.exec(id, ['sh', '-c', 'echo $(ulimit -Su) $(ulimit -Hu)'])).stdout.trim();
+    const info = await world.info(id);
+    const limits = await readFile(`/proc/${info.pid}/limits`, 'utf8');
+    const row = (name: string) => {
+      const cols = limits.split('\n').find((l) => l.startsWith(name))!.slice(name.length).trim().split(/\s+/);
+      return `${cols[0]} ${cols[1]}`;
+    };
     const layout = await detectCgroups();
-    const dirs = cgroupDirs(layout, (await world.info(id)).cgroupsPath);
+    const dirs = cgroupDirs(layout, info.cgroupsPath);
     const dir = layout.version === 2 ? dirs.unified! : dirs.pids!;
-    return { nofile, nproc, pidsMax: (await readFile(join(dir, 'pids.max'), 'utf8')).trim() };
+    return { nofile: row('Max open files'), nproc: row('Max processes'), pidsMax: (await readFile(join(dir, 'pids.max'), 'utf8')).trim() };
   }
 
   /** Sends SIGHUP and waits for the daemon's log line that says how the reload went. */
