@@ -177,6 +177,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   let host: ContainerHostInputs;
   let imageVolumes: ImageVolumeRecord[] = [];
   let edits: Record<string, unknown>;
+  let adjustedResources: LinuxContainerResources | undefined;
   try {
     // In a pod with its own user namespace the runtime sets the container up as the pod's mapped root,
     // which must own the root filesystem to make mount points in it and to write to it. Its owners are
@@ -195,7 +196,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
       specPlan = { ...plan, config: { ...config, mounts: mounted.mounts } };
       lap('image volumes');
     }
-    ({ spec, host, edits } = await writeBundle(o, specPlan, bundleDir, rootfsDir));
+    ({ spec, host, edits, adjustedResources } = await writeBundle(o, specPlan, bundleDir, rootfsDir));
     lap('spec');
     gate.resolve();
   } catch (err) {
@@ -232,7 +233,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     persistDir,
     cgroupsPath: spec.linux?.cgroupsPath ?? cgroupsPath,
     sharedPidNamespace: !spec.linux?.namespaces?.some((n) => n.type === 'pid' && !n.path),
-    resources: LinuxContainerResources.toJSON(config.linux?.resources ?? LinuxContainerResources.fromPartial({})),
+    resources: LinuxContainerResources.toJSON(adjustedResources ?? config.linux?.resources ?? LinuxContainerResources.fromPartial({})),
     // The spec's groups: the user's plus any a spec editor added (CDI additionalGids).
     user: { uid: host.user.uid, gid: host.user.gid, additionalGids: [...(spec.process?.user.additionalGids ?? host.user.additionalGids)] },
     process: (spec.process ?? {}) as unknown as Record<string, unknown>,
@@ -250,7 +251,7 @@ async function writeBundle(
   plan: CreatePlan,
   bundleDir: string,
   rootfsDir: string,
-): Promise<{ spec: Spec; host: ContainerHostInputs; edits: Record<string, unknown> }> {
+): Promise<{ spec: Spec; host: ContainerHostInputs; edits: Record<string, unknown>; adjustedResources?: LinuxContainerResources }> {
   const { config, sandbox, image } = plan;
   let host: ContainerHostInputs;
   try {
@@ -278,9 +279,9 @@ async function writeBundle(
   });
   const edits = await applySpecEditors(o.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
   // The one point where extensions (NRI plugins) see and adjust the finished spec.
-  if (o.lifecycle) await o.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec });
+  const adjustedResources = o.lifecycle ? await o.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec }) : undefined;
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
-  return { spec, host, edits };
+  return { spec, host, edits, adjustedResources };
 }
 
 /** A promise with its resolve and reject (the gate conmon waits at). */

@@ -37,8 +37,11 @@ export interface RuntimeLookup {
  * container and bound their own time; the notifications go out in order and never fail a CRI call.
  */
 export interface ContainerLifecycle {
-  /** The finished OCI spec of a container being created, to adjust in place; a throw fails the create. */
-  adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<void>;
+  /**
+   * The finished OCI spec of a container being created, to adjust in place; a throw fails the create.
+   * Returns the container's resources as the record keeps them when the adjustment changed any.
+   */
+  adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<LinuxContainerResources | undefined>;
   /** Just before the container's process starts. */
   starting(record: ContainerRecord): Promise<void>;
   /** The resources an UpdateContainerResources will apply, for extensions to change; returns them. */

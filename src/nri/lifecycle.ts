@@ -5,7 +5,7 @@
  * Notifications are raised synchronously in the order Stove reports them (the adaptation queues them),
  * from the last NRI view of each pod and container, so a removed one can still be described.
  */
-import { ContainerState, type Container, type ContainerUpdate, type PodSandbox } from '../gen/nri/api.js';
+import { ContainerState, type Container, type ContainerAdjustment, type ContainerUpdate, type PodSandbox } from '../gen/nri/api.js';
 import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -14,7 +14,7 @@ import type { ContainerRecord } from '../container/model.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { Spec } from '../oci/index.js';
 import type { NriAdaptation, NriHost } from './adaptation.js';
-import { containerToNri, criResourcesToNri, nriResourcesToCri, podToNri, specToNri } from './convert.js';
+import { containerToNri, criResourcesToNri, nriResourcesToCri, ociResourcesToNri, podToNri, specToNri } from './convert.js';
 import { applyAdjustment, type AdjustHost } from './spec-adjust.js';
 
 /** What the glue needs of Stove's services. */
@@ -26,6 +26,18 @@ export interface StoveView {
   specOf(record: ContainerRecord): Promise<Spec | undefined>;
   /** UpdateContainerResources without asking the plugins again. */
   updateResources(id: string, resources: LinuxContainerResources): Promise<void>;
+}
+
+/**
+ * The CRI resources a record keeps for a container NRI adjusted: what its spec now has (so that
+ * ContainerStatus and a later UpdateContainerResources start from it). Swap follows the request unless
+ * a plugin set it: the spec's swap may only mirror the memory limit.
+ */
+function recordedResources(requested: LinuxContainerResources | undefined, spec: Spec, adjust: ContainerAdjustment): LinuxContainerResources {
+  const out = nriResourcesToCri(ociResourcesToNri(spec.linux?.resources));
+  out.oomScoreAdj = BigInt(spec.process?.oomScoreAdj ?? 0);
+  out.memorySwapLimitInBytes = adjust.linux?.resources?.memory?.swap?.value ?? requested?.memorySwapLimitInBytes ?? 0n;
+  return out;
 }
 
 export class NriLifecycle implements ContainerLifecycle, NriHost {
@@ -44,8 +56,8 @@ export class NriLifecycle implements ContainerLifecycle, NriHost {
     this.nri = nri;
   }
 
-  async adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<void> {
-    if (!this.nri) return;
+  async adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<LinuxContainerResources | undefined> {
+    if (!this.nri) return undefined;
     const pod = this.podOf(c.sandbox.id) ?? podToNri(c.sandbox);
     const container = specToNri({
       id: c.id,
@@ -59,6 +71,7 @@ export class NriLifecycle implements ContainerLifecycle, NriHost {
     const adjust = await this.nri.createContainer(pod, container);
     await applyAdjustment(c.spec, adjust, { ...this.adjustHost, warn: (m) => this.log.warn(m, { container: c.id }) });
     this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id }));
+    return adjust.linux?.resources || adjust.linux?.oomScoreAdj ? recordedResources(c.config.linux?.resources, c.spec, adjust) : undefined;
   }
 
   async starting(record: ContainerRecord): Promise<void> {

@@ -195,6 +195,11 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
       assert.equal(await sh(id, 'cat /sys/fs/cgroup/memory.max'), String(96 << 20));
       assert.equal(await sh(id, 'cat /sys/fs/cgroup/pids.max'), '77');
     }
+    const reported = (await world.status(id)).status!.resources!.linux!;
+    assert.equal(reported.memoryLimitInBytes, 96n << 20n, 'ContainerStatus reports the resources the plugin set');
+    assert.equal(reported.cpuShares, 300n);
+    assert.equal(reported.cpusetCpus, '0');
+    assert.equal(reported.oomScoreAdj, 432n);
     const info = await world.info(id);
     assert.equal(info.runtimeSpec.annotations['nri.stove.test/added'], 'yes');
     assert.equal(info.runtimeSpec.annotations['io.kubernetes.cri.image-name'], undefined);
