@@ -16,6 +16,7 @@ import { ContainerConfig, PullImageRequest } from '../src/gen/runtime/v1/api.js'
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../test/helpers/otlp-receiver.js';
+import { metricsAddressOf } from '../test/helpers/prometheus.js';
 import type { StoveProcess } from '../test/helpers/stove-process.js';
 import { PodBench, runCycles, timed } from './lib/pods.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
@@ -103,12 +104,6 @@ async function idleRss(stove: StoveProcess): Promise<number> {
   return rssKiB(stove.child.pid!);
 }
 
-function metricsAddress(stove: StoveProcess): string {
-  const m = /"msg":"serving metrics".*?"address":"([^"]+)"/.exec(stove.output());
-  if (!m) throw new Error('the daemon logged no metrics address');
-  return m[1]!;
-}
-
 async function scrape(address: string): Promise<{ ms: number; bytes: number }> {
   const t = performance.now();
   const res = await request(`http://${address}/metrics`);
@@ -185,7 +180,7 @@ async function main(): Promise<void> {
       { name: 'on', bench: on, stove: onStove, times: empty(), idleRssKiB: 0, cpuMs: 0, starts: 0 },
     ];
     for (const d of daemons) d.idleRssKiB = await idleRss(d.stove);
-    const address = AA ? '' : metricsAddress(onStove);
+    const address = AA ? '' : metricsAddressOf(onStove.output());
     // As a Prometheus would: a scrape every second while pods start.
     if (SCRAPE_MS > 0 && !AA) scraper = setInterval(() => void scrape(address).catch(() => {}), SCRAPE_MS);
     for (const d of daemons) await d.stove.clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } }));

@@ -36,6 +36,13 @@ export async function prometheusMissing(): Promise<string | undefined> {
   );
 }
 
+/** The `/metrics` address a daemon logged (`serving metrics`), e.g. for `[metrics] address = "127.0.0.1:0"`. */
+export function metricsAddressOf(daemonOutput: string): string {
+  const m = /"msg":"serving metrics".*?"address":"([^"]+)"/.exec(daemonOutput);
+  if (!m) throw new Error(`the daemon logged no metrics address:\n${daemonOutput}`);
+  return m[1]!;
+}
+
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');

@@ -13,7 +13,7 @@ import { request } from 'undici';
 import { ImageSpec, PodSandboxConfig, RunPodSandboxRequest, RunPodSandboxResponse } from '../../../src/gen/runtime/v1/api.js';
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../helpers/otlp-receiver.js';
-import { prometheusMissing, startPrometheus, type Sample, type TestPrometheus } from '../../helpers/prometheus.js';
+import { metricsAddressOf, prometheusMissing, startPrometheus, type Sample, type TestPrometheus } from '../../helpers/prometheus.js';
 import { REPO_ROOT, startStove } from '../../helpers/stove-process.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, skipReason as containerSkipReason } from '../container/world.js';
@@ -24,9 +24,7 @@ const IMAGE = '/runtime.v1.ImageService';
 class ObservedWorld extends ContainerWorld {
   /** The address the daemon's log says it serves metrics on. */
   metricsAddress(): string {
-    const m = /"msg":"serving metrics".*?"address":"([^"]+)"/.exec(this.daemon.output());
-    if (!m) throw new Error(`the daemon logged no metrics address:\n${this.daemon.output()}`);
-    return m[1]!;
+    return metricsAddressOf(this.daemon.output());
   }
 }
 
@@ -191,7 +189,7 @@ describe('observability: Prometheus metrics and OpenTelemetry traces of a real d
     await writeFile(join(dir, 'root', 'containers', id, 'container.json'), '{"id": "truncated');
     const daemon = await startStove({ dir, configToml: '[metrics]\naddress = "127.0.0.1:0"\n' });
     try {
-      const address = /"msg":"serving metrics".*?"address":"([^"]+)"/.exec(daemon.output())![1]!;
+      const address = metricsAddressOf(daemon.output());
       const body = await (await request(`http://${address}/metrics`)).body.text();
       assert.match(body, /^stove_quarantined_records 1$/m);
       assert.match(body, /^stove_containers\{state="running"\} 0$/m);
