@@ -1,0 +1,123 @@
+/** NRI's configuration, plugin discovery and drop-in configs, and a socket-less adaptation. */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Container } from '../../../src/gen/nri/api.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { defaultConfig, durationMs } from '../../../src/config/schema.js';
+import { silentLogger } from '../../../src/common/logger.js';
+import { discoverPlugins, NriAdaptation, pluginConfig } from '../../../src/nri/adaptation.js';
+import { TestPlugin } from '../../helpers/nri-plugin.js';
+import { eventually } from '../../integration/sandbox/world.js';
+
+describe('nri setup', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'stove-nri-setup-'));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('has containerd’s keys and defaults, off by default', () => {
+    assert.deepEqual(defaultConfig().nri, {
+      enable: false,
+      socketPath: '/var/run/nri/nri.sock',
+      pluginPath: '/opt/nri/plugins',
+      pluginConfigPath: '/etc/nri/conf.d',
+      pluginRegistrationTimeout: '5s',
+      pluginRequestTimeout: '2s',
+      disableConnections: false,
+    });
+    const c = parseConfig('[nri]\nenable = true\nsocket_path = "/s.sock"\nplugin_request_timeout = "500ms"\ndisable_connections = true\n', 'f.toml');
+    assert.equal(c.nri.enable, true);
+    assert.equal(c.nri.socketPath, '/s.sock');
+    assert.equal(durationMs(c.nri.pluginRequestTimeout), 500);
+    assert.equal(c.nri.disableConnections, true);
+    assert.throws(() => parseConfig('[nri]\nplugin_request_timeout = "2"\n', 'f.toml'), /f\.toml: "nri\.plugin_request_timeout" must be a positive duration/);
+    assert.throws(() => parseConfig('[nri]\nplugin_registration_timeout = "0s"\n', 'f.toml'), /"nri\.plugin_registration_timeout" must be a positive duration/);
+    assert.throws(() => parseConfig('[nri]\nplugin_path = "plugins"\n', 'f.toml'), /"nri\.plugin_path" must be an absolute path/);
+    assert.equal(durationMs('1.5s'), 1500);
+    assert.equal(durationMs('2m'), 120_000);
+    assert.equal(durationMs('5'), undefined);
+  });
+
+  it('finds executables named <idx>-<name> and skips the rest', async () => {
+    for (const [name, mode] of [
+      ['10-good', 0o755],
+      ['05-first', 0o700],
+      ['20-not-executable', 0o644],
+      ['badname', 0o755],
+      ['1-short', 0o755],
+      ['xx-letters', 0o755],
+    ] as const) {
+      await writeFile(join(dir, name), '#!/bin/sh\n');
+      await chmod(join(dir, name), mode);
+    }
+    await mkdir(join(dir, '30-dir'));
+    assert.deepEqual(
+      (await discoverPlugins(dir)).map((p) => `${p.index}/${p.name}`),
+      ['05/first', '10/good'],
+    );
+    assert.deepEqual(await discoverPlugins(join(dir, 'missing')), []);
+  });
+
+  it('reads <idx>-<name>.conf before <name>.conf, and nothing when neither exists', async () => {
+    await writeFile(join(dir, 'logger.conf'), 'plain');
+    assert.equal(await pluginConfig(dir, '10', 'logger'), 'plain');
+    await writeFile(join(dir, '10-logger.conf'), 'indexed');
+    assert.equal(await pluginConfig(dir, '10', 'logger'), 'indexed');
+    assert.equal(await pluginConfig(dir, '10', 'other'), '');
+  });
+
+  it('with disable_connections, listens on no socket', async () => {
+    const nri = new NriAdaptation({
+      socketPath: join(dir, 'nri.sock'),
+      pluginPath: join(dir, 'plugins'),
+      pluginConfigPath: join(dir, 'conf.d'),
+      disableConnections: true,
+      timeouts: { registrationMs: 500, requestMs: 500 },
+      runtimeName: 'stove',
+      runtimeVersion: 'test',
+      host: { snapshot: async () => ({ pods: [], containers: [] }), updateContainer: async () => {} },
+      log: silentLogger,
+    });
+    await nri.start();
+    assert.equal(existsSync(join(dir, 'nri.sock')), false);
+    await nri.stop();
+  });
+
+  it('synchronizes in several messages when the state is over the message limit', async () => {
+    const big = Array.from({ length: 30 }, (_, i) => Container.fromPartial({ id: `c${i}`, env: [`X=${'x'.repeat(300_000)}`] }));
+    const nri = new NriAdaptation({
+      socketPath: join(dir, 'nri.sock'),
+      pluginPath: join(dir, 'plugins'),
+      pluginConfigPath: join(dir, 'conf.d'),
+      disableConnections: false,
+      timeouts: { registrationMs: 2000, requestMs: 5000 },
+      runtimeName: 'stove',
+      runtimeVersion: 'test',
+      host: { snapshot: async () => ({ pods: [], containers: big }), updateContainer: async () => {} },
+      log: silentLogger,
+    });
+    await nri.start();
+    const p = await TestPlugin.connect(join(dir, 'nri.sock'), { name: 'big', index: '10' });
+    try {
+      await eventually('the plugin to be synchronized', async () => nri.list().length === 1, 10_000);
+      assert.ok(p.syncs.length > 1, `${p.syncs.length} messages`);
+      assert.deepEqual(
+        p.syncs.map((s) => s.more),
+        [...p.syncs.slice(1).map(() => true), false],
+      );
+      assert.deepEqual(
+        p.syncs.flatMap((s) => s.containers.map((c) => c.id)),
+        big.map((c) => c.id),
+      );
+    } finally {
+      p.close();
+      await nri.stop();
+    }
+  });
+});
