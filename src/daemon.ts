@@ -201,10 +201,10 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     log.child({ module: 'spec' }),
   );
   // The container service is built after the sandbox service it looks pods up in; pods reach it late.
-  let containersRef: ContainerService | undefined;
+  const late: { containers?: ContainerService } = {};
   const podContainers: PodContainers = {
-    stopAll: (id, timeout) => containersRef!.stopAll(id, timeout),
-    removeAll: (id) => containersRef!.removeAll(id),
+    stopAll: (id, timeout) => late.containers!.stopAll(id, timeout),
+    removeAll: (id) => late.containers!.removeAll(id),
   };
   const sandboxes = new SandboxService({
     store: new SandboxStore(config.root, quarantine),
@@ -257,7 +257,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     log: log.child({ module: 'container' }),
   });
   containersForNri = containers;
-  containersRef = containers;
+  late.containers = containers;
   const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
   const criMetrics = new MetricsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'metrics' }) });
   // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.

@@ -32,7 +32,6 @@ export const alreadyExists = (message: string, cause?: unknown) => new StoveErro
 export const failedPrecondition = (message: string, cause?: unknown) =>
   new StoveError('FailedPrecondition', message, { cause });
 export const internal = (message: string, cause?: unknown) => new StoveError('Internal', message, { cause });
-export const unimplemented = (message: string) => new StoveError('Unimplemented', message);
 
 /** The error's own message, whatever was thrown. */
 export function messageOf(err: unknown): string {

@@ -13,7 +13,7 @@ const ESCAPE = '\u0000';
 export function stringifyJson(value: unknown, space?: number): string {
   return JSON.stringify(
     value,
-    (_k, v) =>
+    (_k, v: unknown) =>
       typeof v === 'bigint' ? BIGINT_TAG + v.toString() : typeof v === 'string' && (v.startsWith(BIGINT_TAG) || v.startsWith(ESCAPE)) ? ESCAPE + v : v,
     space,
   );
@@ -21,7 +21,7 @@ export function stringifyJson(value: unknown, space?: number): string {
 
 /** Parses JSON written by stringifyJson, restoring bigint values and escaped strings. */
 export function parseJson<T>(text: string): T {
-  return JSON.parse(text, (_k, v) => {
+  return JSON.parse(text, (_k, v: unknown) => {
     if (typeof v !== 'string') return v;
     if (v.startsWith(ESCAPE)) return v.slice(ESCAPE.length);
     return v.startsWith(BIGINT_TAG) && /^-?\d+$/.test(v.slice(BIGINT_TAG.length)) ? BigInt(v.slice(BIGINT_TAG.length)) : v;

@@ -111,7 +111,7 @@ function validate(config: Config, source: string): void {
   if (!LOG_LEVELS.includes(config.logLevel))
     throw new ConfigError(`${source}: "log_level" must be one of ${LOG_LEVELS.join(', ')}, got "${config.logLevel}"`);
   if (config.runtime.cgroupDriver !== 'cgroupfs' && config.runtime.cgroupDriver !== 'systemd')
-    throw new ConfigError(`${source}: "runtime.cgroup_driver" must be "cgroupfs" or "systemd", got "${config.runtime.cgroupDriver}"`);
+    throw new ConfigError(`${source}: "runtime.cgroup_driver" must be "cgroupfs" or "systemd", got ${JSON.stringify(config.runtime.cgroupDriver)}`);
   for (const key of ['socket', 'root', 'state'] as const) {
     if (!config[key].startsWith('/')) throw new ConfigError(`${source}: "${key}" must be an absolute path, got "${config[key]}"`);
   }

@@ -9,13 +9,13 @@ export interface Paths {
   /** Content-addressed blobs, unpacked layers, image records. */
   imagesDir: string;
   /** Per-sandbox persistent dir: metadata and status JSON. */
-  sandboxDir(id: string): string;
+  sandboxDir: (id: string) => string;
   /** Per-sandbox volatile dir: hostname, resolv.conf, hosts, shm mount, pause bundle. */
-  sandboxStateDir(id: string): string;
+  sandboxStateDir: (id: string) => string;
   /** Per-container persistent dir: metadata and status JSON. */
-  containerDir(id: string): string;
+  containerDir: (id: string) => string;
   /** Per-container volatile dir: OCI bundle (config.json, rootfs mount point), conmon files. */
-  containerStateDir(id: string): string;
+  containerStateDir: (id: string) => string;
   /** Where conmon writes `<id>` with the exit code. */
   exitsDir: string;
   /** Where conmon puts attach socket links (kept short for the 108-byte sun_path limit). */

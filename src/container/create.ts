@@ -9,7 +9,7 @@
  * Each acquisition pushes its undo at once, so a failed create leaves no mount, cgroup, conmon, runc
  * container, name reservation or directory behind.
  */
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { CleanupStack } from '../common/cleanup.js';

@@ -10,7 +10,6 @@
  */
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import {
   ContainerEventResponse,
   ContainerEventType,

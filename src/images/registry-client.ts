@@ -6,7 +6,7 @@
  */
 import type { Agent, Dispatcher } from 'undici';
 import { undici } from './http.js';
-import { StoveError, messageOf, notFound, failedPrecondition } from '../common/errors.js';
+import { StoveError, messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { DEFAULT_DOMAIN, type ImageReference } from './reference.js';
 import {
@@ -560,5 +560,3 @@ const SMALL_BODY_STALLS = 2;
 function readLimited(body: Dispatcher.ResponseData['body'], max: number, stallMs: number, what = 'response'): Promise<Buffer> {
   return readBounded(body, { max, what, stallMs, deadlineMs: stallMs * SMALL_BODY_STALLS });
 }
-
-export { notFound };

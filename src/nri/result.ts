@@ -52,7 +52,7 @@ class Owners {
 
   claim(containerId: string, what: string, plugin: string): void {
     let mine = this.owners.get(containerId);
-    if (!mine) this.owners.set(containerId, (mine = new Map()));
+    if (!mine) this.owners.set(containerId, (mine = new Map<string, string>()));
     const other = mine.get(what);
     if (other !== undefined) throw new PluginConflictError(`plugins "${plugin}" and "${other}" both tried to set ${what}`);
     mine.set(what, plugin);

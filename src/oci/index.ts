@@ -26,18 +26,8 @@ export type { SpecSettingsConfig } from './host-settings.js';
 
 export { buildContainerSpec } from './container-spec.js';
 export { buildPauseSpec, pauseSysctls } from './pause-spec.js';
-export { resolveUser, userRequestFrom, parsePasswd, parseGroup } from './user.js';
-export { processArgs, containerEnv } from './process.js';
-export { validateSysctls } from './sysctls.js';
-export { cgroupsPathFor, clampOomScoreAdj, oomScoreClamper, linuxResources } from './resources.js';
-export { selectSeccomp } from './seccomp.js';
-export { ANNOTATIONS } from './annotations.js';
-export { PAUSE_COMMAND } from './defaults.js';
+export { cgroupsPathFor, linuxResources } from './resources.js';
 export { prepareContainerHost, preparePauseHost } from './host-prepare.js';
-export { prepareMounts } from './host-mounts.js';
-export { resolveDevices, listHostDevices } from './host-devices.js';
-export { readUserDatabase } from './host-user.js';
-export { loadDefaultSeccompProfile, loadSeccompProfiles } from './host-security.js';
 export { detectSpecSettings, liveSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
 
 import type { Spec } from './types.js';

@@ -192,7 +192,7 @@ export class SandboxService {
     if (network.status === 'rejected') throw network.reason;
     if (shm.status === 'rejected') throw wrap(shm.reason, `failed to unmount the shm of sandbox "${id}"`);
     const wasUp = record.state === 'ready' || record.pausePid !== 0 || record.ips.length > 0;
-    (wasUp ? this.log.info : this.log.debug).call(this.log, 'pod sandbox stopped', { id, ms: timer.total(), steps: timer.steps });
+    this.log[wasUp ? 'info' : 'debug']('pod sandbox stopped', { id, ms: timer.total(), steps: timer.steps });
   }
 
   /** Kills and deletes the pause container if it is still there; how it ended, or undefined if it was gone. */

@@ -95,7 +95,7 @@ class Session {
   async feed(chunk: Uint8Array): Promise<void> {
     let offset = 0;
     while (offset < chunk.length) {
-      if (this.error) throw this.error;
+      this.throwIfFailed();
       this.batch ??= Buffer.allocUnsafeSlow(BATCH);
       const n = Math.min(BATCH - this.batchLength, chunk.length - offset);
       this.batch.set(chunk.subarray(offset, offset + n), this.batchLength);
@@ -107,7 +107,7 @@ class Session {
 
   /** Sends the current batch and waits while too much is queued. */
   async flush(): Promise<void> {
-    if (this.error) throw this.error;
+    this.throwIfFailed();
     if (this.batch && this.batchLength > 0) {
       const data = this.batch.buffer as ArrayBuffer;
       const length = this.batchLength;
@@ -117,6 +117,11 @@ class Session {
       this.post({ type: 'chunk', data, length }, [data]);
     }
     while (this.inFlight > MAX_IN_FLIGHT && !this.finished) await new Promise<void>((r) => (this.waiter = r));
+    this.throwIfFailed();
+  }
+
+  /** The worker's failure, once there is one (a method, so the check is not narrowed away across awaits). */
+  private throwIfFailed(): void {
     if (this.error) throw this.error;
   }
 
@@ -156,7 +161,7 @@ export class UnpackPool {
       clearTimeout(w.idleTimer);
       w.onExit?.(err);
     };
-    worker.on('error', (err) => gone(err));
+    worker.on('error', (err: Error) => gone(err));
     worker.on('exit', (code) => gone(new LayerJobError(`unpack worker exited with code ${code}`, 'io')));
     this.all.add(w);
     return w;

@@ -78,12 +78,12 @@ export class ResizeQueue implements AsyncIterable<TerminalSize> {
 export function parseTerminalSize(text: string): TerminalSize | undefined {
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(text) as unknown;
   } catch {
     return undefined;
   }
   if (typeof value !== 'object' || value === null) return undefined;
-  const fields = new Map(Object.entries(value).map(([k, v]) => [k.toLowerCase(), v]));
+  const fields = new Map<string, unknown>(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k.toLowerCase(), v]));
   const width = fields.get('width');
   const height = fields.get('height');
   const ok = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff;

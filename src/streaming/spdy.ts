@@ -499,7 +499,7 @@ export class SpdySession {
       while (this.outQueue.length > 0 && !this.dead) {
         const head = this.outQueue[0]!;
         const bytes = Buffer.isBuffer(head) ? head : await head.catch(() => undefined);
-        this.outQueue.shift();
+        void this.outQueue.shift();
         if (bytes && !this.dead) {
           this.touch();
           this.transport.write(bytes);
@@ -654,7 +654,7 @@ export class SpdyStream extends Duplex {
     // After a reset or a lost connection, output is dropped rather than failed (see file header).
     if (this.reset || this.localDone || this.session.isClosed) return callback();
     if (!this.replied) this.reply();
-    this.session.sendData(this.id, chunk, false).then(() => callback());
+    this.session.sendData(this.id, chunk, false).then(() => callback(), callback);
   }
 
   override _final(callback: (error?: Error | null) => void): void {
@@ -664,7 +664,7 @@ export class SpdyStream extends Duplex {
     this.session.sendData(this.id, Buffer.alloc(0), true).then(() => {
       this.maybeForget();
       callback();
-    });
+    }, callback);
   }
 
   override _destroy(_error: Error | null, callback: (error?: Error | null) => void): void {

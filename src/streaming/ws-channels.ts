@@ -176,7 +176,7 @@ export class ChannelStream extends Duplex {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (!this.spec.write) return callback();
-    this.conn.send(this.index, chunk).then(() => callback());
+    this.conn.send(this.index, chunk).then(() => callback(), callback);
   }
 
   override _final(callback: (error?: Error | null) => void): void {

@@ -346,13 +346,6 @@ export async function pushManifest(registry: TestRegistry, repo: string, referen
   return sha256(body);
 }
 
-/** Deletes a manifest by digest (the registry runs with deletes enabled). */
-export async function deleteManifest(registry: TestRegistry, repo: string, digest: string): Promise<void> {
-  const res = await request(`${registry.url}/v2/${repo}/manifests/${digest}`, { method: 'DELETE', headers: headers(registry), dispatcher: registry.dispatcher });
-  await res.body.dump();
-  if (res.statusCode !== 202) throw new Error(`manifest ${repo}@${digest} delete failed: HTTP ${res.statusCode}`);
-}
-
 export interface PushedImage {
   /** `127.0.0.1:<port>/repo:tag`. */
   reference: string;

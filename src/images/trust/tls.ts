@@ -103,7 +103,8 @@ const CLIENT_CERT_ALERT = /^ERR_SSL_.*ALERT_(CERTIFICATE_REQUIRED|BAD_CERTIFICAT
 
 function errorCode(err: unknown): string {
   const e = err as { code?: unknown; cause?: { code?: unknown } };
-  return String(e?.code ?? e?.cause?.code ?? '');
+  const code = e?.code ?? e?.cause?.code;
+  return typeof code === 'string' ? code : '';
 }
 
 /**

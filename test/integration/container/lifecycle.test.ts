@@ -199,7 +199,7 @@ describe('containers: lifecycle (real runc, conmon and CNI)', function () {
     const id = await world.run(pod, world.config('busybox', { command: ['sh', '-c', 'sleep 0.3; exit 2'] }));
     await world.waitExited(id);
     await rt.removeContainer({ containerId: id });
-    for (const { events, call } of subscribers) {
+    for (const { events } of subscribers) {
       await eventually('four events', async () => events.filter((e) => e.containerId === id).length >= 4);
       const mine = events.filter((e) => e.containerId === id);
       assert.deepEqual(

@@ -15,7 +15,7 @@ import { mountPoints } from '../../../src/platform/mount.js';
 import { cgroupPathOf, detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
 import { execa } from 'execa';
 
-export { codeOf, eventually, pidAlive, rejectsWith, conmonsUnder } from '../sandbox/world.js';
+export { eventually, pidAlive, rejectsWith } from '../sandbox/world.js';
 
 export function skipReason(): string | undefined {
   return podSkipReason();
@@ -86,7 +86,7 @@ export class ContainerWorld {
     return { ...clients.runtime, pull: (image: string) => clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } })) };
   }
 
-  image(name: keyof typeof IMAGES | string): PushedImage {
+  image(name: string): PushedImage {
     const image = this.images.get(name);
     if (!image) throw new Error(`no test image ${name}`);
     return image;

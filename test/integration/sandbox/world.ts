@@ -28,11 +28,6 @@ export function skipReason(): string | undefined {
   return undefined;
 }
 
-/** The gRPC status code of a failed call. */
-export function codeOf(err: unknown): string {
-  return status[(err as ServiceError).code] ?? String((err as ServiceError).code);
-}
-
 /** Asserts a call fails with `code` and a message matching `re`; returns the message. */
 export async function rejectsWith(p: Promise<unknown>, code: keyof typeof status, re: RegExp): Promise<string> {
   try {

@@ -12,7 +12,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerState, NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { spdyUpgrade } from '../../helpers/spdy-client.js';
 import { suiteHooks } from '../../helpers/suite.js';
-import { eventually, listProcessesNamed, parseStatus, rejectsWith, skipReason, StreamingWorld, waitForText, writeChunked } from './world.js';
+import { eventually, listProcessesNamed, parseStatus, rejectsWith, skipReason, StreamingWorld, waitForText } from './world.js';
 
 describe('streaming: exec, attach and port-forward into real containers', function () {
   this.timeout(60_000);

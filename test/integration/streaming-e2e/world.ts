@@ -11,7 +11,7 @@ import { AttachRequest, ExecRequest, PortForwardRequest } from '../../../src/gen
 import { ContainerWorld, eventually } from '../container/world.js';
 import { spdyUpgrade, type ClientStream, type SpdyClient } from '../../helpers/spdy-client.js';
 
-export { codeOf, eventually, rejectsWith, skipReason } from '../container/world.js';
+export { eventually, rejectsWith, skipReason } from '../container/world.js';
 
 /** What client-go offers for exec and attach (newest first). */
 export const COMMAND_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'];

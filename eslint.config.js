@@ -1,0 +1,41 @@
+// Lint: typescript-eslint with type information, for what tsc lets through in async code: promises
+// nobody awaits, promises where a callback is expected, values of type any flowing on unchecked.
+// Style is not linted (no rule here should fail a build over layout or taste).
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'src/gen/**'] },
+  {
+    files: ['**/*.ts'],
+    extends: [tseslint.configs.recommendedTypeChecked],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      // tsc's noUnusedLocals/noUnusedParameters report these already.
+      '@typescript-eslint/no-unused-vars': 'off',
+      // An async function without await still returns a promise on purpose (an interface wants one).
+      '@typescript-eslint/require-await': 'off',
+      // A `!` that tsc does not need is harmless; removing them all is churn.
+      '@typescript-eslint/no-unnecessary-type-assertion': 'off',
+      // `const self = this` for a callback that gets its own `this` (prom-client's collect) is fine.
+      '@typescript-eslint/no-this-alias': 'off',
+      // Wire protocols compare enum members with the numbers they arrive as.
+      '@typescript-eslint/no-unsafe-enum-comparison': 'off',
+      // Taste, and wrong for a variable a closure reads before its one assignment.
+      'prefer-const': 'off',
+      // Passing on a caught `unknown` as it came is right.
+      '@typescript-eslint/prefer-promise-reject-errors': 'off',
+    },
+  },
+  {
+    // Tests read JSON and wire payloads loosely and print whatever they compare.
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/restrict-template-expressions': 'off',
+    },
+  },
+);
