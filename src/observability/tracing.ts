@@ -5,7 +5,7 @@
  */
 import { context, diag, trace, DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { W3CTraceContextPropagator, setGlobalErrorHandler } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
@@ -46,9 +46,29 @@ const metadataGetter: TextMapGetter<MetadataGetter> = {
   get: (carrier, key) => carrier(key),
 };
 
-/** The SDK's own complaints (a collector that is down, a dropped batch) go to Stove's log. */
-function routeDiagnostics(log: Logger): void {
-  const warn = (message: string, ...args: unknown[]) => log.warn('tracing: ' + message, args.length ? { detail: args.map((a) => messageOf(a)).join('; ') } : {});
+/** At most one line a minute about the collector: a kubelet's polls make a batch every second. */
+const DIAGNOSTIC_INTERVAL_MS = 60_000;
+
+/**
+ * The SDK's own complaints go to Stove's log, rate-limited: failed exports (a collector that is down)
+ * through its global error handler, the rest (a dropped batch) through its diagnostic logger.
+ */
+function routeDiagnostics(log: Logger, url: string): void {
+  let last = -Infinity;
+  let suppressed = 0;
+  const warn = (message: string, ...args: unknown[]) => {
+    const now = performance.now();
+    if (now - last < DIAGNOSTIC_INTERVAL_MS) {
+      suppressed++;
+      return;
+    }
+    last = now;
+    const fields: Record<string, unknown> = args.length ? { detail: args.map((a) => messageOf(a)).join('; ').slice(0, MAX_STATUS_CHARS) } : {};
+    if (suppressed) fields.similarSinceLast = suppressed;
+    suppressed = 0;
+    log.warn('tracing: ' + message, fields);
+  };
+  setGlobalErrorHandler((err) => warn(`cannot send spans to ${url}; they are dropped`, err));
   diag.setLogger(
     { error: warn, warn, info: () => {}, debug: () => {}, verbose: () => {} },
     { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
@@ -62,14 +82,15 @@ export class OtelTracing implements Tracer {
   private readonly contextManager = new AsyncLocalStorageContextManager();
 
   constructor(options: TracingOptions) {
-    routeDiagnostics(options.log);
+    const url = tracesUrl(options.endpoint);
+    routeDiagnostics(options.log, url);
     this.provider = new TracerProvider({
       resource: resourceFromAttributes({ 'service.name': options.serviceName, 'service.version': options.serviceVersion }),
       sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(options.sampleRatio) }),
       spanLimits: { attributeValueLengthLimit: MAX_ATTRIBUTE_CHARS, attributeCountLimit: 32, eventCountLimit: 8 },
       spanProcessors: [
         new BatchSpanProcessor({
-          exporter: options.exporter ?? new OTLPTraceExporter({ url: tracesUrl(options.endpoint) }),
+          exporter: options.exporter ?? new OTLPTraceExporter({ url }),
           scheduledDelayMillis: options.exportIntervalMs ?? 1000,
         }),
       ],
