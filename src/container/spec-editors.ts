@@ -52,12 +52,17 @@ export function cdiEditor(cdi: Pick<CdiRegistry, 'inject'>, log: Logger): SpecEd
   };
 }
 
-/** OCI hooks whose `when` matches (`ociHooks`: the hook files applied). */
+/**
+ * OCI hooks whose `when` matches (`ociHooks`: the hook files applied). Annotations are matched as
+ * CRI-O matches them: the container's own (whether or not runtime.allowed_annotations lets them into
+ * the spec; a hook file keyed on an annotation is the node's choice), with the spec's fixed keys.
+ */
 export function ociHooksEditor(hooks: Pick<OciHookRegistry, 'inject'>): SpecEditor {
   return {
     key: 'ociHooks',
     async edit(spec, { config }) {
-      const applied = await hooks.inject(spec, { hasBindMounts: config.mounts.length > 0 });
+      const annotations = { ...config.annotations, ...spec.annotations };
+      const applied = await hooks.inject(spec, { annotations, hasBindMounts: config.mounts.length > 0 });
       return applied.length ? applied : undefined;
     },
   };

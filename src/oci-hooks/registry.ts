@@ -52,9 +52,9 @@ export class OciHookRegistry {
   }
 
   /** Adds the matching hooks to `spec` at their stages; returns the files that matched. */
-  async inject(spec: Spec, ctx: Omit<HookContext, 'command' | 'annotations'>): Promise<string[]> {
+  async inject(spec: Spec, ctx: Omit<HookContext, 'command'>): Promise<string[]> {
     const { hooks } = await this.current();
-    const context: HookContext = { ...ctx, annotations: spec.annotations ?? {}, command: spec.process?.args[0] ?? '' };
+    const context: HookContext = { ...ctx, command: spec.process?.args[0] ?? '' };
     const applied: string[] = [];
     for (const entry of hooks) {
       if (!matches(entry.hook.when, context)) continue;

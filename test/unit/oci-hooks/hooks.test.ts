@@ -82,7 +82,7 @@ describe('oci hook registry', () => {
     await writeFile(join(dir, 'etc', 'bad.json'), file({ always: true }, ['poststop'], { path: join(dir, 'missing') }));
     const registry = new OciHookRegistry({ hooksDirs: [join(dir, 'usr'), join(dir, 'etc')], log: silentLogger });
     const s = spec();
-    const applied = await registry.inject(s, { hasBindMounts: false });
+    const applied = await registry.inject(s, { annotations: s.annotations!, hasBindMounts: false });
     assert.deepEqual(applied, [join(dir, 'usr', '10-trace.json'), join(dir, 'etc', '20-masked.json')]);
     assert.deepEqual(s.hooks, {
       createRuntime: [{ path: program, args: ['usr-trace'] }],
@@ -96,10 +96,10 @@ describe('oci hook registry', () => {
 
   it('notices a hook file added after it started', async () => {
     const registry = new OciHookRegistry({ hooksDirs: [join(dir, 'usr')], log: silentLogger });
-    assert.deepEqual(await registry.inject(spec(), { hasBindMounts: true }), []);
+    assert.deepEqual(await registry.inject(spec(), { annotations: {}, hasBindMounts: true }), []);
     await writeFile(join(dir, 'usr', 'mounts.json'), file({ hasBindMounts: true }, ['createContainer'], { path: program }));
     const s = spec();
-    assert.deepEqual(await registry.inject(s, { hasBindMounts: true }), [join(dir, 'usr', 'mounts.json')]);
+    assert.deepEqual(await registry.inject(s, { annotations: {}, hasBindMounts: true }), [join(dir, 'usr', 'mounts.json')]);
     assert.deepEqual(s.hooks, { createContainer: [{ path: program }] });
   });
 });
