@@ -9,7 +9,7 @@
  * of waiting for the exit handler, which queues behind it and then finds nothing left to do.
  */
 import { readFile, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   ContainerEventResponse,
   ContainerEventType,
@@ -41,7 +41,8 @@ import {
   targetPidFor,
   uniqueName,
 } from './create.js';
-import { logPathFor } from './log-file.js';
+import { logPathFor, prepareLogFile } from './log-file.js';
+import { podConfigOf } from '../sandbox/model.js';
 import { toContainerStatus } from './cri-status.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { EventHub, type EventSink } from './events.js';
@@ -465,6 +466,9 @@ export class ContainerService {
     if (r.state !== 'running') throw failedPrecondition(`container "${r.id}" is not running (${r.state.toUpperCase()}): cannot reopen its log`);
     if (!r.logPath) throw failedPrecondition(`container "${r.id}" has no log path`);
     try {
+      // conmon reopens the path by name: the new file is made here first, no symlink followed.
+      const sandbox = this.o.sandboxes.find(r.sandboxId);
+      await prepareLogFile((sandbox && podConfigOf(sandbox).logDirectory) || dirname(r.logPath), r.logPath);
       await this.o.monitor.reopenLog(r.id, r.logPath);
     } catch (err) {
       throw wrap(err, `failed to reopen the log of container "${r.id}"`);

@@ -4,10 +4,10 @@
  * followed, and runtime.log_size_max reaches conmon, which truncates the log at that size.
  */
 import assert from 'node:assert/strict';
-import { lstat, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, readFile, rename, rm, stat, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { containerSuite, ContainerWorld, rejectsWith } from '../integration/container/world.js';
+import { containerSuite, ContainerWorld, eventually, rejectsWith } from '../integration/container/world.js';
 
 const LOG_SIZE_MAX = 16384;
 
@@ -50,6 +50,25 @@ describe('security: log paths stay in the log directory (real daemon, runc, conm
     assert.equal(await readFile(join(outside, 'existing.log'), 'utf8'), 'host file\n');
     // The refused creates left their symlinks alone and made nothing else in the log directory.
     assert.deepEqual((await readdir(dir)).sort(), ['existing.log', 'linked-dir', 'linked.log']);
+  });
+
+  it('makes the new file itself on ReopenContainerLog, so a symlink planted after a rotation is refused', async () => {
+    const pod = await world.pod();
+    const config = world.config('busybox', { logPath: 'rotated.log', command: ['sh', '-c', 'while true; do echo tick; sleep 0.2; done'] });
+    const id = await world.run(pod, config);
+    const path = join(pod.config.logDirectory, 'rotated.log');
+    // The kubelet's rotation: rename, then ReopenContainerLog; a planted symlink takes the name between.
+    await rename(path, `${path}.1`);
+    await writeFile(join(outside, 'victim'), 'host file\n');
+    await symlink(join(outside, 'victim'), path);
+    await rejectsWith(world.daemon.clients.runtime.reopenContainerLog({ containerId: id }), 'FAILED_PRECONDITION', /rotated\.log" is a symbolic link/);
+    assert.equal(await readFile(join(outside, 'victim'), 'utf8'), 'host file\n');
+    // Without the symlink the reopen makes a fresh file and conmon writes to it.
+    await unlink(path);
+    await world.daemon.clients.runtime.reopenContainerLog({ containerId: id });
+    await eventually('a line in the reopened log', async () => (await readFile(path, 'utf8')).includes('tick'));
+    assert.ok((await lstat(path)).isFile());
+    assert.equal(await readFile(join(outside, 'victim'), 'utf8'), 'host file\n');
   });
 
   it('creates the log in a new sub-directory and passes runtime.log_size_max to conmon', async () => {
