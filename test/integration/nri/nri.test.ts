@@ -122,6 +122,21 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
     assert.ok(c.pid > 0);
   });
 
+  it('after a restart, relaunches the pre-launched plugins and describes recovered containers in full', async () => {
+    const pod = await world.pod();
+    const id = await world.run(pod, world.config('sleeper'));
+    const before = (await status()).plugins.find((p) => p.name === 'recorder')!.pid;
+    await world.pods.restart('SIGKILL');
+    const after = (await status()).plugins.find((p) => p.name === 'recorder')?.pid;
+    assert.ok(after && after !== before, `recorder relaunched (pid ${before} → ${after})`);
+    const p = await connect('after-restart', '10');
+    const c = p.syncs.at(-1)!.containers.find((x) => x.id === id);
+    assert.deepEqual(c?.args, ['sleep', '3600'], 'the recovered container is described from its spec');
+    assert.equal(c?.state, 3);
+    const second = await world.run(pod, world.config('sleeper'));
+    assert.equal(await sh(second, 'echo $PRELAUNCHED'), 'yes', 'the relaunched plugin adjusts new containers');
+  });
+
   it('relays every pod and container event in order', async () => {
     const p = await connect('events', '10');
     const rt = world.daemon.clients.runtime;
