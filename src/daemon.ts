@@ -27,7 +27,7 @@ import { removeImage } from './cri/image-remove.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { detectSpecSettings, liveSpecSettings } from './oci/index.js';
-import { SandboxStore, type PodContainers } from './sandbox/store.js';
+import { SandboxStore } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
 import { RuntimeHandlerSet } from './runtime/handlers.js';
 import { ConmonPauseRuntime } from './sandbox/pause.js';
@@ -49,8 +49,9 @@ import { createContainer, removeContainer, startContainer, stopContainer } from 
 import { containerStatus, listContainers, streamContainers } from './cri/container-query.js';
 import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
 import { execSync } from './cri/exec-sync.js';
-import { getContainerEvents, withSandboxEvents } from './cri/events.js';
-import { routeExit } from './pod/exits.js';
+import { getContainerEvents } from './cri/container-events.js';
+import { LifecycleEvents } from './pod/events.js';
+import { PodLifecycle } from './pod/lifecycle.js';
 import {
   containerStats,
   listContainerStats,
@@ -200,19 +201,14 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     },
     log.child({ module: 'spec' }),
   );
-  // The container service is built after the sandbox service it looks pods up in; pods reach it late.
-  const late: { containers?: ContainerService } = {};
-  const podContainers: PodContainers = {
-    stopAll: (id, timeout) => late.containers!.stopAll(id, timeout),
-    removeAll: (id) => late.containers!.removeAll(id),
-  };
+  const sandboxStore = new SandboxStore(config.root, quarantine);
+  const containerStore = new ContainerStore(config.root, quarantine);
   const sandboxes = new SandboxService({
-    store: new SandboxStore(config.root, quarantine),
+    store: sandboxStore,
     sandboxStateDir: paths.sandboxStateDir,
     network: podNetwork,
     pause: new ConmonPauseRuntime(monitor, runtimes),
     runtimes,
-    containers: podContainers,
     host: new LinuxSandboxHost(),
     specSettings,
     pauseRootfs: await installPauseRootfs(config.state),
@@ -240,8 +236,15 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
         log.child({ module: 'nri' }),
       )
     : undefined;
+  // The one publisher of pod and container events; each service sends its own through it.
+  const events = new LifecycleEvents({
+    sandbox: (id) => sandboxStore.get(id),
+    containersOf: (id) => containerStore.ofSandbox(id),
+    extensions: nriLifecycle,
+    log: log.child({ module: 'events' }),
+  });
   const containers = new ContainerService({
-    store: new ContainerStore(config.root, quarantine),
+    store: containerStore,
     sandboxes,
     images,
     monitor,
@@ -252,19 +255,19 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     containerDir: paths.containerDir,
     containerStateDir: paths.containerStateDir,
     logSizeMax: config.runtime.logSizeMax,
-    podSandboxStatus: (id) => podSandboxStatus(sandboxes, { podSandboxId: id, verbose: false }).then((r) => r.status),
+    events,
     lifecycle: nriLifecycle,
     log: log.child({ module: 'container' }),
   });
   containersForNri = containers;
-  late.containers = containers;
+  const pods = new PodLifecycle({ sandboxes, containers, events });
   const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
   const criMetrics = new MetricsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'metrics' }) });
   // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.
   const exits = new ExitWatcher({
     exitsDir: paths.exitsDir,
     onExit: async (exit) => {
-      await routeExit(exit, sandboxes, containers);
+      await pods.routeExit(exit);
     },
     log: log.child({ module: 'exits' }),
   });
@@ -306,9 +309,9 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     status: (r) => info.status(r),
     runtimeConfig: () => info.runtimeConfig(),
     updateRuntimeConfig: (r) => info.updateRuntimeConfig(r),
-    runPodSandbox: (r) => runPodSandbox(sandboxes, r),
-    stopPodSandbox: (r) => stopPodSandbox(sandboxes, r),
-    removePodSandbox: (r) => removePodSandbox(sandboxes, r),
+    runPodSandbox: (r) => runPodSandbox(pods, r),
+    stopPodSandbox: (r) => stopPodSandbox(pods, r),
+    removePodSandbox: (r) => removePodSandbox(pods, r),
     updatePodSandboxResources: (r) => updatePodSandboxResources(sandboxes, r),
     podSandboxStatus: (r) => podSandboxStatus(sandboxes, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
@@ -335,10 +338,8 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     listMetricDescriptors: () => listMetricDescriptors(),
     listPodSandboxMetrics: () => listPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }),
     streamPodSandboxMetrics: (r, sink) => streamPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }, r, sink),
-    getContainerEvents: (r, sink) => getContainerEvents(containers, r, sink),
+    getContainerEvents: (r, sink) => getContainerEvents(events, r, sink),
   };
-  // Pod sandboxes publish their own lifecycle events too (the kubelet's evented PLEG wants them).
-  Object.assign(runtimeHandlers, withSandboxEvents(containers, sandboxes, runtimeHandlers as Parameters<typeof withSandboxEvents>[2]));
   const imageHandlers: Partial<ImageHandlers> = {
     pullImage: (r) => pullImage(images, r),
     listImages: (r) => listImages(images, r),
@@ -395,7 +396,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       return { applied, needsRestart };
     },
     async stop() {
-      containers.events.close();
+      events.close();
       await endpoint.shutdown();
       // Ends live exec/attach/port-forward sessions: their exec'd processes are killed.
       await streaming.stop();

@@ -2,7 +2,7 @@
  * What the container service needs from the rest of Stove, as narrow interfaces: the daemon passes the
  * real services, unit tests pass fakes.
  */
-import type { ContainerConfig, LinuxContainerResources, PodSandboxStatus } from '../gen/runtime/v1/api.js';
+import type { ContainerConfig, ContainerEventType, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import type { ContainerRecord } from './model.js';
 import type { Logger } from '../common/logger.js';
 import type { ImageService } from '../images/image-service.js';
@@ -13,6 +13,12 @@ import type { SandboxRecord } from '../sandbox/model.js';
 import type { Spec, SpecSettings } from '../oci/index.js';
 import type { SpecEditor } from './spec-editors.js';
 import type { ContainerStore } from './store.js';
+
+/** Where a container's lifecycle events go (the one publisher, pod/events.ts). */
+export interface ContainerEvents {
+  /** A container's lifecycle event (`deleted`: the container is gone and not among the pod's statuses). */
+  container(type: ContainerEventType, record: ContainerRecord, deleted?: boolean): void;
+}
 
 /** Sandbox lookups (the sandbox service). */
 export interface SandboxLookup {
@@ -65,14 +71,12 @@ export interface ContainerServiceOptions {
   containerDir(id: string): string;
   /** Per-container volatile dir: the OCI bundle and the rootfs mount point. */
   containerStateDir(id: string): string;
-  /** The CRI status of a pod, for events; undefined when it is gone. */
-  podSandboxStatus?: (sandboxId: string) => Promise<PodSandboxStatus | undefined>;
+  /** Where the container's lifecycle events go (pod/events.ts). */
+  events: ContainerEvents;
   /** conmon's `--log-size-max` for CRI logs, in bytes; unlimited when omitted or negative. */
   logSizeMax?: number;
   /** Milliseconds to wait for a killed container's exit (default 30 s). */
   killTimeoutMs?: number;
-  /** Consecutive refused event writes after which a GetContainerEvents subscriber is dropped. */
-  eventBacklog?: number;
   lifecycle?: ContainerLifecycle;
   log: Logger;
 }

@@ -11,11 +11,9 @@
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import {
-  ContainerEventResponse,
   ContainerEventType,
   LinuxContainerResources,
   type ContainerConfig,
-  type ContainerStatus,
   type PodSandboxConfig,
 } from '../gen/runtime/v1/api.js';
 import { withCleanup } from '../common/cleanup.js';
@@ -43,9 +41,7 @@ import {
 } from './create.js';
 import { logPathFor, prepareLogFile } from './log-file.js';
 import { podConfigOf } from '../sandbox/model.js';
-import { toContainerStatus } from './cri-status.js';
 import type { ContainerServiceOptions } from './deps.js';
-import { EventHub, type EventSink } from './events.js';
 import { mergeResources } from './resources.js';
 import { containerConfigOf, type ContainerRecord, type ContainerStateName } from './model.js';
 import type { ContainerStore } from './store.js';
@@ -84,19 +80,13 @@ export interface ExecTarget {
 
 export class ContainerService {
   readonly store: ContainerStore;
-  readonly events: EventHub<ContainerEventResponse>;
   private readonly locks = new KeyedMutex();
   private readonly exitWaiters = new Map<string, Set<() => void>>();
   private readonly log: Logger;
-  /** Events are built and published one at a time, in order. */
-  private eventChain: Promise<void> = Promise.resolve();
-  /** The last event published for each pod sandbox. */
-  private readonly lastSandboxEvent = new Map<string, ContainerEventType>();
 
   constructor(readonly o: ContainerServiceOptions) {
     this.store = o.store;
     this.log = o.log;
-    this.events = new EventHub({ maxBacklog: o.eventBacklog, log: o.log });
   }
 
   /** A config reload's `runtime.log_size_max`: for containers created from now on. */
@@ -417,7 +407,7 @@ export class ContainerService {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Pod operations (the sandbox module's PodContainers)
+  // Pod operations (pod/lifecycle.ts's PodContainers)
 
   /** Stops every running container of a sandbox. */
   async stopAll(sandboxId: string, timeoutSeconds: number): Promise<void> {
@@ -501,63 +491,11 @@ export class ContainerService {
     return { ...capOutput(result.stdout, result.stderr), exitCode: result.exitCode };
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // Events
-
-  /** Adds a GetContainerEvents subscriber. */
-  subscribe(sink: EventSink<ContainerEventResponse>): () => void {
-    return this.events.subscribe(sink);
-  }
-
-  /**
-   * Publishes a lifecycle event of a container with the pod's status and its containers' statuses as
-   * they are now (`deleted`: the container is gone and not among them). Events go out in call order.
-   */
-  emit(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
-    const lifecycle = CONTAINER_LIFECYCLE[type];
-    if (lifecycle) this.o.lifecycle?.containerEvent(lifecycle, record);
-    if (this.events.size === 0) return;
-    const createdAt = nowNs();
-    // Snapshot now: the statuses must be those of this moment, not of when the event is built.
-    const statuses = this.store.ofSandbox(record.sandboxId).map(toContainerStatus);
-    if (!deleted && !statuses.some((s) => s.id === record.id)) statuses.push(toContainerStatus(record));
-    this.enqueueEvent(record.id, record.sandboxId, type, createdAt, statuses);
-  }
-
-  /** A pod sandbox's own event (the kubelet's evented PLEG wants these too), in the same order. */
-  emitSandboxEvent(sandboxId: string, type: ContainerEventType): void {
-    // A StopPodSandbox and the pause process's exit file both report the stop: publish it once.
-    if (this.lastSandboxEvent.get(sandboxId) === type) return;
-    if (type === ContainerEventType.CONTAINER_DELETED_EVENT) this.lastSandboxEvent.delete(sandboxId);
-    else this.lastSandboxEvent.set(sandboxId, type);
-    const lifecycle = POD_LIFECYCLE[type];
-    if (lifecycle) this.o.lifecycle?.podEvent(lifecycle, sandboxId);
-    if (this.events.size === 0) return;
-    const statuses = this.store.ofSandbox(sandboxId).map(toContainerStatus);
-    this.enqueueEvent(sandboxId, sandboxId, type, nowNs(), statuses);
-  }
-
-  private enqueueEvent(id: string, sandboxId: string, type: ContainerEventType, createdAt: bigint, statuses: ContainerStatus[]): void {
-    if (this.events.size === 0) return;
-    this.eventChain = this.eventChain.then(async () => {
-      const podSandboxStatus = await this.o.podSandboxStatus?.(sandboxId).catch(() => undefined);
-      this.events.publish(ContainerEventResponse.fromPartial({ containerId: id, containerEventType: type, createdAt, podSandboxStatus, containersStatuses: statuses }));
-    });
+  /** Publishes a lifecycle event of this container (pod/events.ts). */
+  private emit(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
+    this.o.events.container(type, record, deleted);
   }
 }
-
-/** The lifecycle notification each CRI event stands for. */
-const CONTAINER_LIFECYCLE: Partial<Record<ContainerEventType, 'created' | 'started' | 'stopped' | 'removed'>> = {
-  [ContainerEventType.CONTAINER_CREATED_EVENT]: 'created',
-  [ContainerEventType.CONTAINER_STARTED_EVENT]: 'started',
-  [ContainerEventType.CONTAINER_STOPPED_EVENT]: 'stopped',
-  [ContainerEventType.CONTAINER_DELETED_EVENT]: 'removed',
-};
-const POD_LIFECYCLE: Partial<Record<ContainerEventType, 'started' | 'stopped' | 'removed'>> = {
-  [ContainerEventType.CONTAINER_STARTED_EVENT]: 'started',
-  [ContainerEventType.CONTAINER_STOPPED_EVENT]: 'stopped',
-  [ContainerEventType.CONTAINER_DELETED_EVENT]: 'removed',
-};
 
 /** Runs every promise to the end, then throws the first failure. */
 async function settle(promises: Promise<unknown>[]): Promise<void> {

@@ -1,7 +1,6 @@
 /** PodSandboxStatus, ListPodSandbox and StreamPodSandboxes. */
 import {
   ListPodSandboxResponse,
-  PodSandboxState,
   PodSandboxStatusResponse,
   PodSandbox,
   StreamPodSandboxesResponse,
@@ -15,31 +14,16 @@ import { writeChunked } from '../api/stream-chunks.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { SandboxRecord } from '../sandbox/model.js';
+import { criPodState, toPodSandboxStatus } from '../sandbox/cri-status.js';
 import type { SandboxService } from '../sandbox/service.js';
-
-function criState(record: SandboxRecord): PodSandboxState {
-  return record.state === 'ready' ? PodSandboxState.SANDBOX_READY : PodSandboxState.SANDBOX_NOTREADY;
-}
 
 /** NOT_FOUND for an unknown pod; `verbose` adds `info["info"]`, a JSON document like containerd's. */
 export async function podSandboxStatus(sandboxes: SandboxService, req: PodSandboxStatusRequest): Promise<PodSandboxStatusResponse> {
   const record = await sandboxes.refresh(sandboxes.get(requiredString(req.podSandboxId, 'pod_sandbox_id')));
-  const config = sandboxes.configOf(record);
-  const [primary = '', ...additional] = record.ips;
   const info: Record<string, string> = {};
   if (req.verbose) info.info = JSON.stringify(await verboseInfo(sandboxes, record));
   return PodSandboxStatusResponse.fromPartial({
-    status: {
-      id: record.id,
-      metadata: config.metadata,
-      state: criState(record),
-      createdAt: record.createdAt,
-      network: { ip: primary, additionalIps: additional.map((ip) => ({ ip })) },
-      linux: { namespaces: { options: config.linux?.securityContext?.namespaceOptions ?? {} } },
-      labels: config.labels,
-      annotations: config.annotations,
-      runtimeHandler: record.runtimeHandler,
-    },
+    status: toPodSandboxStatus(record),
     info,
     timestamp: nowNs(),
   });
@@ -89,7 +73,7 @@ export async function streamPodSandboxes(
 
 function selectPodSandboxes(sandboxes: SandboxService, filter: PodSandboxFilter | undefined): PodSandbox[] {
   let records = filter?.id ? [sandboxes.find(filter.id)].filter((r): r is SandboxRecord => r !== undefined) : sandboxes.list();
-  if (filter?.state) records = records.filter((r) => criState(r) === filter.state!.state);
+  if (filter?.state) records = records.filter((r) => criPodState(r) === filter.state!.state);
   const selector = Object.entries(filter?.labelSelector ?? {});
   const items: PodSandbox[] = [];
   for (const record of records.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0))) {
@@ -98,7 +82,7 @@ function selectPodSandboxes(sandboxes: SandboxService, filter: PodSandboxFilter 
     items.push({
       id: record.id,
       metadata: config.metadata,
-      state: criState(record),
+      state: criPodState(record),
       createdAt: record.createdAt,
       labels: config.labels,
       annotations: config.annotations,

@@ -2,12 +2,12 @@
 import { RunPodSandboxResponse, type RunPodSandboxRequest } from '../gen/runtime/v1/api.js';
 import { required } from './validate.js';
 import { validateLinuxResources } from './validate-resources.js';
-import type { SandboxService } from '../sandbox/service.js';
+import type { PodLifecycle } from '../pod/lifecycle.js';
 
-export async function runPodSandbox(sandboxes: SandboxService, req: RunPodSandboxRequest): Promise<RunPodSandboxResponse> {
+export async function runPodSandbox(pods: PodLifecycle, req: RunPodSandboxRequest): Promise<RunPodSandboxResponse> {
   const config = required(req.config, 'config');
   validateLinuxResources(config.linux?.overhead, 'config.linux.overhead');
   validateLinuxResources(config.linux?.resources, 'config.linux.resources');
-  const record = await sandboxes.run(config, req.runtimeHandler);
+  const record = await pods.run(config, req.runtimeHandler);
   return RunPodSandboxResponse.fromPartial({ podSandboxId: record.id });
 }

@@ -1,6 +1,6 @@
 /**
  * The pod sandbox service: RunPodSandbox (run.ts), StopPodSandbox and RemovePodSandbox over the
- * network, the pod files and the pause container; the lookups the container module and the query RPCs
+ * network, the pod files and the pause container (pod/lifecycle.ts deals with the pod's containers first); the lookups the container module and the query RPCs
  * use; the exit handler that marks a pod NOTREADY when its pause process dies; and the recovery that
  * rebuilds everything from disk before the API answers (recover.ts removes what interrupted runs left).
  * Stop, remove and exit handling of one pod are serialised by a per-pod lock.
@@ -23,7 +23,7 @@ import { collectGarbage } from './recover.js';
 import { runSandbox } from './run.js';
 import { StepTimer } from './steps.js';
 import { podCgroupPath, podLimits } from './resize.js';
-import type { PodContainers, SandboxStore } from './store.js';
+import type { SandboxStore } from './store.js';
 
 /** The network operations a pod needs (PodNetworkManager; faked in unit tests). */
 export type PodNetwork = Pick<
@@ -39,8 +39,6 @@ export interface SandboxServiceOptions {
   pause: PauseRuntime;
   /** Validates a runtime handler name (throws NotFound for an unknown one) and lists them. */
   runtimes: { get(handler: string): unknown; names(): string[] };
-  /** Stops and removes the pod's containers (the container module). */
-  containers: PodContainers;
   host: SandboxHost;
   specSettings: SpecSettings;
   /** Absolute path of the pause root filesystem. */
@@ -154,7 +152,10 @@ export class SandboxService {
   // ---------------------------------------------------------------------------------------------
   // StopPodSandbox and RemovePodSandbox
 
-  /** Stops the pod's containers, the pause container and the network. Unknown or stopped: nothing to do. */
+  /**
+   * Stops the pause container and the network (pod/lifecycle.ts stops the containers first). Unknown or
+   * stopped: nothing to do.
+   */
   async stop(idOrPrefix: string): Promise<void> {
     const found = this.store.find(idOrPrefix);
     if (!found) return;
@@ -165,11 +166,6 @@ export class SandboxService {
     const timer = new StepTimer();
     const record = this.store.get(id);
     if (!record) return;
-    try {
-      await timer.time('containers', () => this.o.containers.stopAll(id, 0));
-    } catch (err) {
-      throw wrap(err, `failed to stop containers of sandbox "${id}"`);
-    }
     // The pin keeps the netns (and the pod interface) alive without the pause process, so the pause
     // container and the network go at the same time.
     const [pause, network, shm] = await Promise.allSettled([
@@ -210,7 +206,7 @@ export class SandboxService {
     await this.o.network.removeNetns(record.netnsPath);
   }
 
-  /** Stops the pod if needed, then removes its containers, files, dirs, cgroups and record. */
+  /** Stops the pod if needed, then removes its files, dirs, cgroups and record (its containers are gone already). */
   async remove(idOrPrefix: string): Promise<void> {
     const found = this.store.find(idOrPrefix);
     if (!found) return;
@@ -218,11 +214,6 @@ export class SandboxService {
       const record = this.store.get(found.id);
       if (!record) return;
       await this.stopLocked(record.id);
-      try {
-        await this.o.containers.removeAll(record.id);
-      } catch (err) {
-        throw wrap(err, `failed to remove containers of sandbox "${record.id}"`);
-      }
       try {
         await this.o.pause.forget(record.id);
         await this.o.host.removePodFiles(record.files);

@@ -23,14 +23,3 @@ export class SandboxStore extends RecordStore<SandboxRecord> {
     return records;
   }
 }
-
-/**
- * What the sandbox module needs from the container module (implemented there, wired in daemon.ts), so
- * that stopping or removing a pod stops or removes its containers without a dependency cycle.
- */
-export interface PodContainers {
-  /** Stops every running container of the sandbox (timeout 0 kills at once). */
-  stopAll(sandboxId: string, timeoutSeconds: number): Promise<void>;
-  /** Removes every container of the sandbox. */
-  removeAll(sandboxId: string): Promise<void>;
-}

@@ -10,6 +10,7 @@ import { PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { notFound } from '../../../src/common/errors.js';
 import { ContainerService } from '../../../src/container/service.js';
+import { LifecycleEvents } from '../../../src/pod/events.js';
 import { ContainerStore } from '../../../src/container/store.js';
 import type { ContainerImages, ContainerServiceOptions, SandboxLookup } from '../../../src/container/deps.js';
 import type { ImageInfo } from '../../../src/images/image-service.js';
@@ -184,6 +185,8 @@ export interface Harness {
   runtime: FakeRuntime;
   monitor: FakeMonitor;
   options: ContainerServiceOptions;
+  /** The event publisher the service was given. */
+  events: LifecycleEvents;
   /** A new service over the same dir (a restart). */
   restart(): ContainerService;
   cleanup(): Promise<void>;
@@ -195,19 +198,25 @@ export async function harness(): Promise<Harness> {
   const images = new FakeImages();
   const runtime = new FakeRuntime();
   const monitor = new FakeMonitor(runtime);
-  const make = (): ContainerServiceOptions => ({
-    store: new ContainerStore(join(dir, 'root')),
-    sandboxes,
-    images,
-    monitor: monitor as unknown as Monitor,
-    runtimes: { get: () => runtime as unknown as Runc },
-    specSettings: testSettings(),
-    cgroups: { version: 1, hierarchies: [] },
-    containerDir: (id) => join(dir, 'root', 'containers', id),
-    containerStateDir: (id) => join(dir, 'state', 'containers', id),
-    killTimeoutMs: 500,
-    log: silentLogger,
-  });
+  const make = (): ContainerServiceOptions => {
+    const store = new ContainerStore(join(dir, 'root'));
+    // The pod's status is left out of events here: the fake sandboxes have no CRI config.
+    const events = new LifecycleEvents({ sandbox: () => undefined, containersOf: (id) => store.ofSandbox(id), log: silentLogger });
+    return {
+      store,
+      events,
+      sandboxes,
+      images,
+      monitor: monitor as unknown as Monitor,
+      runtimes: { get: () => runtime as unknown as Runc },
+      specSettings: testSettings(),
+      cgroups: { version: 1, hierarchies: [] },
+      containerDir: (id) => join(dir, 'root', 'containers', id),
+      containerStateDir: (id) => join(dir, 'state', 'containers', id),
+      killTimeoutMs: 500,
+      log: silentLogger,
+    };
+  };
   const options = make();
   return {
     dir,
@@ -217,6 +226,7 @@ export async function harness(): Promise<Harness> {
     runtime,
     monitor,
     options,
+    events: options.events as LifecycleEvents,
     restart: () => new ContainerService(make()),
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };

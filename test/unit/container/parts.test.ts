@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { ContainerConfig, ContainerState, LinuxContainerResources, PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { silentLogger } from '../../../src/common/logger.js';
-import { EventHub } from '../../../src/container/events.js';
+import { EventHub } from '../../../src/pod/event-hub.js';
 import { mergeResources } from '../../../src/container/resources.js';
 import { capOutput } from '../../../src/container/service.js';
 import { sumStats } from '../../../src/container/stats.js';

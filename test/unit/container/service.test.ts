@@ -111,7 +111,7 @@ describe('container service (fakes)', () => {
 
   it('handles exit files, emits events in order, and removes everything', async () => {
     const s = sink();
-    h.service.subscribe(s);
+    h.events.subscribe(s);
     const r = await h.service.create(SANDBOX, config());
     await h.service.start(r.id);
     assert.equal(await h.service.handleExit({ id: r.id, exitCode: 0, finishedAtNs: 10n ** 19n }), true);
@@ -119,7 +119,6 @@ describe('container service (fakes)', () => {
     assert.equal(h.service.get(r.id).reason, 'Completed');
     await h.service.remove(r.id);
     await h.service.remove(r.id);
-    await new Promise((resolve) => setTimeout(resolve, 10));
     assert.deepEqual(
       s.events.map((e) => ContainerEventType[e.containerEventType]),
       ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT', 'CONTAINER_DELETED_EVENT'],

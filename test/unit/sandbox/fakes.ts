@@ -14,7 +14,9 @@ import type { SandboxHost } from '../../../src/sandbox/host.js';
 import type { PauseProcess, PauseRefs, PauseRuntime } from '../../../src/sandbox/pause.js';
 import type { PodFiles } from '../../../src/sandbox/pod-files.js';
 import { SandboxService, type PodNetwork } from '../../../src/sandbox/service.js';
-import { SandboxStore, type PodContainers } from '../../../src/sandbox/store.js';
+import { SandboxStore } from '../../../src/sandbox/store.js';
+import { PodLifecycle, type PodContainers } from '../../../src/pod/lifecycle.js';
+import type { ContainerEventType } from '../../../src/gen/runtime/v1/api.js';
 import type { Spec } from '../../../src/oci/types.js';
 import { testSettings } from '../oci/fixtures.js';
 
@@ -180,6 +182,18 @@ export class FakeContainers implements PodContainers {
   async removeAll(id: string): Promise<void> {
     this.calls.push(`containers.removeAll ${id}`);
   }
+  async handleExit(exit: { id: string }): Promise<boolean> {
+    this.calls.push(`containers.handleExit ${exit.id}`);
+    return false;
+  }
+}
+
+/** The pod events published, as `<type> <id>`. */
+export class FakePodEvents {
+  readonly published: { type: ContainerEventType; id: string }[] = [];
+  pod(type: ContainerEventType, sandboxId: string): void {
+    this.published.push({ type, id: sandboxId });
+  }
 }
 
 /** A service over fakes and a temp root/state. */
@@ -189,7 +203,10 @@ export class Harness {
   readonly pause = new FakePause(this.calls);
   readonly host = new FakeHost(this.calls);
   readonly containers = new FakeContainers(this.calls);
+  readonly events = new FakePodEvents();
   service!: SandboxService;
+  /** The pod lifecycle over the service, the fake containers and the event recorder. */
+  pods!: PodLifecycle;
   store!: SandboxStore;
 
   private constructor(readonly dir: string) {}
@@ -219,13 +236,13 @@ export class Harness {
         },
         names: () => ['runc', 'crun'],
       },
-      containers: this.containers,
       host: this.host,
       specSettings: testSettings(),
       pauseRootfs: '/fake/rootfs/pause',
       defaults: { cgroupParent: '/kubepods', cgroupDriver: 'cgroupfs' },
       log: silentLogger,
     });
+    this.pods = new PodLifecycle({ sandboxes: this.service, containers: this.containers, events: this.events });
     return this.service;
   }
 

@@ -4,7 +4,7 @@ import { access, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NamespaceMode, PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { podSandboxStatus, listPodSandbox } from '../../../src/cri/sandbox-query.js';
-import { PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerEventType, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { boom, Harness } from './fakes.js';
 
@@ -165,10 +165,10 @@ describe('sandbox service', () => {
     assert.ok(h.calls.indexOf(`network.setup ${r.id}`) < h.calls.indexOf(`pause.create ${r.id} `));
   });
 
-  it('stops containers, pause and network; stop and remove are idempotent', async () => {
-    const r = await h.service.run(pod(), 'crun');
+  it('stops containers, then pause and network; stop and remove are idempotent', async () => {
+    const r = await h.pods.run(pod(), 'crun');
     h.calls.length = 0;
-    await h.service.stop(r.id);
+    await h.pods.stop(r.id);
     assert.deepEqual(h.calls, [
       `containers.stopAll ${r.id} 0`,
       `pause.destroy ${r.id} crun`,
@@ -180,22 +180,29 @@ describe('sandbox service', () => {
     assert.deepEqual(stopped.ips, []);
     assert.equal(stopped.pausePid, 0);
     assert.equal(stopped.exit?.code, 137);
-    await h.service.stop(r.id);
-    await h.service.stop('ffff');
-    await h.service.remove(r.id);
-    await h.service.remove(r.id);
-    await h.service.remove('ffff');
+    await h.pods.stop(r.id);
+    await h.pods.stop('ffff');
+    await h.pods.remove(r.id);
+    await h.pods.remove(r.id);
+    await h.pods.remove('ffff');
     await assertNothingLeft();
+    // Each event once, though the pod was stopped twice and removed twice.
+    assert.deepEqual(
+      h.events.published.map((e) => `${ContainerEventType[e.type]} ${e.id}`),
+      ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT', 'CONTAINER_DELETED_EVENT'].map((t) => `${t} ${r.id}`),
+    );
     await rejectsKind(podSandboxStatus(h.service, { podSandboxId: r.id, verbose: false }), 'NotFound', /not found/);
   });
 
-  it('removes a ready pod by stopping it first, then its containers, cgroups and the parents it created', async () => {
+  it('removes a ready pod: its containers stopped, then the pod stopped, its containers removed, then its cgroups and the parents it created', async () => {
     h.host.missing = ['/stove/pod1', '/stove'];
     const r = await h.service.run(pod({ linux: { cgroupParent: '/stove/pod1' } }), '');
     assert.deepEqual(r.createdCgroupParents, ['/stove/pod1', '/stove']);
     h.calls.length = 0;
-    await h.service.remove(r.id);
+    await h.pods.remove(r.id);
+    assert.ok(h.calls.indexOf(`containers.stopAll ${r.id} 0`) < h.calls.indexOf(`pause.destroy ${r.id} `));
     assert.ok(h.calls.indexOf(`pause.destroy ${r.id} `) < h.calls.indexOf(`containers.removeAll ${r.id}`));
+    assert.ok(h.calls.indexOf(`containers.removeAll ${r.id}`) < h.calls.indexOf('host.removePodFiles'));
     assert.deepEqual(
       h.calls.filter((c) => c.startsWith('host.remove')),
       ['host.removePodFiles', `host.removeCgroup /stove/pod1/${r.id}`, 'host.removeEmptyCgroup /stove/pod1', 'host.removeEmptyCgroup /stove'],
@@ -206,8 +213,24 @@ describe('sandbox service', () => {
   it('keeps a pod whose containers cannot be stopped, and says why', async () => {
     const r = await h.service.run(pod(), '');
     h.containers.fail = boom('stop container');
-    await rejectsKind(h.service.stop(r.id), 'Internal', new RegExp(`^failed to stop containers of sandbox "${r.id}"`));
+    await rejectsKind(h.pods.stop(r.id), 'Internal', new RegExp(`^failed to stop containers of sandbox "${r.id}"`));
     assert.equal(h.service.get(r.id).state, 'ready');
+  });
+
+  it('routes exits: a pause container\'s makes its pod NOTREADY and publishes STOPPED once, others go to the containers', async () => {
+    const r = await h.pods.run(pod(), '');
+    await h.pods.routeExit({ id: 'c'.repeat(64), exitCode: 0, finishedAtNs: 1n });
+    assert.ok(h.calls.includes(`containers.handleExit ${'c'.repeat(64)}`));
+    assert.equal(h.service.get(r.id).state, 'ready');
+    await h.pods.routeExit(h.pause.kill(r.id, 137));
+    assert.equal(h.service.get(r.id).state, 'notready');
+    assert.ok(!h.calls.includes(`containers.handleExit ${r.id}`));
+    // The stop that follows reports no second STOPPED.
+    await h.pods.stop(r.id);
+    assert.deepEqual(
+      h.events.published.map((e) => ContainerEventType[e.type]),
+      ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT'],
+    );
   });
 
   it('marks a pod NOTREADY when its pause process exits', async () => {
