@@ -26,8 +26,8 @@ export function podToNri(pod: SandboxRecord): PodSandbox {
     annotations: { ...config.annotations },
     runtimeHandler: pod.runtimeHandler,
     linux: {
-      podOverhead: undefined,
-      podResources: undefined,
+      podOverhead: config.linux?.overhead ? criResourcesToNri(config.linux.overhead) : undefined,
+      podResources: config.linux?.resources ? criResourcesToNri(config.linux.resources) : undefined,
       cgroupParent: pod.cgroupParent,
       cgroupsPath: pod.cgroupsPath,
       namespaces: Object.entries(pod.namespaces).map(([type, path]) => ({ type: type as string, path: path as string })),

@@ -140,7 +140,7 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
   it('relays every pod and container event in order', async () => {
     const p = await connect('events', '10');
     const rt = world.daemon.clients.runtime;
-    const pod = await world.pod();
+    const pod = await world.pod({ linux: { overhead: { cpuShares: 64n }, resources: { memoryLimitInBytes: 256n << 20n } } });
     const id = await world.run(pod, world.config('sleeper'));
     await rt.updateContainerResources(UpdateContainerResourcesRequest.fromPartial({ containerId: id, linux: { cpuShares: 256n } }));
     await rt.stopContainer({ containerId: id, timeout: 0n });
@@ -155,6 +155,8 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
     const create = p.creates.find((c) => c.container?.id === id)!;
     assert.equal(create.pod?.id, pod.id);
     assert.equal(create.pod?.namespace, 'stove-it');
+    assert.equal(create.pod?.linux?.podOverhead?.cpu?.shares?.value, 64n);
+    assert.equal(create.pod?.linux?.podResources?.memory?.limit?.value, 256n << 20n);
     assert.deepEqual(create.container?.args, ['sleep', '3600']);
   });
 
