@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { Metadata, status, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { implement } from '../../../src/api/services.js';
@@ -45,6 +46,10 @@ describe('observability: the server edge', () => {
         await Promise.all([timer.time('netns', async () => {}), timer.time('cni', async () => timer.time('inner', async () => {}))]);
         return { podSandboxId: 'p1' };
       },
+      streamContainers: async (_r: unknown, sink: { write(m: unknown): boolean }) => {
+        sink.write({ containers: [] });
+      },
+      getContainerEvents: () => {},
       containerStatus: async (r: { containerId: string }) => {
         throw notFound(`container "${r.containerId}" not found`);
       },
@@ -66,6 +71,26 @@ describe('observability: the server edge', () => {
       ],
     );
     assert.ok(recorded.every(([, , s]) => typeof s === 'number' && s >= 0 && s < 5));
+  });
+
+  it('a bounded stream is counted and timed when it ends; an endless one is counted once open', async () => {
+    const stream = () => {
+      const s = Object.assign(new EventEmitter(), { request: {}, metadata: new Metadata(), writableNeedDrain: false, written: [] as unknown[], ended: false });
+      return Object.assign(s, { write: (m: unknown) => (s.written.push(m), true), end: () => void (s.ended = true) });
+    };
+    const bounded = stream();
+    (impl.streamContainers as (c: unknown) => void)(bounded);
+    const endless = stream();
+    (impl.getContainerEvents as (c: unknown) => void)(endless);
+    await new Promise((r) => setImmediate(r));
+    assert.ok(bounded.ended, 'the bounded stream was ended');
+    assert.equal(bounded.written.length, 1);
+    assert.ok(!endless.ended);
+    const byMethod = new Map(recorded.map(([m, c, s]) => [m, [c, s]]));
+    const [code, seconds] = byMethod.get('/runtime.v1.RuntimeService/StreamContainers')!;
+    assert.equal(code, 'OK');
+    assert.equal(typeof seconds, 'number');
+    assert.deepEqual(byMethod.get('/runtime.v1.RuntimeService/GetContainerEvents'), ['OK', undefined]);
   });
 
   it('a call is a server span under the caller\'s traceparent, its steps are children', async () => {
