@@ -61,8 +61,13 @@ export async function readRootfsFile(root: string, path: string, maxBytes = MAX_
   }
 }
 
-/** The container's /etc/passwd and /etc/group (null when missing), for resolveUser. */
+/**
+ * The container's /etc/passwd and /etc/group (null when missing), for resolveUser. Both are read at
+ * once, but when both fail the error is always /etc/passwd's, whichever read failed first.
+ */
 export async function readUserDatabase(root: string): Promise<{ passwd: string | null; group: string | null }> {
-  const [passwd, group] = await Promise.all([readRootfsFile(root, '/etc/passwd'), readRootfsFile(root, '/etc/group')]);
-  return { passwd, group };
+  const [passwd, group] = await Promise.allSettled([readRootfsFile(root, '/etc/passwd'), readRootfsFile(root, '/etc/group')]);
+  if (passwd.status === 'rejected') throw passwd.reason;
+  if (group.status === 'rejected') throw group.reason;
+  return { passwd: passwd.value, group: group.value };
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -133,6 +134,15 @@ describe('host preparation', () => {
       await mkdir(join(root, 'etc'), { recursive: true });
       await symlink('/etc/passwd', join(root, 'etc/passwd'));
       await assert.rejects(readUserDatabase(root), /too many levels of symbolic links/);
+    });
+
+    it('names /etc/passwd when both files fail, even when /etc/group fails first', async () => {
+      const root = join(dir, 'both-bad');
+      await mkdir(join(root, 'etc'), { recursive: true });
+      // /etc/passwd fails slowly (a chain of 41 links to follow), /etc/group at once (a FIFO).
+      for (let i = 0; i < 41; i++) await symlink(`/etc/l${i + 1}`, join(root, `etc/${i ? `l${i}` : 'passwd'}`));
+      execFileSync('mkfifo', [join(root, 'etc/group')]);
+      await assert.rejects(readUserDatabase(root), /too many levels of symbolic links in \/etc\/passwd/);
     });
   });
 
