@@ -17,6 +17,7 @@ import { CONTAINERD_DEFAULT_CAPABILITIES } from '../../../src/config/schema.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { detectCgroups, readCgroupStats, removeCgroup } from '../../../src/platform/cgroups.js';
 import { ownOomScoreAdj } from '../../../src/platform/proc.js';
+import { eventually } from '../sandbox/world.js';
 import {
   buildContainerSpec,
   buildPauseSpec,
@@ -33,6 +34,11 @@ import {
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 const exists = (p: string) => access(p).then(() => true, () => false);
+
+async function sameFile(a: string, b: string): Promise<boolean> {
+  const [x, y] = await Promise.all([stat(a), stat(b)]);
+  return x.dev === y.dev && x.ino === y.ino;
+}
 
 /** A tiny rootfs: static busybox plus passwd/group with a user that has a supplementary group. */
 async function busyboxRootfs(rootfs: string): Promise<string> {
@@ -71,7 +77,13 @@ describe('specs run by runc', function () {
       reject: false,
     });
     if (r.exitCode !== 0) assert.fail(`runc run ${id} failed: ${await readFile(log, 'utf8').catch(() => '(no log)')}`);
-    return Number((await readFile(join(bundle, 'pid'), 'utf8')).trim());
+    const pid = Number((await readFile(join(bundle, 'pid'), 'utf8')).trim());
+    // `runc run -d` returns once `runc init` may exec the process, not once it has: until then the pid
+    // is still runc init, with its own environment. Wait until it runs the spec's program (the same file
+    // as args[0] in its root, as the shell may exec again).
+    const program = (JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec).process!.args![0]!;
+    await eventually(`${id} to exec ${program}`, () => sameFile(`/proc/${pid}/exe`, `/proc/${pid}/root${program}`), 10_000);
+    return pid;
   }
 
   async function writeBundle(name: string, spec: Spec): Promise<string> {
