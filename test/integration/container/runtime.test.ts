@@ -12,6 +12,11 @@ import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { execInNetns } from '../../../src/network/netns-exec.js';
 import { containerSuite, ContainerWorld, eventually, rejectsWith } from './world.js';
 
+/** The CPU time (ns) a host process has spent running: the first field of /proc/<pid>/schedstat. */
+async function cpuTimeNs(pid: number): Promise<bigint> {
+  return BigInt((await readFile(`/proc/${pid}/schedstat`, 'utf8')).split(' ')[0]!);
+}
+
 describe('containers: logs, stats, updates, OOM and ExecSync (real runc, conmon and CNI)', function () {
   this.timeout(60_000);
   const world = new ContainerWorld();
@@ -67,14 +72,25 @@ describe('containers: logs, stats, updates, OOM and ExecSync (real runc, conmon 
     const busy = await world.run(pod, world.config('busybox', { command: ['sh', '-c', 'while true; do :; done'], labels: { role: 'busy' } }));
     const idle = await world.run(pod, world.config('sleeper', { labels: { role: 'idle' } }));
     await world.exec(idle, ['sh', '-c', 'head -c 3000000 /dev/zero > /big']);
+    // The yardstick: the same loop in a sibling container, its CPU time read from the host's /proc. On
+    // a busy machine neither gets a whole core; the busy container's stats must show about as much.
+    const yardstick = await world.run(pod, world.config('busybox', { command: ['sh', '-c', 'while true; do :; done'] }));
+    const yardstickPid = (await world.info(yardstick)).pid;
     const first = (await rt.containerStats({ containerId: busy })).stats!;
-    await delay(600);
+    const ref1 = await cpuTimeNs(yardstickPid);
+    const wall1 = process.hrtime.bigint();
+    await eventually('the yardstick to use 300 ms of CPU', async () => (await cpuTimeNs(yardstickPid)) - ref1 >= 300_000_000n, 30_000);
     const second = (await rt.containerStats({ containerId: busy })).stats!;
+    const refUsed = (await cpuTimeNs(yardstickPid)) - ref1;
+    const refNanoCores = (refUsed * 1_000_000_000n) / (process.hrtime.bigint() - wall1);
+    await rt.removeContainer({ containerId: yardstick });
     const cpu1 = first.cpu!.usageCoreNanoSeconds!.value;
     const cpu2 = second.cpu!.usageCoreNanoSeconds!.value;
-    assert.ok(cpu2 - cpu1 > 200_000_000n, `busy loop used CPU (${cpu2 - cpu1} ns)`);
-    assert.ok(second.cpu!.usageNanoCores!.value > 300_000_000n, `about a core (${second.cpu!.usageNanoCores!.value})`);
+    assert.ok((cpu2 - cpu1) * 3n > refUsed, `busy loop used ${cpu2 - cpu1} ns of CPU, the same loop beside it ${refUsed} ns`);
     assert.ok(second.cpu!.timestamp > first.cpu!.timestamp);
+    const nanoCores = second.cpu!.usageNanoCores!.value;
+    assert.equal(nanoCores, ((cpu2 - cpu1) * 1_000_000_000n) / (second.cpu!.timestamp - first.cpu!.timestamp), 'the rate since the previous reading');
+    assert.ok(nanoCores * 3n > refNanoCores, `busy loop ran at ${nanoCores} nanocores, the same loop beside it at ${refNanoCores}`);
     assert.ok(second.memory!.workingSetBytes!.value > 0n);
     assert.equal(second.attributes!.id, busy);
     assert.deepEqual(second.attributes!.labels, { role: 'busy' });
