@@ -311,6 +311,17 @@ export function configOriginLines(loaded: LoadedConfig): string {
 /** Registry credentials: never printed. */
 const SECRET_KEY = /^registries\..*\.(password|auth|identity_token)$/;
 
+/** The configuration with every registry credential that is set shown as "<redacted>" (for verbose output). */
+export function redactedConfig(config: Config): Config {
+  const registries = Object.fromEntries(
+    Object.entries(config.registries).map(([host, r]) => {
+      const hide = (v: string) => (v ? '<redacted>' : v);
+      return [host, { ...r, password: hide(r.password), auth: hide(r.auth), identityToken: hide(r.identityToken) }];
+    }),
+  );
+  return { ...config, registries };
+}
+
 function stringifyValue(value: unknown): string {
   // The one-key TOML document `v = …` gives TOML's own spelling of the value.
   return stringifyToml({ v: value as never }).replace(/^v = /, '').trimEnd();

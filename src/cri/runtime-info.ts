@@ -15,6 +15,7 @@ import type { Logger } from '../common/logger.js';
 import { stringifyJson } from '../common/json.js';
 import type { RuntimeHandlerSet } from '../runtime/handlers.js';
 import type { QuarantineEntry } from '../persist/quarantine.js';
+import { redactedConfig } from '../config/load.js';
 
 export const RUNTIME_NAME = 'stove';
 export const RUNTIME_API_VERSION = 'v1';
@@ -63,7 +64,8 @@ export class RuntimeInfo {
     const network = await this.deps.networkReadiness();
     const info: Record<string, string> = {};
     if (req.verbose) {
-      info.config = stringifyJson({ ...this.deps.config, podCidr: this.podCidr });
+      // Registry credentials stay out (as AuthConfig's debug_redact fields do everywhere).
+      info.config = stringifyJson({ ...redactedConfig(this.deps.config), podCidr: this.podCidr });
       info.quarantine = stringifyJson(this.deps.quarantine?.() ?? []);
     }
     return StatusResponse.fromPartial({
@@ -75,8 +77,10 @@ export class RuntimeInfo {
       },
       info,
       runtimeHandlers: this.deps.runtimeHandlers(),
-      // The spec module resolves the policy and reports the effective groups in ContainerStatus.
-      features: { supplementalGroupsPolicy: true },
+      // The spec module resolves the policy and reports the effective groups in ContainerStatus. A pod
+      // with its own user namespace may use the node's network: its pause container joins the node's
+      // netns and its containers get /sys bound, not a sysfs of a netns they do not own (oci/mounts.ts).
+      features: { supplementalGroupsPolicy: true, userNamespacesHostNetwork: true },
     });
   }
 

@@ -102,4 +102,23 @@ describe('conformance: containers in a pod with its own user namespace (real run
     const ping = await execa('busybox', ['ping', '-c', '1', '-W', '2', ip], { reject: false, timeout: 10_000 });
     assert.equal(ping.exitCode, 0, `ping ${ip}: ${ping.stdout}`);
   });
+
+  it('runs a pod with its own user namespace on the host network, as Status advertises (user_namespaces_host_network)', async () => {
+    const features = (await world.daemon.clients.runtime.status({ verbose: false })).features!;
+    assert.equal(features.userNamespacesHostNetwork, true);
+    const pod = await world.pod({
+      linux: { securityContext: { namespaceOptions: { usernsOptions: userns, network: NamespaceMode.NODE } } },
+    });
+    const id = await world.run(pod, world.config('userns', { command: ['sleep', '3600'], linux: { securityContext: { namespaceOptions: { usernsOptions: userns, network: NamespaceMode.NODE } } } }));
+    const info = await world.info(id);
+    // The node's network namespace, the pod's user namespace (root inside is the mapped host uid).
+    assert.equal((await stat(`/proc/${info.pid}/ns/net`)).ino, (await stat('/proc/self/ns/net')).ino);
+    assert.notEqual((await stat(`/proc/${info.pid}/ns/user`)).ino, (await stat('/proc/self/ns/user')).ino);
+    assert.match(await readFile(`/proc/${info.pid}/status`, 'utf8'), new RegExp(`^Uid:\\s+${HOST_BASE}\\s`, 'm'));
+    assert.equal((await world.exec(id, ['id', '-u'])).stdout, '0\n');
+    // It sees the node's interfaces (through its own view of /sys, bound from the host).
+    const hostLinks = (await execa('ls', ['/sys/class/net'])).stdout.split('\n').sort();
+    const seen = (await world.exec(id, ['ls', '/sys/class/net'])).stdout.trim().split('\n').sort();
+    assert.deepEqual(seen, hostLinks);
+  });
 });
