@@ -67,6 +67,7 @@ import { OciHookRegistry } from './oci-hooks/index.js';
 import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
 import { startObservability, type Observability } from './observability/start.js';
 import { metrics } from './observability/hooks.js';
+import { messageOf } from './common/errors.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
@@ -394,6 +395,8 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
         }));
       containers.setLogSizeMax(next.runtime.logSizeMax);
       podNetwork.rescanConfig();
+      // The listener moves and tracers swap in the background; a failure keeps what was running.
+      observability.reconfigure(next).catch((err: unknown) => log.error('cannot apply the new metrics or tracing settings', { error: messageOf(err) }));
       current = next;
       return { applied, needsRestart };
     },

@@ -15,51 +15,117 @@ export interface ObservabilityConfig {
   tracing: { endpoint: string; sampleRatio: number; serviceName: string };
 }
 
-/** What the daemon holds: where the gauges read from, the `/metrics` listener, and the way out. */
+/** What the daemon holds: where the gauges read from, the `/metrics` listener, reloads, and the way out. */
 export interface Observability {
   /** Serves `/metrics` (when metrics are on) with gauges read from `source`; returns the bound address. */
   listen(source: StateSource): Promise<string | undefined>;
+  /**
+   * Applies changed `[metrics]` and `[tracing]` tables (a config reload): the listener moves or stops,
+   * counters carry on; a new tracer replaces the old one once that has sent its last spans.
+   */
+  reconfigure(next: ObservabilityConfig): Promise<void>;
   /** Closes the listener, sends the last spans, and puts the no-op hooks back. */
   stop(): Promise<void>;
 }
 
 export async function startObservability(config: ObservabilityConfig, version: string, log: Logger): Promise<Observability> {
-  let metrics: StoveMetrics | undefined;
-  let tracing: OtelTracing | undefined;
-  if (config.metrics.address) {
-    const { StoveMetrics } = await import('./metrics.js');
-    metrics = new StoveMetrics();
+  const o = new ObservabilityRuntime(version, log);
+  await o.apply(config);
+  return o;
+}
+
+class ObservabilityRuntime implements Observability {
+  private config: ObservabilityConfig = { metrics: { address: '' }, tracing: { endpoint: '', sampleRatio: 1, serviceName: 'stove' } };
+  private metrics: StoveMetrics | undefined;
+  private tracing: OtelTracing | undefined;
+  private server: Server | undefined;
+  private source: StateSource | undefined;
+
+  constructor(
+    private readonly version: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Loads what `next` turns on (only then), installs it behind the hooks; the listener waits for listen(). */
+  async apply(next: ObservabilityConfig): Promise<void> {
+    if (next.metrics.address && !this.metrics) {
+      const { StoveMetrics } = await import('./metrics.js');
+      this.metrics = new StoveMetrics();
+      if (this.source) this.metrics.setStateSource(this.source);
+    }
+    if (!next.metrics.address) this.metrics = undefined;
+    if (JSON.stringify(next.tracing) !== JSON.stringify(this.config.tracing)) {
+      const old = this.tracing;
+      this.tracing = undefined;
+      await old?.shutdown().catch((err: unknown) => this.log.warn('tracing: could not send the last spans', { error: messageOf(err) }));
+      if (next.tracing.endpoint) {
+        const { OtelTracing } = await import('./tracing.js');
+        this.tracing = new OtelTracing({ ...next.tracing, serviceVersion: this.version, log: this.log });
+        this.log.info('tracing on', { endpoint: next.tracing.endpoint, sampleRatio: next.tracing.sampleRatio });
+      } else if (old) this.log.info('tracing off');
+    }
+    this.config = { metrics: { ...next.metrics }, tracing: { ...next.tracing } };
+    installObservability(this.metrics ?? NO_METRICS, this.tracing ?? NO_TRACING);
   }
-  if (config.tracing.endpoint) {
-    const { OtelTracing } = await import('./tracing.js');
-    tracing = new OtelTracing({ ...config.tracing, serviceVersion: version, log });
-    log.info('tracing on', { endpoint: config.tracing.endpoint, sampleRatio: config.tracing.sampleRatio });
+
+  async listen(source: StateSource): Promise<string | undefined> {
+    this.source = source;
+    if (!this.metrics) return undefined;
+    this.metrics.setStateSource(source);
+    this.server = await this.serve(this.metrics, this.config.metrics.address);
+    return addressOf(this.server);
   }
-  installObservability(metrics ?? NO_METRICS, tracing ?? NO_TRACING);
-  let server: Server | undefined;
-  return {
-    async listen(source) {
-      if (!metrics) return undefined;
-      metrics.setStateSource(source);
-      const parsed = parseHostPort(config.metrics.address);
-      if (!parsed) throw new StoveError('InvalidArgument', `metrics.address "${config.metrics.address}" is not host:port`);
-      const { host, port } = parsed;
-      server = await serveMetrics(metrics, host, port, log);
-      const bound = server.address();
-      const where = typeof bound === 'object' && bound ? `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` : config.metrics.address;
-      log.info('serving metrics', { address: where });
-      return where;
-    },
-    async stop() {
-      installObservability(NO_METRICS, NO_TRACING);
-      if (server) {
-        const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
-        server.closeAllConnections();
-        await closed;
-      }
-      await tracing?.shutdown().catch((err: unknown) => log.warn('tracing: could not send the last spans', { error: messageOf(err) }));
-    },
-  };
+
+  async reconfigure(next: ObservabilityConfig): Promise<void> {
+    const moved = next.metrics.address !== this.config.metrics.address;
+    // The new listener first: an address that cannot be had keeps the old one serving.
+    const server = moved && next.metrics.address && this.source ? await this.serveFor(next.metrics.address) : undefined;
+    if (moved) {
+      await closeServer(this.server);
+      this.server = server;
+      if (!next.metrics.address) this.log.info('metrics off');
+    }
+    await this.apply(next);
+  }
+
+  async stop(): Promise<void> {
+    installObservability(NO_METRICS, NO_TRACING);
+    await closeServer(this.server);
+    this.server = undefined;
+    await this.tracing?.shutdown().catch((err: unknown) => this.log.warn('tracing: could not send the last spans', { error: messageOf(err) }));
+    this.tracing = undefined;
+  }
+
+  /** A listener for `address` over the existing (or a new) registry. */
+  private async serveFor(address: string): Promise<Server> {
+    if (!this.metrics) {
+      const { StoveMetrics } = await import('./metrics.js');
+      this.metrics = new StoveMetrics();
+      this.metrics.setStateSource(this.source!);
+    }
+    return this.serve(this.metrics, address);
+  }
+
+  private async serve(metrics: StoveMetrics, address: string): Promise<Server> {
+    const parsed = parseHostPort(address);
+    if (!parsed) throw new StoveError('InvalidArgument', `metrics.address "${address}" is not host:port`);
+    const server = await serveMetrics(metrics, parsed.host, parsed.port, this.log);
+    this.log.info('serving metrics', { address: addressOf(server) });
+    return server;
+  }
+}
+
+function addressOf(server: Server): string {
+  const bound = server.address();
+  if (typeof bound !== 'object' || !bound) return String(bound);
+  return `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}`;
+}
+
+async function closeServer(server: Server | undefined): Promise<void> {
+  if (!server) return;
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeAllConnections();
+  await closed;
 }
 
 /** `GET /metrics` and nothing else. */

@@ -12,6 +12,7 @@ import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { request } from 'undici';
 import { ImageSpec, PodSandboxConfig, RunPodSandboxRequest, RunPodSandboxResponse } from '../../../src/gen/runtime/v1/api.js';
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
+import { freePort } from '../../helpers/registry.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../helpers/otlp-receiver.js';
 import { metricsAddressOf, prometheusMissing, startPrometheus, type Sample, type TestPrometheus } from '../../helpers/prometheus.js';
 import { REPO_ROOT, startStove } from '../../helpers/stove-process.js';
@@ -206,6 +207,45 @@ describe('observability: Prometheus metrics and OpenTelemetry traces of a real d
       const body = await (await request(`http://${address}/metrics`)).body.text();
       assert.match(body, /^stove_quarantined_records 1$/m);
       assert.match(body, /^stove_containers\{state="running"\} 0$/m);
+    } finally {
+      await daemon.stop();
+      await daemon.cleanup();
+    }
+  });
+
+  it('a reload (SIGHUP) turns metrics and tracing on, moves and off, counters carrying on', async () => {
+    const daemon = await startStove({ configToml: '' });
+    const reloadTo = async (toml: string, expect: RegExp) => {
+      await writeFile(daemon.configPath, toml);
+      const before = daemon.output().length;
+      daemon.child.kill('SIGHUP');
+      await eventually(`the log to show ${expect}`, async () => expect.test(daemon.output().slice(before)), 10_000);
+      return daemon.output().slice(before);
+    };
+    const versionCalls = async (address: string) => {
+      const body = await (await request(`http://${address}/metrics`)).body.text();
+      return Number(/^stove_cri_requests_total\{method="\/runtime.v1.RuntimeService\/Version",code="OK"\} (\S+)$/m.exec(body)?.[1] ?? 0);
+    };
+    try {
+      assert.doesNotMatch(daemon.output(), /serving metrics|tracing on/);
+      const on = await reloadTo(`[metrics]\naddress = "127.0.0.1:0"\n[tracing]\nendpoint = "${receiver.url}"\nservice_name = "stove-reloaded"\n`, /serving metrics/);
+      const first = metricsAddressOf(on);
+      await daemon.clients.runtime.version({ version: '' });
+      assert.equal(await versionCalls(first), 1);
+      await eventually('a span from the reloaded tracer', async () => receiver.spans.some((sp) => sp.service === 'stove-reloaded' && sp.name.endsWith('/Version')), 10_000);
+
+      // Another port: the same counters go on there, the old port is closed.
+      const port = await freePort();
+      const moved = await reloadTo(`[metrics]\naddress = "127.0.0.1:${port}"\n`, /serving metrics/);
+      const second = metricsAddressOf(moved);
+      assert.equal(second, `127.0.0.1:${port}`);
+      await daemon.clients.runtime.version({ version: '' });
+      assert.equal(await versionCalls(second), 2);
+      await assert.rejects(request(`http://${first}/metrics`), /ECONNREFUSED/);
+      assert.match(moved, /tracing off/);
+
+      await reloadTo('', /metrics off/);
+      await assert.rejects(request(`http://${second}/metrics`), /ECONNREFUSED/);
     } finally {
       await daemon.stop();
       await daemon.cleanup();
