@@ -5,14 +5,13 @@
  * nowhere else.
  */
 import type {
-  Metadata,
   ServerUnaryCall,
   ServerWritableStream,
   sendUnaryData,
   ServiceDefinition,
   UntypedServiceImplementation,
 } from '@grpc/grpc-js';
-import { status } from '@grpc/grpc-js';
+import { Metadata, status } from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
 import { toServiceError, statusName } from './errors.js';
 import type { StreamSink } from './handlers.js';
@@ -144,6 +143,8 @@ function serverStream(log: Logger, method: string, handler: AnyStream | undefine
       .serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
         const done = handler(call.request, sink);
         bounded = done !== undefined;
+        // An open-ended stream is live once its handler returned: the headers tell the client so.
+        if (!bounded && !closed) call.sendMetadata(new Metadata());
         await done;
       })
       .then(

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerEventType, ContainerFilter, ContainerState, ImageSpec, PodSandboxState, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { containerSuite, ContainerWorld, eventually, pidAlive, rejectsWith } from './world.js';
 
@@ -189,11 +188,13 @@ describe('containers: lifecycle (real runc, conmon and CNI)', function () {
     const subscribers = [0, 1, 2].map(() => {
       const events: ContainerEventResponse[] = [];
       const call = world.daemon.clients.rawRuntime.getContainerEvents({});
+      const live = new Promise<void>((resolve) => call.once('metadata', () => resolve()));
       call.on('data', (e: ContainerEventResponse) => events.push(e));
       call.on('error', () => {});
-      return { events, call };
+      return { events, call, live };
     });
-    await delay(200);
+    // The daemon sends the headers once the subscription is in place.
+    await Promise.all(subscribers.map((s) => s.live));
     const rt = world.daemon.clients.runtime;
     const pod = await world.pod();
     const id = await world.run(pod, world.config('busybox', { command: ['sh', '-c', 'sleep 0.3; exit 2'] }));
@@ -242,14 +243,15 @@ describe('containers: lifecycle (real runc, conmon and CNI)', function () {
     const created = await world.create(pod, world.config('sleeper'));
     const logPath = (await world.status(running)).status!.logPath;
     const runningPid = (await world.info(running)).pid;
+    const exitsLaterPid = (await world.info(exitsLater)).pid;
     const orphanConmon = (JSON.parse((await world.status(orphaned, true)).info.info!) as { conmonPid: number }).conmonPid;
 
     await world.daemon.stop('SIGKILL');
     // While Stove is down: one container exits by itself, another loses its conmon.
     process.kill(orphanConmon, 'SIGKILL');
     const linesBefore = (await world.logLines(logPath)).length;
-    await delay(2000);
-    assert.ok((await world.logLines(logPath)).length > linesBefore, 'conmon kept logging while Stove was down');
+    await eventually('conmon logging while Stove is down', async () => (await world.logLines(logPath)).length > linesBefore);
+    await eventually('a container exiting while Stove is down', async () => !(await pidAlive(exitsLaterPid)), 10_000);
     await world.pods.restart('SIGKILL');
 
     const state = async (id: string) => (await world.status(id)).status!;

@@ -14,6 +14,7 @@ import { execInNetns, netnsInterfaceStats, spawnInNetns } from '../../../src/net
 import { PodNetworkManager } from '../../../src/network/pod-network.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { bridgePorts, iptablesLinesMentioning, linkExists, skipReason, TestNet, type Attached } from './host-net.js';
+import { eventually } from '../../helpers/wait.js';
 
 const exists = (path: string) => access(path).then(() => true, () => false);
 
@@ -26,15 +27,6 @@ async function ping(ip: string, fromNetns?: string): Promise<boolean> {
 async function httpGet(url: string): Promise<string> {
   const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
   return res.text();
-}
-
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 describe('network (real CNI plugins)', function () {

@@ -64,7 +64,6 @@ describe('specs run by runc', function () {
   let work: string;
   let runcRoot: string;
   let settings: SpecSettings;
-  let pausePid = 0;
 
   const runc = (...args: string[]) => execa('runc', ['--root', runcRoot, ...args], { reject: false, stdin: 'ignore' });
 
@@ -130,7 +129,10 @@ describe('specs run by runc', function () {
     await rm(work, { recursive: true, force: true });
   });
 
-  it('runs the pause spec in a pinned netns', async () => {
+  /** The pod's pause container, started by whichever test needs it first (tests run in any order, alone too). */
+  let pause: Promise<number> | undefined;
+  const pausePidOf = () => (pause ??= startPause());
+  async function startPause(): Promise<number> {
     const shm = join(work, 'shm');
     await mkdir(shm);
     const config = PodSandboxConfig.fromPartial({
@@ -153,7 +155,11 @@ describe('specs run by runc', function () {
       seccompProfiles,
       settings,
     });
-    pausePid = await runDetached(sandboxId, await writeBundle('pause', spec));
+    return runDetached(sandboxId, await writeBundle('pause', spec));
+  }
+
+  it('runs the pause spec in a pinned netns', async () => {
+    const pausePid = await pausePidOf();
 
     const state = JSON.parse((await runc('state', sandboxId)).stdout) as { status: string; pid: number };
     assert.equal(state.status, 'running');
@@ -172,11 +178,11 @@ describe('specs run by runc', function () {
   });
 
   it('runs an app container spec that joins the pause namespaces', async function () {
-    if (!pausePid) this.skip();
     if (!(await exists('/bin/busybox'))) {
       console.log('    skipped: /bin/busybox (busybox-static) is missing');
       this.skip();
     }
+    const pausePid = await pausePidOf();
     const rootfs = await busyboxRootfs(join(work, 'app-rootfs'));
     const sandboxDir = join(work, 'sandbox-files');
     await mkdir(sandboxDir);
@@ -261,7 +267,8 @@ describe('specs run by runc', function () {
   });
 
   it('runs a privileged container: all capabilities, host devices, writable sysfs', async function () {
-    if (!pausePid || !(await exists('/bin/busybox'))) this.skip();
+    if (!(await exists('/bin/busybox'))) this.skip();
+    const pausePid = await pausePidOf();
     const rootfs = await busyboxRootfs(join(work, 'priv-rootfs'));
     const podConfig = PodSandboxConfig.fromPartial({ metadata: { name: 'pod', namespace: 'ns', uid: 'uid' }, linux: { securityContext: { privileged: true } } });
     const config = ContainerConfig.fromPartial({

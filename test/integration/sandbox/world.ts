@@ -41,14 +41,7 @@ export async function rejectsWith(p: Promise<unknown>, code: keyof typeof status
   throw new Error(`expected ${code}, but the call succeeded`);
 }
 
-export async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+export { eventually } from '../../helpers/wait.js';
 
 /** The inode of a namespace file (the same for a pin and /proc/<pid>/ns/* of a member). */
 export async function nsInode(path: string): Promise<number> {

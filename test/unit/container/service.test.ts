@@ -92,12 +92,14 @@ describe('container service (fakes)', () => {
   it('stops with the stop signal, then SIGKILL after the timeout; applies the exit', async () => {
     const r = await h.service.create(SANDBOX, config());
     await h.service.start(r.id);
+    const sent = new Map<string, number>();
     h.runtime.onKill = (id, signal) => {
+      sent.set(signal, performance.now());
       if (signal === 'SIGKILL') h.monitor.exits.set(id, { id, exitCode: 137, finishedAtNs: 5n * 10n ** 18n });
     };
-    const t = Date.now();
     await h.service.stop(r.id, 1);
-    assert.ok(Date.now() - t >= 950);
+    // SIGKILL only once the 1 s timeout after the stop signal has run out.
+    assert.ok(sent.get('SIGKILL')! - sent.get('SIGQUIT')! >= 950, `SIGKILL ${sent.get('SIGKILL')! - sent.get('SIGQUIT')!} ms after SIGQUIT`);
     assert.deepEqual(h.runtime.calls.filter((c) => c.startsWith('kill')), [`kill ${r.id} SIGQUIT`, `kill ${r.id} SIGKILL`]);
     const st = h.service.get(r.id);
     assert.equal(st.state, 'exited');

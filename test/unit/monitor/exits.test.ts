@@ -4,7 +4,8 @@ import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { silentLogger } from '../../../src/common/logger.js';
+import { createLogger, silentLogger } from '../../../src/common/logger.js';
+import { eventually } from '../../helpers/wait.js';
 import { ExitWatcher, exitReason, listExits, readExit, waitForExit, wasOomKilled, type ExitRecord } from '../../../src/monitor/exits.js';
 
 /** What conmon's g_file_set_contents does: write `<id>.XXXXXX`, then rename it over `<id>`. */
@@ -43,8 +44,11 @@ describe('monitor/exits', () => {
       const wrote = Date.now();
       await conmonWritesExit(dir, 'c1', 0);
       await conmonWritesExit(dir, 'c2', 2);
-      await delay(300);
-      assert.deepEqual(seen.map((s) => [s.record.id, s.record.exitCode]).sort(), [['c1', 0], ['c2', 2]]);
+      // A later exit as a marker: once it is reported, a repeat of the first two would have been too.
+      await eventually('c1 and c2 reported', () => seen.length >= 2);
+      await conmonWritesExit(dir, 'marker', 0);
+      await eventually('the marker reported', () => seen.some((s) => s.record.id === 'marker'));
+      assert.deepEqual(seen.filter((s) => s.record.id !== 'marker').map((s) => [s.record.id, s.record.exitCode]).sort(), [['c1', 0], ['c2', 2]]);
       assert.ok(seen.every((s) => s.at - wrote < 1000));
     } finally {
       watcher.stop();
@@ -56,26 +60,44 @@ describe('monitor/exits', () => {
     const quiet: string[] = [];
     const w1 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void quiet.push(r.id), log: silentLogger });
     await w1.start();
-    await delay(50);
+    await conmonWritesExit(dir, 'marker', 0);
+    await eventually('the marker reported', () => quiet.includes('marker'));
     w1.stop();
-    assert.deepEqual(quiet, []);
+    assert.deepEqual(quiet, ['marker']);
     const loud: string[] = [];
     const w2 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void loud.push(r.id), log: silentLogger, rescanMs: 20 });
     await w2.start({ emitExisting: true });
-    await delay(100); // rescans do not repeat it
-    assert.deepEqual(loud, ['old']);
+    await eventually('the existing exit reported', () => loud.includes('old'));
+    await delay(100); // an interval of five rescans (20 ms each) that must not repeat it
+    assert.deepEqual(loud.filter((id) => id === 'old'), ['old']);
     w2.forget('old');
-    await delay(60);
+    await eventually('a rescan reporting it again', () => loud.filter((id) => id === 'old').length === 2);
     w2.stop();
-    assert.deepEqual(loud, ['old', 'old']);
   });
 
   it('a throwing handler is logged, not fatal', async () => {
-    const watcher = new ExitWatcher({ exitsDir: dir, onExit: () => { throw new Error('boom'); }, log: silentLogger });
+    const lines: { level: string; msg: string; id?: string; error?: string }[] = [];
+    const log = createLogger('debug', (line) => void lines.push(JSON.parse(line) as (typeof lines)[number]));
+    const handled: string[] = [];
+    const onExit = (record: ExitRecord) => {
+      if (record.id === 'c1') throw new Error('boom');
+      handled.push(record.id);
+    };
+    const watcher = new ExitWatcher({ exitsDir: dir, onExit, log });
     await watcher.start();
-    await conmonWritesExit(dir, 'c1', 0);
-    await delay(50);
-    watcher.stop();
+    try {
+      await conmonWritesExit(dir, 'c1', 0);
+      await eventually('the failure logged', () => lines.some((l) => l.msg === 'exit handler failed'));
+      assert.deepEqual(
+        lines.filter((l) => l.msg === 'exit handler failed').map((l) => [l.level, l.id, l.error]),
+        [['error', 'c1', 'boom']],
+      );
+      // The watcher carries on with the next exit.
+      await conmonWritesExit(dir, 'c2', 0);
+      await eventually('the next exit handled', () => handled.includes('c2'));
+    } finally {
+      watcher.stop();
+    }
   });
 
   it('listExits and waitForExit', async () => {

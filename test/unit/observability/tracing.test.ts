@@ -75,8 +75,8 @@ describe('observability: the server edge', () => {
 
   it('a bounded stream is counted and timed when it ends; an endless one is counted once open', async () => {
     const stream = () => {
-      const s = Object.assign(new EventEmitter(), { request: {}, metadata: new Metadata(), writableNeedDrain: false, written: [] as unknown[], ended: false });
-      return Object.assign(s, { write: (m: unknown) => (s.written.push(m), true), end: () => void (s.ended = true) });
+      const s = Object.assign(new EventEmitter(), { request: {}, metadata: new Metadata(), writableNeedDrain: false, written: [] as unknown[], ended: false, headersSent: 0 });
+      return Object.assign(s, { write: (m: unknown) => (s.written.push(m), true), end: () => void (s.ended = true), sendMetadata: () => void s.headersSent++ });
     };
     const bounded = stream();
     (impl.streamContainers as (c: unknown) => void)(bounded);
@@ -86,6 +86,7 @@ describe('observability: the server edge', () => {
     assert.ok(bounded.ended, 'the bounded stream was ended');
     assert.equal(bounded.written.length, 1);
     assert.ok(!endless.ended);
+    assert.equal(endless.headersSent, 1, 'an open-ended stream sends its headers once it is live');
     const byMethod = new Map(recorded.map(([m, c, s]) => [m, [c, s]]));
     const [code, seconds] = byMethod.get('/runtime.v1.RuntimeService/StreamContainers')!;
     assert.equal(code, 'OK');

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { Duplex, PassThrough, type Readable, type Writable } from 'node:stream';
-import { setTimeout as delay } from 'node:timers/promises';
 import { AttachRequest, ExecRequest } from '../../../src/gen/runtime/v1/api.js';
 import { isKind } from '../../../src/common/errors.js';
 import { silentLogger } from '../../../src/common/logger.js';
@@ -20,6 +19,7 @@ import type { SandboxState } from '../../../src/sandbox/model.js';
 import { CriStreamingBackend, streamingLookup, type StreamingBackendDeps } from '../../../src/streaming/container-backend.js';
 import { ResizeQueue } from '../../../src/streaming/remotecommand.js';
 import type { StreamIO } from '../../../src/streaming/backend.js';
+import { eventually, waitFor } from '../../helpers/wait.js';
 
 const RUNTIME = { binary: '/usr/bin/runc' } as unknown as Runc;
 
@@ -117,8 +117,7 @@ describe('cri: streaming backend', () => {
       const stdout = new PassThrough();
       const stderr = new PassThrough();
       const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['ls', '-l'] }), io({ stdout, stderr }));
-      await delay(10);
-      const { proc, opts } = monitor.execs[0]!;
+      const { proc, opts } = await waitFor('the exec to start', () => monitor.execs[0]);
       assert.deepEqual(proc.args, ['ls', '-l']);
       assert.deepEqual([proc['env'], proc['cwd'], proc['user'], proc.terminal, proc['consoleSize']], [['PATH=/bin', 'A=1'], '/work', { uid: 1000, gid: 1000 }, false, undefined]);
       assert.equal(opts.stdout, stdout);
@@ -133,14 +132,13 @@ describe('cri: streaming backend', () => {
       const resize = new ResizeQueue();
       resize.push({ width: 101, height: 33 });
       const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['sh'], tty: true }), io({ tty: true, resize, stdout: new PassThrough(), stderr: new PassThrough() }));
-      await delay(10);
-      const { proc, opts } = monitor.execs[0]!;
+      const { proc, opts } = await waitFor('the exec to start', () => monitor.execs[0]);
       assert.deepEqual(proc['consoleSize'], { width: 101, height: 33 });
       assert.equal(proc.terminal, true);
       assert.equal(opts.stderr, undefined);
       assert.deepEqual([opts.width, opts.height], [101, 33]);
       resize.push({ width: 120, height: 40 });
-      await delay(10);
+      await eventually('the resize applied', () => monitor.resizes.length > 0);
       assert.deepEqual(monitor.resizes, ['120x40']);
       resize.end();
       monitor.exitCode(0);
@@ -151,11 +149,10 @@ describe('cri: streaming backend', () => {
       const { backend, monitor, target: t } = setup();
       const resize = new ResizeQueue();
       const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['sh'], tty: true }), io({ tty: true, resize }));
-      await delay(400);
-      assert.equal(monitor.execs.length, 1, 'started without waiting for ever');
-      assert.equal(monitor.execs[0]!.proc['consoleSize'], undefined);
+      const started = await waitFor('the exec to start without a size', () => monitor.execs[0], 2000);
+      assert.equal(started.proc['consoleSize'], undefined);
       resize.push({ width: 90, height: 20 });
-      await delay(10);
+      await eventually('the late size applied', () => monitor.resizes.length > 0);
       assert.deepEqual(monitor.resizes, ['90x20']);
       monitor.exitCode(0);
       await result;
@@ -165,7 +162,7 @@ describe('cri: streaming backend', () => {
       const { backend, monitor, target: t } = setup();
       const session = io();
       const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['sleep', '100'] }), session);
-      await delay(10);
+      await waitFor('the exec to start', () => monitor.execs[0]);
       session.abort.abort();
       assert.equal(await result, 137);
       assert.equal(monitor.killed, 1);
@@ -184,8 +181,8 @@ describe('cri: streaming backend', () => {
       const stdin = new PassThrough();
       const session = io({ stdin, stdout: new PassThrough() });
       const done = backend.attach(AttachRequest.fromPartial({ containerId: t.id, stdin: true, stdout: true }), session);
-      await delay(10);
-      assert.equal(monitor.attaches[0]!.io.stdin, undefined);
+      const attached = await waitFor('the attach', () => monitor.attaches[0]);
+      assert.equal(attached.io.stdin, undefined);
       assert.ok(stdin.readableFlowing, 'input is drained');
       monitor.attachDone();
       await done;
@@ -195,8 +192,7 @@ describe('cri: streaming backend', () => {
       const { backend, monitor, target: t } = setup(target({ stdin: true, stdinOnce: false }));
       const stdin = new PassThrough();
       const done = backend.attach(AttachRequest.fromPartial({ containerId: t.id, stdin: true, stdout: true }), io({ stdin, stdout: new PassThrough() }));
-      await delay(10);
-      const given = monitor.attaches[0]!.io.stdin as Readable;
+      const given = (await waitFor('the attach', () => monitor.attaches[0])).io.stdin as Readable;
       assert.equal(given, stdin);
       (given as unknown as { resume(): void }).resume();
       stdin.end('x');
@@ -210,14 +206,13 @@ describe('cri: streaming backend', () => {
       const stdin = new PassThrough();
       const session = io({ stdin, stdout: new PassThrough(), stderr: new PassThrough() as Writable, tty: true, resize });
       const done = backend.attach(AttachRequest.fromPartial({ containerId: t.id, stdin: true, stdout: true, tty: true }), session);
-      await delay(10);
-      assert.equal(monitor.attaches[0]!.io.stderr, undefined, 'a terminal has one output');
+      assert.equal((await waitFor('the attach', () => monitor.attaches[0])).io.stderr, undefined, 'a terminal has one output');
       stdin.resume();
       stdin.end();
-      await delay(10);
-      assert.equal(monitor.closed, 0, 'still attached after the input ended');
+      // The resize goes through the same session after the input ended: it is still attached.
       resize.push({ width: 70, height: 10 });
-      await delay(10);
+      await eventually('the resize applied', () => monitor.resizes.length > 0);
+      assert.equal(monitor.closed, 0, 'still attached after the input ended');
       assert.deepEqual(monitor.resizes, ['70x10']);
       session.abort.abort();
       await done;
@@ -243,7 +238,7 @@ describe('cri: streaming backend', () => {
         });
         const done = backend.portForward('pod1', port, client, new AbortController().signal);
         client.push('ping');
-        await delay(100);
+        await eventually('the echo', () => Buffer.concat(received).toString() === 'echo:ping');
         client.destroy();
         await done;
         assert.equal(Buffer.concat(received).toString(), 'echo:ping');

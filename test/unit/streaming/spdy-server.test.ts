@@ -12,6 +12,7 @@ import { StreamingServer, type StreamingServerOptions } from '../../../src/strea
 import { ClientStream, SPDY, SpdyClient, controlFrameBytes, dataFrameBytes, spdyUpgrade } from '../../helpers/spdy-client.js';
 import { echoServerEachTest } from '../../helpers/echo-server.js';
 import { FakeBackend } from './fake-backend.js';
+import { eventually } from '../../helpers/wait.js';
 
 const V4 = ['v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'];
 
@@ -501,10 +502,6 @@ describe('streaming server over SPDY', function () {
   });
 });
 
-async function waitFor(pred: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+function waitFor(pred: () => boolean, timeoutMs = 5000): Promise<void> {
+  return eventually('the condition', pred, timeoutMs);
 }
