@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ContainerConfig } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerConfig, PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
+import type { SandboxRecord } from '../../../src/sandbox/model.js';
 import { parsePressure, readCgroupStats, type CgroupLayout } from '../../../src/platform/cgroups.js';
 import { StatsReader } from '../../../src/container/stats.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
@@ -52,6 +53,29 @@ describe('PSI and IoUsage', () => {
     assert.deepEqual(stats.io!.psi!.Full, { Total: 2121n, Avg10: 0.05, Avg60: 0.1, Avg300: 0.15 });
     assert.ok(stats.io!.timestamp > 0n);
     assert.equal(stats.cpu!.usageCoreNanoSeconds!.value, 2_500_000_000n);
+  });
+
+  it("gives a pod the pressure of its own cgroup (its cgroup_parent), not a sum over containers", async () => {
+    await mkdir(join(dir, 'v2'), { recursive: true });
+    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir, 'v2/kubepods/pod1'), { recursive: true });
+    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir, 'v2/kubepods/pod1/pause'), { recursive: true });
+    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir, 'v2'), root: '/' }] };
+    const sandbox = (cgroupParent: string) =>
+      ({
+        id: 'p1',
+        config: PodSandboxConfig.toJSON(PodSandboxConfig.fromPartial({ metadata: { name: 'p' }, linux: { cgroupParent } })),
+        cgroupsPath: '/kubepods/pod1/pause',
+        netnsPath: '',
+        pausePid: 0,
+      }) as unknown as SandboxRecord;
+    const own = await reader(layout).podStats(sandbox('/kubepods/pod1'), []);
+    assert.equal(own.linux!.cpu!.psi!.Some!.Total, 123456789n);
+    assert.equal(own.linux!.memory!.psi!.Full!.Total, 987654n);
+    assert.equal(own.linux!.io!.psi!.Some!.Total, 4242n);
+    // Without a cgroup of its own the pod has no pressure to report.
+    const shared = await reader(layout).podStats(sandbox(''), []);
+    assert.equal(shared.linux!.cpu!.psi, undefined);
+    assert.equal(shared.linux!.io, undefined);
   });
 
   it('leaves PSI and IoUsage out on cgroup v1, where the kernel has none', async () => {
