@@ -24,6 +24,7 @@ import { KeyedMutex } from '../common/locks.js';
 import type { Logger } from '../common/logger.js';
 import { writeFileAtomic } from '../persist/atomic-file.js';
 import { execProcess } from '../monitor/exec-dir.js';
+import { MonitorError } from '../monitor/errors.js';
 import { EXEC_SYNC_MAX_OUTPUT } from '../monitor/exec-sync.js';
 import { exitReason, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
 import { readOomKills, removeCgroup } from '../platform/cgroups.js';
@@ -485,7 +486,8 @@ export class ContainerService {
       }
       const now = this.store.get(r.id);
       if (!now || now.state !== 'running') throw failedPrecondition(`container "${r.id}" stopped while the command ran: ${messageOf(err)}`, err);
-      throw wrap(err, `failed to exec in container "${r.id}"`);
+      // The monitor's errors already say `failed to exec in container "<id>"`.
+      throw err instanceof MonitorError ? err : wrap(err, `failed to exec in container "${r.id}"`);
     }
     if (!result.truncated) return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
     return { ...capOutput(result.stdout, result.stderr), exitCode: result.exitCode };
