@@ -111,19 +111,16 @@ describe('observability: metrics', () => {
     assert.equal(sample(plain.body, 'stove_cri_requests_total{method="/runtime.v1.RuntimeService/Version",code="OK"}'), 1);
   });
 
-  it('scrapes 100 running containers in well under 20 ms', async () => {
+  // How long a scrape takes is measured by bench/observability.ts, not asserted here.
+  it('counts 100 running containers at scrape time without a label per container', async () => {
     const m = new StoveMetrics();
-    const states = Array<string>(100).fill('running');
-    m.setStateSource(source({ containerStates: () => states, podSandboxStates: () => Array<string>(50).fill('ready') }));
-    for (let i = 0; i < 30; i++) m.criRequest(`/runtime.v1.RuntimeService/M${i}`, 'OK', 0.01);
-    await m.scrape(undefined); // warm
-    const times: number[] = [];
-    for (let i = 0; i < 20; i++) {
-      const t = performance.now();
-      await m.scrape(undefined);
-      times.push(performance.now() - t);
-    }
-    times.sort((a, b) => a - b);
-    assert.ok(times[10]! < 20, `median scrape ${times[10]} ms`);
+    const states = [...Array<string>(100).fill('running'), 'exited', 'created'];
+    m.setStateSource(source({ containerStates: () => states, podSandboxStates: () => [...Array<string>(50).fill('ready'), 'notready'] }));
+    const { body } = await m.scrape(undefined);
+    assert.equal(sample(body, 'stove_containers{state="running"}'), 100);
+    assert.equal(sample(body, 'stove_containers{state="exited"}'), 1);
+    assert.equal(sample(body, 'stove_pod_sandboxes{state="ready"}'), 50);
+    const series = body.split('\n').filter((l) => l.startsWith('stove_containers{'));
+    assert.ok(series.length <= 4, `one series per state, got ${series.length}`);
   });
 });
