@@ -13,6 +13,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { CleanupStack } from '../common/cleanup.js';
+import { settleAll } from '../common/settle.js';
 import { nowNs } from '../common/clock.js';
 import { failedPrecondition, invalidArgument, isKind, notFound, wrap } from '../common/errors.js';
 import type { ImageInfo } from '../images/image-service.js';
@@ -135,11 +136,13 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
 
   cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
   cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
-  const [, logMade] = await Promise.all([
-    makePodDir(bundleDir, podRootGid(sandbox.userns)),
-    plan.logPath ? prepareLogFile(plan.podConfig.logDirectory || dirname(plan.logPath), plan.logPath) : [],
-  ]);
-  if (logMade.length) cleanup.push('remove log file', () => removeMade(logMade));
+  const prepareLog = async () => {
+    if (!plan.logPath) return;
+    const made = await prepareLogFile(plan.podConfig.logDirectory || dirname(plan.logPath), plan.logPath);
+    if (made.length) cleanup.push('remove log file', () => removeMade(made));
+  };
+  // Settled together: a refused log path must not unwind before the bundle dir exists to be removed.
+  await settleAll([makePodDir(bundleDir, podRootGid(sandbox.userns)), prepareLog()]);
   if (sandbox.userns)
     await assertSearchableByOthers(
       bundleDir,

@@ -9,6 +9,7 @@
 import { lstat, readlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { failedPrecondition, wrap } from '../common/errors.js';
+import { settleAll } from '../common/settle.js';
 import { readUntrustedFile, UntrustedFileError } from '../platform/safe-file.js';
 
 /** The largest /etc/passwd or /etc/group read from an image (real ones are a few KiB). */
@@ -66,8 +67,6 @@ export async function readRootfsFile(root: string, path: string, maxBytes = MAX_
  * once, but when both fail the error is always /etc/passwd's, whichever read failed first.
  */
 export async function readUserDatabase(root: string): Promise<{ passwd: string | null; group: string | null }> {
-  const [passwd, group] = await Promise.allSettled([readRootfsFile(root, '/etc/passwd'), readRootfsFile(root, '/etc/group')]);
-  if (passwd.status === 'rejected') throw passwd.reason;
-  if (group.status === 'rejected') throw group.reason;
-  return { passwd: passwd.value, group: group.value };
+  const [passwd, group] = await settleAll([readRootfsFile(root, '/etc/passwd'), readRootfsFile(root, '/etc/group')]);
+  return { passwd, group };
 }

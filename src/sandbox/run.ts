@@ -22,6 +22,7 @@ import { withCleanup, type CleanupStack } from '../common/cleanup.js';
 import { nowNs } from '../common/clock.js';
 import { wrap } from '../common/errors.js';
 import { newId, shortId } from '../common/ids.js';
+import { settleAll } from '../common/settle.js';
 import { buildPauseSpec, preparePauseHost, type Spec } from '../oci/index.js';
 import { podRootGid, type SandboxNamespaces, type SandboxRecord } from './model.js';
 import { makePodDir } from '../persist/tree-modes.js';
@@ -29,7 +30,7 @@ import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './service.js';
-import { settleAll, StepTimer } from './steps.js';
+import { StepTimer } from './steps.js';
 import { metrics } from '../observability/hooks.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */

@@ -1,8 +1,8 @@
 /** The container service over fakes: create cleanup, start, stop escalation, exits, events, recovery. */
 import assert from 'node:assert/strict';
-import { access, readdir } from 'node:fs/promises';
+import { access, mkdir, readdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ContainerConfig, ContainerEventType, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerConfig, ContainerEventType, PodSandboxConfig, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { recoverContainers } from '../../../src/container/recover.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { harness, IMAGE_NAME, type Harness } from './fakes.js';
@@ -62,6 +62,19 @@ describe('container service (fakes)', () => {
     // The name is free again.
     h.monitor.failCreate = undefined;
     await h.service.create(SANDBOX, config());
+  });
+
+  it('leaves no bundle dir behind when the log path is refused', async () => {
+    const logDirectory = join(h.dir, 'logs');
+    await mkdir(logDirectory);
+    await symlink('/etc/hostname', join(logDirectory, 'linked.log'));
+    const podConfig = PodSandboxConfig.fromPartial({ metadata: { name: 'pod-c', namespace: 'ns', uid: 'uid-c', attempt: 0 }, logDirectory });
+    h.sandboxes.add('c'.repeat(64), { config: PodSandboxConfig.toJSON(podConfig) });
+    for (let i = 0; i < 20; i++) {
+      await rejectsKind(h.service.create('c'.repeat(64), config({ logPath: 'linked.log', metadata: { name: `app${i}` } })), 'FailedPrecondition', /logs\/linked\.log" is a symbolic link/);
+    }
+    assert.deepEqual(await readdir(join(h.dir, 'state', 'containers')).catch(() => []), []);
+    assert.deepEqual(await readdir(join(h.dir, 'root', 'containers')).catch(() => []), []);
   });
 
   it('refuses unknown and not-ready sandboxes, missing images and privileged containers before doing anything', async () => {
