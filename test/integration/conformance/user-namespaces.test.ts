@@ -116,9 +116,15 @@ describe('conformance: containers in a pod with its own user namespace (real run
     assert.notEqual((await stat(`/proc/${info.pid}/ns/user`)).ino, (await stat('/proc/self/ns/user')).ino);
     assert.match(await readFile(`/proc/${info.pid}/status`, 'utf8'), new RegExp(`^Uid:\\s+${HOST_BASE}\\s`, 'm'));
     assert.equal((await world.exec(id, ['id', '-u'])).stdout, '0\n');
-    // It sees the node's interfaces (through its own view of /sys, bound from the host).
-    const hostLinks = (await execa('ls', ['/sys/class/net'])).stdout.split('\n').sort();
-    const seen = (await world.exec(id, ['ls', '/sys/class/net'])).stdout.trim().split('\n').sort();
-    assert.deepEqual(seen, hostLinks);
+    // It sees the node's interfaces (through its own view of /sys, bound from the host). Other pods on
+    // the node add and remove theirs meanwhile: what it sees lies between two host listings around it.
+    const hostLinks = async () => new Set((await execa('ls', ['/sys/class/net'])).stdout.split('\n'));
+    const before = await hostLinks();
+    const seen = new Set((await world.exec(id, ['ls', '/sys/class/net'])).stdout.trim().split('\n'));
+    const after = await hostLinks();
+    const throughout = [...before].filter((link) => after.has(link));
+    assert.ok(before.has('lo') && throughout.length > 1, `the host has interfaces besides lo: ${[...before].join(' ')}`);
+    assert.deepEqual(throughout.filter((link) => !seen.has(link)), [], 'host interfaces it does not see');
+    assert.deepEqual([...seen].filter((link) => !before.has(link) && !after.has(link)), [], 'interfaces it sees that the host has not');
   });
 });
