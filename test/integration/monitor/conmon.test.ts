@@ -16,6 +16,7 @@ import { Monitor } from '../../../src/monitor/monitor.js';
 import { makeBundle, type BundleOptions, type OciSpec } from '../../helpers/bundle.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { MonitorFixture, missingPrerequisite } from './fixture.js';
+import { eventually } from '../../helpers/wait.js';
 
 async function exists(path: string): Promise<boolean> {
   try {
@@ -75,8 +76,7 @@ describe('monitor: containers under conmon', function () {
       const c = await fx.create({ args: ['sh', '-c', 'sleep 0.2; exit 7'] });
       await fx.runc.start(c.id);
       const startedNs = BigInt(Date.now()) * 1_000_000n;
-      const deadline = Date.now() + 5000;
-      while (!seen.some((r) => r.id === c.id) && Date.now() < deadline) await delay(10);
+      await eventually('the watcher to report the exit', () => seen.some((r) => r.id === c.id)).catch(() => {});
       const record = seen.find((r) => r.id === c.id);
       assert.ok(record, 'watcher reported the exit');
       const noticedNs = BigInt(Date.now()) * 1_000_000n;
@@ -187,8 +187,7 @@ describe('monitor: containers under conmon', function () {
       .create({ args: ['true'] }, { beforeStart: async (pid) => { hookPid = pid; throw new Error('no cgroup for you'); } }, id)
       .then(() => undefined, (e: unknown) => e);
     assert.match(String(err), /no cgroup for you/);
-    await delay(50);
-    assert.equal(await processStartTime(hookPid), undefined, 'conmon is gone');
+    await eventually('conmon to be gone', async () => (await processStartTime(hookPid)) === undefined);
     assert.deepEqual(await conmonsFor(id), []);
     assert.equal(await exists(join(fx.base, 'runc', id)), false, 'no runc state');
     assert.equal(await exists(join(fx.attachDir, id)), false, 'no attach link');
@@ -208,8 +207,7 @@ describe('monitor: containers under conmon', function () {
     const child = spawn(process.execPath, [script, fx.base, id], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    const deadline = Date.now() + 15_000;
-    while (!out.includes('\n') && Date.now() < deadline) await delay(20);
+    await eventually('the creator to print the container', () => out.includes('\n'), 15_000);
     const created = JSON.parse(out.trim()) as { pid: number; conmonPid: number };
     // the creator waits forever; kill it hard, as a crash would
     child.kill('SIGKILL');

@@ -13,6 +13,7 @@ import { MonitorError } from '../../../src/monitor/errors.js';
 import { isKind } from '../../../src/common/errors.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { MonitorFixture, missingPrerequisite, type TestContainer } from './fixture.js';
+import { eventually, waitFor } from '../../helpers/wait.js';
 
 /** A Writable that keeps everything written to it. */
 class Collector extends Writable {
@@ -32,13 +33,13 @@ class Collector extends Writable {
   }
 
   async waitFor(pattern: RegExp | string, timeoutMs = 5000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
+    const seen = () => {
       const text = this.text();
-      if (typeof pattern === 'string' ? text.includes(pattern) : pattern.test(text)) return text;
-      await delay(10);
-    }
-    throw new Error(`never saw ${pattern}; got ${JSON.stringify(this.text())}`);
+      return (typeof pattern === 'string' ? text.includes(pattern) : pattern.test(text)) ? text : undefined;
+    };
+    return waitFor(`${String(pattern)} in the output`, seen, timeoutMs).catch(() => {
+      throw new Error(`never saw ${pattern}; got ${JSON.stringify(this.text())}`);
+    });
   }
 }
 
@@ -209,8 +210,7 @@ describe('monitor: exec and attach through conmon', function () {
     });
 
     it('execs leave no session dirs or attach links behind', async () => {
-      await delay(100);
-      assert.deepEqual(await readdir(fx.monitor.config.execDir), []);
+      await eventually('the exec session dirs removed', async () => (await readdir(fx.monitor.config.execDir)).length === 0);
       const links = await readdir(fx.attachDir);
       assert.ok(links.every((name) => name.length === 64), `only container links remain: ${links}`);
     });

@@ -14,6 +14,7 @@ import { StreamingServer } from '../../../src/streaming/server.js';
 import { SpdyClient } from '../../helpers/spdy-client.js';
 import { echoServerEachTest } from '../../helpers/echo-server.js';
 import { FakeBackend } from './fake-backend.js';
+import { eventually } from '../../helpers/wait.js';
 
 interface Session {
   ws: WebSocket;
@@ -78,7 +79,8 @@ describe('streaming server over WebSocket', function () {
     const s = await open(await execUrl({ cmd: ['cat'], stdin: true }), ['v4.base64.channel.k8s.io']);
     s.ws.send('0' + Buffer.from('b64 in').toString('base64'));
     // No CLOSE before v5: the connection ends when the process does.
-    await new Promise((r) => setTimeout(r, 100));
+    const echoed = () => s.messages.some((m) => !m.binary && m.data.toString()[0] === '1' && Buffer.from(m.data.toString().slice(1), 'base64').toString().includes('b64 in'));
+    await eventually('the echo', echoed);
     s.ws.close();
     await s.closed;
     const out = s.messages.filter((m) => !m.binary && m.data.toString()[0] === '1').map((m) => Buffer.from(m.data.toString().slice(1), 'base64'));
@@ -108,11 +110,10 @@ describe('streaming server over WebSocket', function () {
   it('passes resize messages (channel 4) and aborts the backend when the client leaves', async () => {
     const s = await open(await execUrl({ cmd: ['sizes', '1', ';', 'hang'], tty: true, stdin: true }), ['v5.channel.k8s.io']);
     s.ws.send(Buffer.concat([Buffer.from([4]), Buffer.from('{"Width":90,"Height":40}')]));
-    const deadline = Date.now() + 5000;
-    while (!channels(s).get(1)?.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await eventually('the size echoed', () => (channels(s).get(1)?.length ?? 0) > 0);
     assert.equal(channels(s).get(1)!.toString(), '90x40\n');
     s.ws.terminate();
-    while (backend.aborted.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await eventually('the backend aborted', () => backend.aborted.length > 0);
     assert.equal(backend.aborted.length, 1);
   });
 
@@ -128,17 +129,13 @@ describe('streaming server over WebSocket', function () {
       });
       const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echo.port, dead] }));
       const s = await open(url, ['v4.channel.k8s.io']);
-      const deadline = Date.now() + 5000;
-      while (s.messages.length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await eventually('both ports announced', () => s.messages.length >= 4);
       const port = Buffer.alloc(2);
       port.writeUInt16LE(echo.port);
       assert.deepEqual(s.messages.filter((m) => m.data[0] === 0)[0]!.data.subarray(1), port);
       assert.deepEqual(s.messages.filter((m) => m.data[0] === 1)[0]!.data.subarray(1), port);
       s.ws.send(Buffer.concat([Buffer.from([0]), Buffer.from('over channels')]));
-      while (!/ECONNREFUSED/.test(channels(s).get(3)?.toString() ?? '') || (channels(s).get(0)?.length ?? 0) < 15) {
-        if (Date.now() > deadline) throw new Error(`no echo / error: ${JSON.stringify([...channels(s)])}`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await eventually('the echo and the refused port\'s error', () => /ECONNREFUSED/.test(channels(s).get(3)?.toString() ?? '') && (channels(s).get(0)?.length ?? 0) >= 15);
       assert.equal(channels(s).get(0)!.subarray(2).toString(), 'over channels');
       assert.match(channels(s).get(3)!.subarray(2).toString(), new RegExp(`^error forwarding port ${dead} to pod pod1, uid : .*ECONNREFUSED`));
       s.ws.close();
