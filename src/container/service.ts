@@ -21,6 +21,7 @@ import { nowNs } from '../common/clock.js';
 import { StoveError, failedPrecondition, isKind, messageOf, wrap } from '../common/errors.js';
 import { newId, shortId } from '../common/ids.js';
 import { KeyedMutex } from '../common/locks.js';
+import { settleAll } from '../common/settle.js';
 import type { Logger } from '../common/logger.js';
 import { writeFileAtomic } from '../persist/atomic-file.js';
 import { execProcess } from '../monitor/exec-dir.js';
@@ -412,12 +413,12 @@ export class ContainerService {
 
   /** Stops every running container of a sandbox. */
   async stopAll(sandboxId: string, timeoutSeconds: number): Promise<void> {
-    await settle(this.store.ofSandbox(sandboxId).map((r) => this.stop(r.id, timeoutSeconds)));
+    await settleAll(this.store.ofSandbox(sandboxId).map((r) => this.stop(r.id, timeoutSeconds)));
   }
 
   /** Removes every container of a sandbox. */
   async removeAll(sandboxId: string): Promise<void> {
-    await settle(this.store.ofSandbox(sandboxId).map((r) => this.remove(r.id)));
+    await settleAll(this.store.ofSandbox(sandboxId).map((r) => this.remove(r.id)));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -497,13 +498,6 @@ export class ContainerService {
   private emit(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
     this.o.events.container(type, record, deleted);
   }
-}
-
-/** Runs every promise to the end, then throws the first failure. */
-async function settle(promises: Promise<unknown>[]): Promise<void> {
-  const results = await Promise.allSettled(promises);
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failed) throw failed.reason;
 }
 
 /** Cuts output so that it and the truncation note fit the limit, and appends the note to stderr. */
