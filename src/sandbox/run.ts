@@ -252,7 +252,7 @@ class PodRun {
     const { files, plan, config } = this.input;
     this.cleanup.push('remove pod files', () => this.o.host.removePodFiles(files));
     try {
-      await Promise.all([this.o.host.writePodFiles(files, plan.hostname, config.dnsConfig), this.o.host.mountShm(files)]);
+      await settleAll([this.o.host.writePodFiles(files, plan.hostname, config.dnsConfig), this.o.host.mountShm(files)]);
     } catch (err) {
       throw wrap(err, `failed to setup sandbox files for sandbox "${this.id}"`);
     }

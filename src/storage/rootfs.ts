@@ -8,6 +8,7 @@ import { mkdir, lstat, opendir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { mount, unmount } from '../platform/mount.js';
 import { internal } from '../common/errors.js';
+import { settleAll } from '../common/settle.js';
 
 /** The kernel copies at most one page of mount options. */
 export const MOUNT_DATA_LIMIT = 4096;
@@ -46,11 +47,12 @@ export async function mountOverlay(spec: OverlaySpec, alongside?: Promise<unknow
   // The dir holding upper and work is root's alone (a root container's writable layer may hold a
   // set-user-ID program); upper keeps 0755, the mode of the container's `/`.
   await mkdir(dirname(spec.upperDir), { recursive: true, mode: 0o700 });
-  await Promise.all([
+  // Settled together: a failed mkdir must not unwind the create while `alongside` is still writing.
+  await settleAll([
     mkdir(spec.upperDir, { recursive: true, mode: 0o755 }),
     mkdir(spec.workDir, { recursive: true, mode: 0o700 }),
     mkdir(spec.target, { recursive: true, mode: 0o755 }),
-    alongside,
+    alongside ?? Promise.resolve(),
   ]);
   await mount({ type: 'overlay', source: 'overlay', target: spec.target, options, cwd: spec.baseDir });
 }
