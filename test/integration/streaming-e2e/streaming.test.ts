@@ -12,7 +12,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerState, NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { spdyUpgrade } from '../../helpers/spdy-client.js';
 import { suiteHooks } from '../../helpers/suite.js';
-import { eventually, listProcessesNamed, parseStatus, rejectsWith, skipReason, StreamingWorld, waitForText } from './world.js';
+import { eventually, listProcessesNamed, parseStatus, rejectsWith, skipReason, StreamingWorld, waitForText, type CommandSession } from './world.js';
 
 describe('streaming: exec, attach and port-forward into real containers', function () {
   this.timeout(60_000);
@@ -88,9 +88,7 @@ describe('streaming: exec, attach and port-forward into real containers', functi
       await waitForText(s.stdout!, /33 101\r\n/);
       await waitForText(s.stdout!, '[42]');
       s.resize!.write('{"Width":120,"Height":40}\n');
-      await delay(200);
-      s.stdin!.write('stty size\n');
-      await waitForText(s.stdout!, /40 120\r\n/);
+      await waitForSize(s, 40, 120);
       s.stdin!.write('exit 5\n');
       assert.equal(parseStatus((await s.error.readAll()).toString()).exitCode, 5);
       // Started on a terminal of the client's size, not resized after the fact.
@@ -197,9 +195,7 @@ describe('streaming: exec, attach and port-forward into real containers', functi
       const url = await world.attachUrl({ containerId: term, stdin: true, stdout: true, tty: true });
       const s = await world.openCommand(url, { stdin: true, stdout: true, tty: true });
       s.resize!.write('{"Width":91,"Height":27}\n');
-      await delay(200);
-      s.stdin!.write('stty size\n');
-      await waitForText(s.stdout!, /27 91\r\n/);
+      await waitForSize(s, 27, 91);
       s.client.close();
       await delay(300);
       assert.equal((await world.status(term)).status!.state, ContainerState.CONTAINER_RUNNING);
@@ -312,3 +308,16 @@ describe('streaming: exec, attach and port-forward into real containers', functi
     });
   });
 });
+
+/** Asks the shell for its size until it reports `rows cols`: a resize reaches the terminal asynchronously. */
+async function waitForSize(s: CommandSession, rows: number, cols: number): Promise<void> {
+  const size = new RegExp(`${rows} ${cols}\\r\\n`);
+  await eventually(
+    `the terminal at ${rows}x${cols}`,
+    async () => {
+      s.stdin!.write('stty size\n');
+      return waitForText(s.stdout!, size, 300).then(() => true, () => false);
+    },
+    10_000,
+  );
+}
