@@ -27,8 +27,11 @@ export const IMAGE_NAME = 'registry.test/app:1';
 export class FakeSandboxes implements SandboxLookup {
   readonly records = new Map<string, SandboxRecord>();
 
+  /** `logDirectory`: the pods' log_directory (a temp dir: creates make their log files there). */
+  constructor(private readonly logDirectory: string) {}
+
   add(id: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
-    const config = PodSandboxConfig.fromPartial({ metadata: { name: `pod-${id.slice(0, 4)}`, namespace: 'ns', uid: `uid-${id}`, attempt: 0 }, logDirectory: '/var/log/pods/x' });
+    const config = PodSandboxConfig.fromPartial({ metadata: { name: `pod-${id.slice(0, 4)}`, namespace: 'ns', uid: `uid-${id}`, attempt: 0 }, logDirectory: this.logDirectory });
     const record: SandboxRecord = {
       id,
       name: `pod-${id}`,
@@ -194,7 +197,7 @@ export interface Harness {
 
 export async function harness(): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'stove-ctr-unit-'));
-  const sandboxes = new FakeSandboxes();
+  const sandboxes = new FakeSandboxes(join(dir, 'pod-logs'));
   const images = new FakeImages();
   const runtime = new FakeRuntime();
   const monitor = new FakeMonitor(runtime);

@@ -45,7 +45,7 @@ describe('container service (fakes)', () => {
     assert.equal(r.imageId, 'sha256:' + '1'.repeat(64));
     assert.match(r.imageRef, /^registry\.test\/app@sha256:2{64}$/);
     assert.equal(r.stopSignal, 'SIGQUIT');
-    assert.equal(r.logPath, '/var/log/pods/x/app.log');
+    assert.equal(r.logPath, join(h.dir, 'pod-logs', 'app.log'));
     assert.deepEqual(r.user, { uid: 1000, gid: 1000, additionalGids: [1000] });
     assert.deepEqual((r.process as { args: string[] }).args, ['sleep', '60']);
     assert.ok(await exists(join(h.dir, 'state', 'containers', r.id, 'config.json')));
