@@ -30,7 +30,7 @@ import { effectiveStopSignal } from './stop-signal.js';
 import { checkImageMounts, hasImageVolumes, mountImageVolumes, type ImageVolumeRecord } from './image-volumes.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
-import { tracer } from '../observability/hooks.js';
+import { StepTimer } from '../observability/steps.js';
 
 /** Everything a create needs, checked before anything exists. */
 export interface CreatePlan {
@@ -120,16 +120,11 @@ export function podConfigFor(sandbox: SandboxRecord): PodSandboxConfig {
  * Runs the acquisition steps of a create under `cleanup` and returns the record (already stored).
  * The name is reserved by the caller.
  */
-export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, steps: Record<string, number> = {}): Promise<ContainerRecord> {
+export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, timer = new StepTimer()): Promise<ContainerRecord> {
   const { id, config, sandbox, image } = plan;
-  let mark = performance.now();
   // Each lap is a step in the log and a trace span; conmon's span starts with conmon, not after the spec.
-  const lap = (name: string, spanFrom = mark) => {
-    const now = performance.now();
-    steps[name] = +(now - mark).toFixed(1);
-    tracer().step(name, spanFrom, now);
-    mark = now;
-  };
+  timer.startLaps();
+  const lap = (name: string, spanFrom?: number) => timer.lap(name, spanFrom);
   const bundleDir = o.containerStateDir(id);
   const rootfsDir = join(bundleDir, 'rootfs');
   const persistDir = o.containerDir(id);

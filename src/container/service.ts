@@ -22,6 +22,7 @@ import { StoveError, failedPrecondition, isKind, messageOf, wrap } from '../comm
 import { newId, shortId } from '../common/ids.js';
 import { KeyedMutex } from '../common/locks.js';
 import { settleAll } from '../common/settle.js';
+import { StepTimer } from '../observability/steps.js';
 import type { Logger } from '../common/logger.js';
 import { writeFileAtomic } from '../persist/atomic-file.js';
 import { execProcess } from '../monitor/exec-dir.js';
@@ -164,12 +165,12 @@ export class ContainerService {
       stopSignal: stopSignalFor(config, image, sandbox.id),
     };
     const log = this.log.child({ container: shortId(id), name });
-    const steps: Record<string, number> = {};
+    const timer = new StepTimer();
     const record = await this.locks.run(id, () =>
       withCleanup(log, async (cleanup) => {
         this.store.names.reserve(name, id, 'container');
         cleanup.push('release container name', () => this.store.names.release(name, id));
-        const created = await createSteps(this.o, plan, cleanup, steps);
+        const created = await createSteps(this.o, plan, cleanup, timer);
         cleanup.push('forget record', () => this.store.delete(id));
         this.emit(ContainerEventType.CONTAINER_CREATED_EVENT, created);
         return created;
@@ -179,7 +180,7 @@ export class ContainerService {
     });
     const ms = performance.now() - started;
     metrics().containerCreated(id, ms / 1000);
-    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +ms.toFixed(1), steps });
+    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +ms.toFixed(1), steps: timer.steps });
     return record;
   }
 

@@ -30,7 +30,7 @@ import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './service.js';
-import { StepTimer } from './steps.js';
+import { StepTimer } from '../observability/steps.js';
 import { metrics } from '../observability/hooks.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */

@@ -21,7 +21,7 @@ import { pauseRefs, type PauseRuntime } from './pause.js';
 import type { PodDefaults } from './pod-config.js';
 import { collectGarbage } from './recover.js';
 import { runSandbox } from './run.js';
-import { StepTimer } from './steps.js';
+import { StepTimer } from '../observability/steps.js';
 import { podCgroupPath, podLimits } from './resize.js';
 import type { SandboxStore } from './store.js';
 

@@ -8,7 +8,7 @@ import { createLogger } from '../../../src/common/logger.js';
 import { RuntimeServiceService } from '../../../src/gen/runtime/v1/api.js';
 import { installObservability, NO_METRICS, NO_TRACING, type MetricsRecorder } from '../../../src/observability/hooks.js';
 import { OtelTracing, tracesUrl } from '../../../src/observability/tracing.js';
-import { StepTimer } from '../../../src/sandbox/steps.js';
+import { StepTimer } from '../../../src/observability/steps.js';
 
 const log = createLogger('error');
 
