@@ -62,7 +62,8 @@ describe('monitor: containers under conmon', function () {
     assert.ok(await isSameProcessAlive(c.conmonPid, c.conmonStartTime));
     assert.ok(await exists(join(fx.attachDir, c.id)), 'attach link');
     await fx.runc.start(c.id);
-    const log = await fx.waitForLog(c.logPath, (l) => l.includes('partial'));
+    // stdout and stderr are separate pipes: conmon may log either first.
+    const log = await fx.waitForLog(c.logPath, (l) => l.includes('partial') && l.includes('oops'));
     assert.match(log, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}[+-]\d\d:\d\d stdout F hello$/m);
     assert.match(log, / stderr F oops$/m);
     assert.match(log, / stdout P partial$/m);
