@@ -108,9 +108,8 @@ describe('config: node defaults and live reload (SIGHUP)', function () {
       await writeFile(broken, '[runtime]\npids_limitt = 5\n');
       const line = await reload(/config reload failed/);
       assert.match(line, /90-broken\.toml: unknown key \\"runtime\.pids_limitt\\"/);
-      const started = Date.now();
-      await world.daemon.clients.runtime.version({ version: 'v1' });
-      assert.ok(Date.now() - started < 1000, 'the daemon answers');
+      const version = await world.daemon.clients.runtime.version({ version: 'v1' });
+      assert.equal(version.runtimeName, 'stove', 'the daemon still answers');
       const pod = await world.pod();
       const id = await world.run(pod, world.config('sleeper'));
       assert.equal((await limitsOf(id)).pidsMax, '55', 'the last good config still applies');
