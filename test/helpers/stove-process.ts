@@ -82,9 +82,25 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  await waitFor(async () => access(socket).then(() => true, () => false), 20_000, 'the socket', child, () => out);
-  const clients = criClients(socket);
-  await waitFor(async () => clients.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000, 'Version', child, () => out);
+  const clients = await (async () => {
+    try {
+      await waitFor(async () => access(socket).then(() => true, () => false), 20_000, 'the socket', child, () => out);
+      const started = criClients(socket);
+      await waitFor(async () => started.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000, 'Version', child, () => out).catch((err: unknown) => {
+        started.close();
+        throw err;
+      });
+      return started;
+    } catch (err) {
+      // A daemon that never came up leaves neither a process nor, when the dir was made here, a temp dir.
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+      if (!options.dir) await rm(dir, { recursive: true, force: true });
+      throw err;
+    }
+  })();
   return {
     dir,
     socket,
