@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { freePort } from './registry.js';
+import { stopChild, waitUntilServing } from './child.js';
 
 export const PROMETHEUS_BIN = process.env.PROMETHEUS_BIN ?? '/usr/bin/prometheus';
 
@@ -87,35 +88,19 @@ export async function startPrometheus(job: string, targets: string[], ruleFiles:
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
   child.once('exit', () => live.delete(child));
 
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await stopChild(child);
     await rm(dir, { recursive: true, force: true });
   };
 
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      await stop();
-      throw new Error(`prometheus exited:\n${out}`);
-    }
-    const ready = await request(`${url}/-/ready`, { headersTimeout: 1000, bodyTimeout: 1000 }).then(
-      async (r) => (await r.body.dump(), r.statusCode === 200),
-      () => false,
-    );
-    if (ready) break;
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`prometheus did not become ready on ${url}:\n${out}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
+  try {
+    await waitUntilServing(`prometheus on ${url}`, child, () => out, () =>
+      request(`${url}/-/ready`, { headersTimeout: 1000, bodyTimeout: 1000 }).then(async (r) => (await r.body.dump(), r.statusCode === 200)), 20_000);
+  } catch (err) {
+    await stop();
+    throw err;
   }
 
   return {

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
+import { stopChild, waitUntilServing } from './child.js';
 
 export const REGISTRY_BIN = process.env.REGISTRY_BIN ?? '/usr/bin/docker-registry';
 
@@ -123,20 +124,12 @@ process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-async function waitReady(url: string, child: ChildProcess, output: () => string, dispatcher: Dispatcher | undefined): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`docker-registry exited:\n${output()}`);
-    try {
-      const res = await request(`${url}/v2/`, { headersTimeout: 1000, bodyTimeout: 1000, dispatcher });
-      await res.body.dump();
-      if (res.statusCode === 200 || res.statusCode === 401) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`docker-registry did not answer on ${url}:\n${output()}`);
+function waitReady(url: string, child: ChildProcess, output: () => string, dispatcher: Dispatcher | undefined): Promise<void> {
+  return waitUntilServing(`docker-registry on ${url}`, child, output, async () => {
+    const res = await request(`${url}/v2/`, { headersTimeout: 1000, bodyTimeout: 1000, dispatcher });
+    await res.body.dump();
+    return res.statusCode === 200 || res.statusCode === 401;
+  }, 15_000);
 }
 
 async function startOnce(options: RegistryOptions): Promise<TestRegistry> {
@@ -156,19 +149,13 @@ async function startOnce(options: RegistryOptions): Promise<TestRegistry> {
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
   child.once('exit', () => live.delete(child));
 
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await stopChild(child);
     await dispatcher?.close().catch(() => {});
     await rm(dir, { recursive: true, force: true });
   };
