@@ -10,8 +10,7 @@ import { readFile } from 'node:fs/promises';
 import zlib from 'node:zlib';
 import { SPDY3_DICTIONARY } from '../../src/streaming/spdy-dictionary.js';
 import { controlFrameBytes, spdyUpgrade, SPDY } from '../helpers/spdy-client.js';
-import { suiteHooks } from '../helpers/suite.js';
-import { COMMAND_PROTOCOLS, eventually, rejectsWith, parseStatus, skipReason, StreamingWorld, waitForText, writeChunked } from '../integration/streaming-e2e/world.js';
+import { COMMAND_PROTOCOLS, eventually, rejectsWith, parseStatus, StreamingWorld, streamingSuite, waitForText, writeChunked } from '../integration/streaming-e2e/world.js';
 
 const MAX_PER_CONTAINER = 3;
 const MAX_STREAMS = 8;
@@ -76,23 +75,9 @@ describe('security: streaming sessions are bounded (no stalled daemon)', functio
   world.pods.configToml = () =>
     `${baseToml()}[streaming]\nmax_sessions_per_container = ${MAX_PER_CONTAINER}\nmax_streams_per_session = ${MAX_STREAMS}\n`;
 
-  suiteHooks({
-    what: 'streaming security tests',
-    skipReason,
-    setup: async () => {
-      await world.start();
-      pod = await world.pod();
-      shell = await world.run(pod, world.config('busybox', { command: ['sleep', '3600'] }));
-    },
-    tidy: async () => {
-      world.closeClients();
-      await world.removeContainers(shell);
-    },
-    leftovers: () => world.settledSessionLeftovers(),
-    cleanup: async () => {
-      world.closeClients();
-      await world.cleanup();
-    },
+  streamingSuite(world, 'streaming security tests', (p, s) => {
+    pod = p;
+    shell = s;
   });
 
   it('a header block repeating one name 26,000 times ends that connection and nothing else', async () => {

@@ -11,8 +11,7 @@ import net from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerState, NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { spdyUpgrade } from '../../helpers/spdy-client.js';
-import { suiteHooks } from '../../helpers/suite.js';
-import { eventually, listProcessesNamed, parseStatus, rejectsWith, skipReason, StreamingWorld, waitForText, type CommandSession } from './world.js';
+import { eventually, listProcessesNamed, parseStatus, rejectsWith, StreamingWorld, streamingSuite, waitForText, type CommandSession } from './world.js';
 
 describe('streaming: exec, attach and port-forward into real containers', function () {
   this.timeout(60_000);
@@ -21,24 +20,9 @@ describe('streaming: exec, attach and port-forward into real containers', functi
   /** A long-running busybox container in `pod`. */
   let shell: string;
 
-  suiteHooks({
-    what: 'streaming tests',
-    skipReason,
-    setup: async () => {
-      await world.start();
-      pod = await world.pod();
-      shell = await world.run(pod, world.config('busybox', { command: ['sleep', '3600'] }));
-    },
-    tidy: async () => {
-      world.closeClients();
-      await world.removeContainers(shell);
-    },
-    // Sessions end asynchronously once their client is gone; then none of their pieces may be left.
-    leftovers: () => world.settledSessionLeftovers(),
-    cleanup: async () => {
-      world.closeClients();
-      await world.cleanup();
-    },
+  streamingSuite(world, 'streaming tests', (p, s) => {
+    pod = p;
+    shell = s;
   });
 
   describe('exec', () => {

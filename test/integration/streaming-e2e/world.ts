@@ -8,8 +8,9 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { AttachRequest, ExecRequest, PortForwardRequest } from '../../../src/gen/runtime/v1/api.js';
-import { ContainerWorld, eventually } from '../container/world.js';
+import { ContainerWorld, eventually, skipReason } from '../container/world.js';
 import { spdyUpgrade, type ClientStream, type SpdyClient } from '../../helpers/spdy-client.js';
+import { suiteHooks } from '../../helpers/suite.js';
 
 export { eventually, rejectsWith, skipReason } from '../container/world.js';
 
@@ -156,6 +157,39 @@ export class StreamingWorld extends ContainerWorld {
 }
 
 /** Writes `data` as DATA frames of at most 64 KiB. */
+/**
+ * The hooks of a streaming suite (call it in a `describe` body): start `world`, run a pod with a
+ * long-running busybox container (handed to `ready`), and after each test close the test's clients,
+ * remove every other container and fail a passing test whose sessions left anything behind.
+ */
+export function streamingSuite(
+  world: StreamingWorld,
+  what: string,
+  ready: (pod: Awaited<ReturnType<StreamingWorld['pod']>>, shell: string) => void,
+): void {
+  let shell = '';
+  suiteHooks({
+    what,
+    skipReason,
+    setup: async () => {
+      await world.start();
+      const pod = await world.pod();
+      shell = await world.run(pod, world.config('busybox', { command: ['sleep', '3600'] }));
+      ready(pod, shell);
+    },
+    tidy: async () => {
+      world.closeClients();
+      await world.removeContainers(shell);
+    },
+    // Sessions end asynchronously once their client is gone; then none of their pieces may be left.
+    leftovers: () => world.settledSessionLeftovers(),
+    cleanup: async () => {
+      world.closeClients();
+      await world.cleanup();
+    },
+  });
+}
+
 export async function writeChunked(stream: ClientStream, data: Buffer): Promise<void> {
   for (let i = 0; i < data.length; i += 65536) {
     stream.write(data.subarray(i, i + 65536));
