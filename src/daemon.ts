@@ -49,6 +49,7 @@ import { createContainer, removeContainer, startContainer, stopContainer } from 
 import { containerStatus, listContainers, streamContainers } from './cri/container-query.js';
 import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
 import { execSync } from './cri/exec-sync.js';
+import { attach, exec, portForward } from './cri/streaming.js';
 import { getContainerEvents } from './cri/container-events.js';
 import { LifecycleEvents } from './pod/events.js';
 import { PodLifecycle } from './pod/lifecycle.js';
@@ -329,9 +330,9 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     updateContainerResources: (r) => updateContainerResources(containers, r),
     reopenContainerLog: (r) => reopenContainerLog(containers, r),
     execSync: (r) => execSync(containers, r),
-    exec: (r) => streaming.exec(r),
-    attach: (r) => streaming.attach(r),
-    portForward: (r) => streaming.portForward(r),
+    exec: (r) => exec(streaming, r),
+    attach: (r) => attach(streaming, r),
+    portForward: (r) => portForward(streaming, r),
     containerStats: (r) => containerStats({ containers, sandboxes, stats }, r),
     listContainerStats: (r) => listContainerStats({ containers, sandboxes, stats }, r),
     podSandboxStats: (r) => podSandboxStats({ containers, sandboxes, stats }, r),

@@ -7,16 +7,16 @@
  *
  * Contract for backends:
  *
- * - `exec(request, io)` runs `request.cmd` in container `request.containerId` and resolves with its exit
+ * - `exec(params, io)` runs `params.cmd` in container `params.containerId` and resolves with its exit
  *   code (0–255; a process killed by signal N reports 128+N) once the process has exited AND all of its
  *   output has been written to `io.stdout` / `io.stderr` (write, don't end: the server ends them). Reject
  *   only when the command could not be run at all; the message reaches the client as
  *   `error executing command in container: <message>`.
- * - `attach(request, io)` connects `io` to the container's main process and resolves when the attach is
+ * - `attach(params, io)` connects `io` to the container's main process and resolves when the attach is
  *   over: when the output ends (the container exited), or, for a container with `stdin && !stdin_once
  *   && !tty`, when the client's stdin ends. Whether the container's stdin is closed when the client's
  *   stdin ends (`stdin_once`) is the backend's business; the server only delivers EOF.
- * - `io.stdin` is present iff the request asked for stdin; it ends when the client closes stdin, and
+ * - `io.stdin` is present iff the session asked for stdin; it ends when the client closes stdin, and
  *   also when the client disconnects.
  * - `io.stdout` / `io.stderr` are present iff requested (with a TTY everything goes to stdout). They
  *   respect backpressure (`write()` returning false, 'drain'), so piping a child's output into them
@@ -33,7 +33,34 @@
  *   goes away. Errors whose `code` is EPIPE or ECONNRESET are reported as recoverable.
  */
 import type { Duplex, Readable, Writable } from 'node:stream';
-import type { AttachRequest, ExecRequest } from '../gen/runtime/v1/api.js';
+
+/**
+ * Which standard streams an exec or attach session carries, and whether on a terminal. `cri/streaming.ts`
+ * fills these in from the CRI request (after checking it) when it hands out the URL.
+ */
+export interface StreamSelection {
+  tty: boolean;
+  stdin: boolean;
+  stdout: boolean;
+  stderr: boolean;
+}
+
+/** An exec session: run `cmd` in the container (its full id). */
+export interface ExecParams extends StreamSelection {
+  containerId: string;
+  cmd: string[];
+}
+
+/** An attach session to the container's (full id) main process. */
+export interface AttachParams extends StreamSelection {
+  containerId: string;
+}
+
+/** A port-forward session to the pod (its full id); `ports` may be empty (SPDY clients name them per stream). */
+export interface PortForwardParams {
+  podSandboxId: string;
+  ports: number[];
+}
 
 /** A terminal size in character cells, as sent by the client. */
 export interface TerminalSize {
@@ -53,8 +80,8 @@ export interface StreamIO {
 
 /** The process side of exec, attach and port-forward (see the contract above). */
 export interface StreamingBackend {
-  exec(request: ExecRequest, io: StreamIO): Promise<number>;
-  attach(request: AttachRequest, io: StreamIO): Promise<void>;
+  exec(params: ExecParams, io: StreamIO): Promise<number>;
+  attach(params: AttachParams, io: StreamIO): Promise<void>;
   portForward(podSandboxId: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void>;
 }
 

@@ -3,7 +3,7 @@
  * streaming/backend.ts):
  *
  * - exec runs the command through conmon (`Monitor.exec`) with the container's own process spec (user,
- *   env, cwd, capabilities, …) and only the args replaced, on a terminal when the request asks for one;
+ *   env, cwd, capabilities, …) and only the args replaced, on a terminal when the session asks for one;
  *   terminal sizes go to conmon's ctl FIFO; a client that goes away gets its process SIGKILLed.
  * - attach connects to conmon's attach socket (`Monitor.attach`); detaching leaves the container
  *   running (conmon closes the container's stdin on detach only for stdin_once containers).
@@ -17,7 +17,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { Duplex } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { AttachRequest, ExecRequest } from '../gen/runtime/v1/api.js';
 import { failedPrecondition, messageOf } from '../common/errors.js';
 import { shortId } from '../common/ids.js';
 import type { Logger } from '../common/logger.js';
@@ -27,7 +26,7 @@ import type { Monitor } from '../monitor/monitor.js';
 import { execProcess } from '../monitor/exec-dir.js';
 import { netnsCommand } from '../network/netns-exec.js';
 import type { SandboxState } from '../sandbox/model.js';
-import type { StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from './backend.js';
+import type { AttachParams, ExecParams, StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from './backend.js';
 import { relay } from './relay.js';
 
 /** How long an exec with a terminal waits for the client's first size before it starts anyway. */
@@ -103,12 +102,12 @@ export class CriStreamingBackend implements StreamingBackend {
     return session;
   }
 
-  exec(request: ExecRequest, io: StreamIO): Promise<number> {
-    return this.track(this.runExec(request, io));
+  exec(params: ExecParams, io: StreamIO): Promise<number> {
+    return this.track(this.runExec(params, io));
   }
 
-  attach(request: AttachRequest, io: StreamIO): Promise<void> {
-    return this.track(this.runAttach(request, io));
+  attach(params: AttachParams, io: StreamIO): Promise<void> {
+    return this.track(this.runAttach(params, io));
   }
 
   portForward(podSandboxId: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
@@ -117,8 +116,8 @@ export class CriStreamingBackend implements StreamingBackend {
 
   // ---- exec ---------------------------------------------------------------------------------------
 
-  private async runExec(request: ExecRequest, io: StreamIO): Promise<number> {
-    const target = this.runningTarget(request.containerId);
+  private async runExec(params: ExecParams, io: StreamIO): Promise<number> {
+    const target = this.runningTarget(params.containerId);
     const sizes = io.tty && io.resize ? io.resize[Symbol.asyncIterator]() : undefined;
     // The first size normally arrives with the streams: start the process on a terminal of that size.
     let pending = sizes?.next();
@@ -129,7 +128,7 @@ export class CriStreamingBackend implements StreamingBackend {
       if (!r.done) first = r.value;
     }
     if (io.signal.aborted) throw new Error('the client went away');
-    const proc = execProcess(target.process, request.cmd, io.tty);
+    const proc = execProcess(target.process, params.cmd, io.tty);
     // runc sizes the new terminal before the process runs (a resize through conmon would come after).
     if (first && first.width > 0 && first.height > 0) proc['consoleSize'] = { width: first.width, height: first.height };
     const session = await this.deps.monitor.exec(target.runtime, target.id, proc, {
@@ -141,9 +140,9 @@ export class CriStreamingBackend implements StreamingBackend {
       height: first?.height,
     });
     const log = this.log.child({ container: shortId(target.id), pid: session.pid });
-    log.debug('exec started', { cmd: request.cmd, tty: io.tty });
+    log.debug('exec started', { cmd: params.cmd, tty: io.tty });
     const onAbort = () => {
-      log.info('exec client went away; killing the process', { cmd: request.cmd });
+      log.info('exec client went away; killing the process', { cmd: params.cmd });
       session.kill();
     };
     io.signal.addEventListener('abort', onAbort, { once: true });
@@ -158,8 +157,8 @@ export class CriStreamingBackend implements StreamingBackend {
 
   // ---- attach -------------------------------------------------------------------------------------
 
-  private async runAttach(request: AttachRequest, io: StreamIO): Promise<void> {
-    const target = this.runningTarget(request.containerId);
+  private async runAttach(params: AttachParams, io: StreamIO): Promise<void> {
+    const target = this.runningTarget(params.containerId);
     // Input goes only to a container that has some (a stdin pipe or a terminal); else it is drained.
     const stdin = io.stdin && (target.stdin || target.tty) ? io.stdin : undefined;
     if (io.stdin && !stdin) io.stdin.resume();

@@ -6,14 +6,13 @@
  */
 import { finished } from 'node:stream/promises';
 import type { Readable, Writable } from 'node:stream';
-import type { AttachRequest, ExecRequest } from '../gen/runtime/v1/api.js';
 import type { Logger } from '../common/logger.js';
 import { messageOf } from '../common/errors.js';
-import type { StreamingBackend, StreamIO, TerminalSize } from './backend.js';
+import type { AttachParams, ExecParams, StreamingBackend, StreamIO, TerminalSize } from './backend.js';
 import { encodeStatus, exitCodeStatus, internalErrorStatus, successStatus, type Status } from './status.js';
 
-/** An exec or attach, with the CRI request stored when its URL was handed out. */
-export type CommandRequest = { kind: 'exec'; request: ExecRequest } | { kind: 'attach'; request: AttachRequest };
+/** An exec or attach, with the parameters stored when its URL was handed out. */
+export type CommandSession = { kind: 'exec'; params: ExecParams } | { kind: 'attach'; params: AttachParams };
 
 /** One connection's streams, whatever carries them. */
 export interface CommandChannels {
@@ -144,12 +143,12 @@ async function settleWrites(streams: (Writable | undefined)[]): Promise<void> {
 
 /** Runs one exec or attach over `channels` and closes them. Never throws. */
 export async function serveCommand(
-  command: CommandRequest,
+  command: CommandSession,
   channels: CommandChannels,
   backend: StreamingBackend,
   log: Logger,
 ): Promise<void> {
-  const tty = command.request.tty;
+  const tty = command.params.tty;
   const resize = tty && channels.resize ? new ResizeQueue() : undefined;
   if (resize && channels.resize) readResizeStream(channels.resize, resize);
   channels.signal.addEventListener('abort', () => resize?.end(), { once: true });
@@ -161,16 +160,16 @@ export async function serveCommand(
     resize,
     signal: channels.signal,
   };
-  const id = command.request.containerId;
+  const id = command.params.containerId;
   const started = performance.now();
   let status: Status;
   try {
     if (command.kind === 'exec') {
-      const code = await backend.exec(command.request, io);
+      const code = await backend.exec(command.params, io);
       status = code === 0 ? successStatus() : exitCodeStatus(code);
       log.debug('exec finished', { containerId: id, exitCode: code, durationMs: Math.round(performance.now() - started) });
     } else {
-      await backend.attach(command.request, io);
+      await backend.attach(command.params, io);
       status = successStatus();
       log.debug('attach finished', { containerId: id, durationMs: Math.round(performance.now() - started) });
     }

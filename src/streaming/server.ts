@@ -1,16 +1,16 @@
 /**
- * The streaming server behind CRI Exec, Attach and PortForward. The RPCs validate the request, check
- * that the container or pod exists, store the request under a single-use token and return
- * `http://<address>:<port>/{exec,attach,portforward}/<token>`. The client then connects there with
- * a SPDY/3.1 upgrade (crictl, critest, the kubelet) or a WebSocket (crictl `--transport websocket`,
- * newer kubelets); every parameter comes from the stored request, none from the URL. An unknown, used
- * or expired token is a 404 and runs nothing.
+ * The streaming server behind CRI Exec, Attach and PortForward. The RPCs (cri/streaming.ts) validate
+ * the request and hand its parameters here; the server checks that the container or pod exists, stores
+ * the parameters under a single-use token and returns `http://<address>:<port>/{exec,attach,portforward}/<token>`.
+ * The client then connects there with a SPDY/3.1 upgrade (crictl, critest, the kubelet) or a WebSocket
+ * (crictl `--transport websocket`, newer kubelets); every parameter comes from what was stored, none from
+ * the URL. An unknown, used or expired token is a 404 and runs nothing.
  *
  * Usage (daemon.ts):
  *
  *   const streaming = new StreamingServer({ ...streamingOptionsFromConfig(config.streaming), backend, lookup, log });
  *   await streaming.start();
- *   runtimeHandlers.exec = (r) => streaming.exec(r);   // likewise attach, portForward
+ *   runtimeHandlers.exec = (r) => exec(streaming, r);   // cri/streaming.ts; likewise attach, portForward
  *   …
  *   await streaming.stop();
  */
@@ -18,18 +18,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer } from 'ws';
-import {
-  AttachResponse,
-  ExecResponse,
-  PortForwardResponse,
-  type AttachRequest,
-  type ExecRequest,
-  type PortForwardRequest,
-} from '../gen/runtime/v1/api.js';
 import { StoveError, invalidArgument, notFound, messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import type { StreamingConfig } from '../config/schema.js';
-import type { StreamingBackend, StreamingLookup } from './backend.js';
+import type { AttachParams, ExecParams, PortForwardParams, StreamingBackend, StreamingLookup } from './backend.js';
 import {
   PROTOCOL_HEADER,
   SPDY_COMMAND_PROTOCOLS,
@@ -46,7 +38,7 @@ import {
   wantsWebSocket,
 } from './negotiate.js';
 import { servePortForward } from './portforward.js';
-import type { CommandRequest } from './remotecommand.js';
+import type { CommandSession } from './remotecommand.js';
 import { serveSpdyCommand } from './spdy-command.js';
 import { DEFAULT_MAX_STREAMS } from './spdy.js';
 import { TokenCache } from './tokens.js';
@@ -101,7 +93,7 @@ export function streamingOptionsFromConfig(
 }
 
 type Kind = 'exec' | 'attach' | 'portforward';
-type Stored = CommandRequest | { kind: 'portforward'; request: PortForwardRequest };
+type Stored = CommandSession | { kind: 'portforward'; params: PortForwardParams };
 
 const ROUTE = /^\/(exec|attach|portforward)\/([A-Za-z0-9_-]+)\/?(?:\?.*)?$/;
 /** `ws` accepts only RFC 7230 tokens as subprotocols; the tunnel's name has a '/'. See handleWebSocket. */
@@ -112,10 +104,10 @@ interface Live {
   destroy(): void;
 }
 
-/** The container or pod a stored request is for (sessions are counted per target). */
+/** The container or pod a stored session is for (sessions are counted per target). */
 function targetOf(stored: Stored): { key: string; label: string } {
-  if (stored.kind === 'portforward') return { key: `pod:${stored.request.podSandboxId}`, label: `pod "${stored.request.podSandboxId}"` };
-  return { key: `container:${stored.request.containerId}`, label: `container "${stored.request.containerId}"` };
+  if (stored.kind === 'portforward') return { key: `pod:${stored.params.podSandboxId}`, label: `pod "${stored.params.podSandboxId}"` };
+  return { key: `container:${stored.params.containerId}`, label: `container "${stored.params.containerId}"` };
 }
 
 export class StreamingServer {
@@ -206,37 +198,28 @@ export class StreamingServer {
     return this.openSessions;
   }
 
-  /** CRI Exec: validates, checks the container, returns a URL. */
-  async exec(request: ExecRequest): Promise<ExecResponse> {
-    const containerId = await this.checkCommand(request, request.cmd.length === 0 ? 'cmd is required' : undefined);
-    this.checkCapacity({ kind: 'exec', request: { ...request, containerId } });
-    return ExecResponse.fromPartial({ url: this.issue('exec', { kind: 'exec', request: { ...request, containerId } }) });
+  /** Exec: checks the container, stores the session under a new token and returns its URL. */
+  async exec(params: ExecParams): Promise<string> {
+    const containerId = await this.checkContainer(params.containerId);
+    return this.issue('exec', { kind: 'exec', params: { ...params, containerId } });
   }
 
-  /** CRI Attach: validates, checks the container, returns a URL. */
-  async attach(request: AttachRequest): Promise<AttachResponse> {
-    const containerId = await this.checkCommand(request);
-    this.checkCapacity({ kind: 'attach', request: { ...request, containerId } });
-    return AttachResponse.fromPartial({ url: this.issue('attach', { kind: 'attach', request: { ...request, containerId } }) });
+  /** Attach: checks the container, stores the session under a new token and returns its URL. */
+  async attach(params: AttachParams): Promise<string> {
+    const containerId = await this.checkContainer(params.containerId);
+    return this.issue('attach', { kind: 'attach', params: { ...params, containerId } });
   }
 
-  /** CRI PortForward: validates, checks the pod, returns a URL. */
-  async portForward(request: PortForwardRequest): Promise<PortForwardResponse> {
-    if (!request.podSandboxId) throw invalidArgument('pod_sandbox_id is required');
-    for (const port of request.port) {
-      if (!Number.isInteger(port) || port < 1 || port > 65535) throw invalidArgument(`port ${port} is not a valid port number`);
-    }
+  /** PortForward: checks the pod, stores the session under a new token and returns its URL. */
+  async portForward(params: PortForwardParams): Promise<string> {
     // Over WebSocket channels every port is two channels opened at once.
-    if (request.port.length * 2 > this.maxStreamsPerSession)
+    if (params.ports.length * 2 > this.maxStreamsPerSession)
       throw invalidArgument(
-        `${request.port.length} ports is more than one connection may carry (${this.maxStreamsPerSession} streams, streaming.max_streams_per_session)`,
+        `${params.ports.length} ports is more than one connection may carry (${this.maxStreamsPerSession} streams, streaming.max_streams_per_session)`,
       );
-    const podSandboxId = await this.options.lookup.sandbox(request.podSandboxId);
-    if (!podSandboxId) throw notFound(`pod sandbox "${request.podSandboxId}" not found`);
-    this.checkCapacity({ kind: 'portforward', request: { ...request, podSandboxId } });
-    return PortForwardResponse.fromPartial({
-      url: this.issue('portforward', { kind: 'portforward', request: { ...request, podSandboxId } }),
-    });
+    const podSandboxId = await this.options.lookup.sandbox(params.podSandboxId);
+    if (!podSandboxId) throw notFound(`pod sandbox "${params.podSandboxId}" not found`);
+    return this.issue('portforward', { kind: 'portforward', params: { ...params, podSandboxId } });
   }
 
   /** Stops accepting, ends every live session (their backends see the abort), frees the port. */
@@ -249,13 +232,10 @@ export class StreamingServer {
     await closed;
   }
 
-  private async checkCommand(request: ExecRequest | AttachRequest, problem?: string): Promise<string> {
-    if (!request.containerId) throw invalidArgument('container_id is required');
-    if (problem) throw invalidArgument(problem);
-    if (request.tty && request.stderr) throw invalidArgument('tty and stderr cannot both be true');
-    if (!request.stdin && !request.stdout && !request.stderr) throw invalidArgument('one of stdin, stdout, or stderr must be set');
-    const containerId = await this.options.lookup.container(request.containerId);
-    if (!containerId) throw notFound(`container "${request.containerId}" not found`);
+  /** The container's full id, or NOT_FOUND. */
+  private async checkContainer(id: string): Promise<string> {
+    const containerId = await this.options.lookup.container(id);
+    if (!containerId) throw notFound(`container "${id}" not found`);
     return containerId;
   }
 
@@ -288,7 +268,9 @@ export class StreamingServer {
     });
   }
 
+  /** Stores `stored` under a single-use token (RESOURCE_EXHAUSTED when a cap is already full). */
   private issue(kind: Kind, stored: Stored): string {
+    this.checkCapacity(stored);
     const token = this.tokens.insert(stored);
     return `${this.baseUrl}/${kind}/${token}`;
   }
@@ -296,7 +278,7 @@ export class StreamingServer {
   // ---- HTTP ---------------------------------------------------------------------------------------
 
   /**
-   * Resolves a request to its stored CRI request, consuming the token (as the kubelet does, even when
+   * Resolves a request to its stored session, consuming the token (as the kubelet does, even when
    * the upgrade then fails). Returns an HTTP error otherwise.
    */
   private route(req: IncomingMessage): { stored: Stored } | { code: number; message: string } {
@@ -365,7 +347,7 @@ export class StreamingServer {
     const session =
       stored.kind === 'portforward'
         ? servePortForward(socket, {
-            podSandboxId: stored.request.podSandboxId,
+            podSandboxId: stored.params.podSandboxId,
             idleTimeoutMs: this.idleTimeoutMs,
             streamCreationTimeoutMs: this.streamCreationTimeoutMs,
             maxStreams: this.maxStreamsPerSession,
@@ -395,7 +377,7 @@ export class StreamingServer {
         `unable to upgrade: unable to negotiate protocol: client supports [${offered.join(' ')}], server accepts [${supported.join(' ')}]`,
       );
     }
-    if (stored.kind === 'portforward' && protocol !== WS_SPDY_TUNNEL_PROTOCOL && stored.request.port.length === 0) {
+    if (stored.kind === 'portforward' && protocol !== WS_SPDY_TUNNEL_PROTOCOL && stored.params.ports.length === 0) {
       return rejectUpgrade(socket, 400, 'port forwarding over WebSocket channels needs the ports in the PortForward request');
     }
     // `ws` refuses a Sec-WebSocket-Protocol with a '/' in it (SPDY/3.1+portforward.k8s.io), so it is
@@ -414,7 +396,7 @@ export class StreamingServer {
           this.track(conn, stored.kind, (cb) => ws.once('close', cb));
         } else if (protocol === WS_SPDY_TUNNEL_PROTOCOL) {
           const session = servePortForward(createWebSocketStream(ws), {
-            podSandboxId: stored.request.podSandboxId,
+            podSandboxId: stored.params.podSandboxId,
             idleTimeoutMs: this.idleTimeoutMs,
             streamCreationTimeoutMs: this.streamCreationTimeoutMs,
             maxStreams: this.maxStreamsPerSession,
@@ -423,7 +405,7 @@ export class StreamingServer {
           });
           this.track({ destroy: () => session.destroy() }, 'portforward', (cb) => session.onClose(cb));
         } else {
-          const conn = serveWsPortForward(ws, protocol, stored.request.podSandboxId, stored.request.port, serveOptions);
+          const conn = serveWsPortForward(ws, protocol, stored.params.podSandboxId, stored.params.ports, serveOptions);
           this.track(conn, 'portforward', (cb) => ws.once('close', cb));
         }
       }),

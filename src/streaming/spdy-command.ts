@@ -8,7 +8,7 @@
 import type { Duplex, Readable, Writable } from 'node:stream';
 import type { Logger } from '../common/logger.js';
 import type { StreamingBackend } from './backend.js';
-import { serveCommand, type CommandRequest } from './remotecommand.js';
+import { serveCommand, type CommandSession } from './remotecommand.js';
 import { SpdySession, type SpdyStream } from './spdy.js';
 
 type StreamType = 'error' | 'stdin' | 'stdout' | 'stderr' | 'resize';
@@ -23,8 +23,8 @@ export interface SpdyCommandOptions {
 }
 
 /** Runs one exec/attach on an upgraded socket; returns the session (for shutdown). */
-export function serveSpdyCommand(transport: Duplex, command: CommandRequest, options: SpdyCommandOptions): SpdySession {
-  const { stdin, stdout, stderr, tty } = command.request;
+export function serveSpdyCommand(transport: Duplex, command: CommandSession, options: SpdyCommandOptions): SpdySession {
+  const { stdin, stdout, stderr, tty } = command.params;
   const resize = tty && options.version >= 3;
   const wanted: Record<StreamType, boolean> = { error: true, stdin, stdout, stderr, resize };
   const expected = Object.values(wanted).filter(Boolean).length;
@@ -42,7 +42,7 @@ export function serveSpdyCommand(transport: Duplex, command: CommandRequest, opt
     }
     streams[type] = stream;
     stream.reply();
-    // A type the request did not ask for is accepted (clients fail on a refused stream) but unused.
+    // A type the session did not ask for is accepted (clients fail on a refused stream) but unused.
     if (!wanted[type]) {
       stream.resume();
       return;

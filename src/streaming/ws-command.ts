@@ -8,7 +8,7 @@ import type { Logger } from '../common/logger.js';
 import { messageOf } from '../common/errors.js';
 import type { StreamingBackend } from './backend.js';
 import { commandProtocolVersion, isBase64Protocol } from './negotiate.js';
-import { serveCommand, type CommandRequest } from './remotecommand.js';
+import { serveCommand, type CommandSession } from './remotecommand.js';
 import { ChannelConnection } from './ws-channels.js';
 
 export interface WsServeOptions {
@@ -24,8 +24,8 @@ const ERROR = 3;
 const RESIZE = 4;
 
 /** Runs one exec/attach on an accepted WebSocket whose negotiated subprotocol is `protocol`. */
-export function serveWsCommand(ws: WebSocket, protocol: string, command: CommandRequest, options: WsServeOptions): ChannelConnection {
-  const { stdin, stdout, stderr, tty } = command.request;
+export function serveWsCommand(ws: WebSocket, protocol: string, command: CommandSession, options: WsServeOptions): ChannelConnection {
+  const { stdin, stdout, stderr, tty } = command.params;
   const version = commandProtocolVersion(protocol);
   const conn = new ChannelConnection(ws, {
     base64: isBase64Protocol(protocol),
@@ -61,7 +61,7 @@ export function serveWsCommand(ws: WebSocket, protocol: string, command: Command
 }
 
 /**
- * v4 port-forward over channels, for the ports in the stored request: one connection per port, data
+ * v4 port-forward over channels, for the ports stored with the session: one connection per port, data
  * on channel 2i and errors (text) on 2i+1, each channel opened with the port as u16 little-endian.
  */
 export function serveWsPortForward(

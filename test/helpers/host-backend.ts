@@ -8,8 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { constants } from 'node:os';
 import type { Duplex } from 'node:stream';
-import type { AttachRequest, ExecRequest } from '../../src/gen/runtime/v1/api.js';
-import type { StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from '../../src/streaming/backend.js';
+import type { AttachParams, ExecParams, StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from '../../src/streaming/backend.js';
 import { relay } from '../../src/streaming/relay.js';
 
 export interface HostContainer {
@@ -28,7 +27,7 @@ export class HostBackend implements StreamingBackend, StreamingLookup {
   /** Sizes received per exec/attach, in order. */
   readonly resizes: TerminalSize[] = [];
   readonly aborted: string[] = [];
-  readonly execs: ExecRequest[] = [];
+  readonly execs: ExecParams[] = [];
   /** Containers exec may target (any id when empty). */
   readonly execTargets = new Set<string>(['ctr1']);
   private readonly children = new Set<ChildProcess>();
@@ -49,12 +48,12 @@ export class HostBackend implements StreamingBackend, StreamingLookup {
     })();
   }
 
-  exec(request: ExecRequest, io: StreamIO): Promise<number> {
-    this.execs.push(request);
+  exec(params: ExecParams, io: StreamIO): Promise<number> {
+    this.execs.push(params);
     this.watchResize(io);
     const [file, args] = io.tty
-      ? ['script', ['-qfec', request.cmd.map(quote).join(' '), '/dev/null']]
-      : [request.cmd[0]!, request.cmd.slice(1)];
+      ? ['script', ['-qfec', params.cmd.map(quote).join(' '), '/dev/null']]
+      : [params.cmd[0]!, params.cmd.slice(1)];
     const child = spawn(file, args, { stdio: [io.stdin ? 'pipe' : 'ignore', io.stdout ? 'pipe' : 'ignore', io.stderr ? 'pipe' : 'ignore'] });
     this.children.add(child);
     if (io.stdin && child.stdin) {
@@ -64,7 +63,7 @@ export class HostBackend implements StreamingBackend, StreamingLookup {
     if (io.stdout && child.stdout) child.stdout.pipe(io.stdout, { end: false });
     if (io.stderr && child.stderr) child.stderr.pipe(io.stderr, { end: false });
     const onAbort = () => {
-      this.aborted.push(request.cmd.join(' '));
+      this.aborted.push(params.cmd.join(' '));
       child.kill('SIGKILL');
     };
     io.signal.addEventListener('abort', onAbort, { once: true });
@@ -90,9 +89,9 @@ export class HostBackend implements StreamingBackend, StreamingLookup {
     return c;
   }
 
-  attach(request: AttachRequest, io: StreamIO): Promise<void> {
-    const c = this.containers.get(request.containerId);
-    if (!c) return Promise.reject(new Error(`container ${request.containerId} not found`));
+  attach(params: AttachParams, io: StreamIO): Promise<void> {
+    const c = this.containers.get(params.containerId);
+    if (!c) return Promise.reject(new Error(`container ${params.containerId} not found`));
     this.watchResize(io);
     const child = c.process;
     return new Promise((resolve) => {

@@ -16,6 +16,7 @@ import { RuntimeServiceService, StatusResponse, VersionResponse } from '../../..
 import { implement } from '../../../src/api/services.js';
 import type { RuntimeHandlers } from '../../../src/api/handlers.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import { attach, exec, portForward } from '../../../src/cri/streaming.js';
 import { StreamingServer } from '../../../src/streaming/server.js';
 import { HostBackend } from '../../helpers/host-backend.js';
 
@@ -56,9 +57,9 @@ describe('streaming server with the real crictl', function () {
       version: async () =>
         VersionResponse.fromPartial({ version: '0.1.0', runtimeName: 'stove-test', runtimeVersion: '0.0.0', runtimeApiVersion: 'v1' }),
       status: async () => StatusResponse.fromPartial({ status: { conditions: [] } }),
-      exec: (r) => streaming.exec(r),
-      attach: (r) => streaming.attach(r),
-      portForward: (r) => streaming.portForward(r),
+      exec: (r) => exec(streaming, r),
+      attach: (r) => attach(streaming, r),
+      portForward: (r) => portForward(streaming, r),
     };
     grpc = new Server();
     grpc.addService(RuntimeServiceService, implement(RuntimeServiceService, handlers, silentLogger));

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { Duplex, PassThrough, type Readable, type Writable } from 'node:stream';
-import { AttachRequest, ExecRequest } from '../../../src/gen/runtime/v1/api.js';
 import { isKind } from '../../../src/common/errors.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import type { ExecTarget } from '../../../src/container/service.js';
@@ -18,7 +17,7 @@ import type { Runc } from '../../../src/runtime/runc.js';
 import type { SandboxState } from '../../../src/sandbox/model.js';
 import { CriStreamingBackend, streamingLookup, type StreamingBackendDeps } from '../../../src/streaming/container-backend.js';
 import { ResizeQueue } from '../../../src/streaming/remotecommand.js';
-import type { StreamIO } from '../../../src/streaming/backend.js';
+import type { AttachParams, ExecParams, StreamIO } from '../../../src/streaming/backend.js';
 import { eventually, waitFor } from '../../helpers/wait.js';
 
 const RUNTIME = { binary: '/usr/bin/runc' } as unknown as Runc;
@@ -93,6 +92,11 @@ function io(partial: Partial<StreamIO> & { abort?: AbortController } = {}): Stre
   return { tty: false, signal: abort.signal, ...partial, abort };
 }
 
+/** Session parameters as cri/streaming.ts hands them over; streams not named are off. */
+const OFF = { tty: false, stdin: false, stdout: false, stderr: false };
+const execParams = (p: Partial<ExecParams> & Pick<ExecParams, 'containerId' | 'cmd'>): ExecParams => ({ ...OFF, ...p });
+const attachParams = (p: Partial<AttachParams> & Pick<AttachParams, 'containerId'>): AttachParams => ({ ...OFF, ...p });
+
 describe('cri: streaming backend', () => {
   describe('URL-time checks', () => {
     it('unknown is undefined, a stopped container or a pod that is not ready is FAILED_PRECONDITION', async () => {
@@ -116,7 +120,7 @@ describe('cri: streaming backend', () => {
       const { backend, monitor, target: t } = setup();
       const stdout = new PassThrough();
       const stderr = new PassThrough();
-      const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['ls', '-l'] }), io({ stdout, stderr }));
+      const result = backend.exec(execParams({ containerId: t.id, cmd: ['ls', '-l'] }), io({ stdout, stderr }));
       const { proc, opts } = await waitFor('the exec to start', () => monitor.execs[0]);
       assert.deepEqual(proc.args, ['ls', '-l']);
       assert.deepEqual([proc['env'], proc['cwd'], proc['user'], proc.terminal, proc['consoleSize']], [['PATH=/bin', 'A=1'], '/work', { uid: 1000, gid: 1000 }, false, undefined]);
@@ -131,7 +135,7 @@ describe('cri: streaming backend', () => {
       const { backend, monitor, target: t } = setup();
       const resize = new ResizeQueue();
       resize.push({ width: 101, height: 33 });
-      const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['sh'], tty: true }), io({ tty: true, resize, stdout: new PassThrough(), stderr: new PassThrough() }));
+      const result = backend.exec(execParams({ containerId: t.id, cmd: ['sh'], tty: true }), io({ tty: true, resize, stdout: new PassThrough(), stderr: new PassThrough() }));
       const { proc, opts } = await waitFor('the exec to start', () => monitor.execs[0]);
       assert.deepEqual(proc['consoleSize'], { width: 101, height: 33 });
       assert.equal(proc.terminal, true);
@@ -148,7 +152,7 @@ describe('cri: streaming backend', () => {
     it('on a terminal without a size yet: starts anyway, and the late size is applied', async () => {
       const { backend, monitor, target: t } = setup();
       const resize = new ResizeQueue();
-      const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['sh'], tty: true }), io({ tty: true, resize }));
+      const result = backend.exec(execParams({ containerId: t.id, cmd: ['sh'], tty: true }), io({ tty: true, resize }));
       const started = await waitFor('the exec to start without a size', () => monitor.execs[0], 2000);
       assert.equal(started.proc['consoleSize'], undefined);
       resize.push({ width: 90, height: 20 });
@@ -161,7 +165,7 @@ describe('cri: streaming backend', () => {
     it('kills the process when the client goes away', async () => {
       const { backend, monitor, target: t } = setup();
       const session = io();
-      const result = backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['sleep', '100'] }), session);
+      const result = backend.exec(execParams({ containerId: t.id, cmd: ['sleep', '100'] }), session);
       await waitFor('the exec to start', () => monitor.execs[0]);
       session.abort.abort();
       assert.equal(await result, 137);
@@ -170,7 +174,7 @@ describe('cri: streaming backend', () => {
 
     it('a container that is not running is an error, and nothing runs', async () => {
       const { backend, monitor, target: t } = setup(target({ state: 'exited' }));
-      await assert.rejects(backend.exec(ExecRequest.fromPartial({ containerId: t.id, cmd: ['true'] }), io()), /is not running \(EXITED\)/);
+      await assert.rejects(backend.exec(execParams({ containerId: t.id, cmd: ['true'] }), io()), /is not running \(EXITED\)/);
       assert.equal(monitor.execs.length, 0);
     });
   });
@@ -180,7 +184,7 @@ describe('cri: streaming backend', () => {
       const { backend, monitor, target: t } = setup();
       const stdin = new PassThrough();
       const session = io({ stdin, stdout: new PassThrough() });
-      const done = backend.attach(AttachRequest.fromPartial({ containerId: t.id, stdin: true, stdout: true }), session);
+      const done = backend.attach(attachParams({ containerId: t.id, stdin: true, stdout: true }), session);
       const attached = await waitFor('the attach', () => monitor.attaches[0]);
       assert.equal(attached.io.stdin, undefined);
       assert.ok(stdin.readableFlowing, 'input is drained');
@@ -191,7 +195,7 @@ describe('cri: streaming backend', () => {
     it('stdin without stdin_once: the session ends (detaching) with the client\'s input', async () => {
       const { backend, monitor, target: t } = setup(target({ stdin: true, stdinOnce: false }));
       const stdin = new PassThrough();
-      const done = backend.attach(AttachRequest.fromPartial({ containerId: t.id, stdin: true, stdout: true }), io({ stdin, stdout: new PassThrough() }));
+      const done = backend.attach(attachParams({ containerId: t.id, stdin: true, stdout: true }), io({ stdin, stdout: new PassThrough() }));
       const given = (await waitFor('the attach', () => monitor.attaches[0])).io.stdin as Readable;
       assert.equal(given, stdin);
       (given as unknown as { resume(): void }).resume();
@@ -205,7 +209,7 @@ describe('cri: streaming backend', () => {
       const resize = new ResizeQueue();
       const stdin = new PassThrough();
       const session = io({ stdin, stdout: new PassThrough(), stderr: new PassThrough() as Writable, tty: true, resize });
-      const done = backend.attach(AttachRequest.fromPartial({ containerId: t.id, stdin: true, stdout: true, tty: true }), session);
+      const done = backend.attach(attachParams({ containerId: t.id, stdin: true, stdout: true, tty: true }), session);
       assert.equal((await waitFor('the attach', () => monitor.attaches[0])).io.stderr, undefined, 'a terminal has one output');
       stdin.resume();
       stdin.end();

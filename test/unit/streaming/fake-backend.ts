@@ -12,8 +12,7 @@
  * Several commands can be chained with ';' as separate argv elements: ['echo', 'a', ';', 'exit', '3'].
  */
 import type { Duplex, Readable, Writable } from 'node:stream';
-import type { AttachRequest, ExecRequest } from '../../../src/gen/runtime/v1/api.js';
-import type { StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from '../../../src/streaming/backend.js';
+import type { AttachParams, ExecParams, StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from '../../../src/streaming/backend.js';
 import { forwardToLoopback } from '../../helpers/host-backend.js';
 
 function write(stream: Writable | undefined, data: string | Buffer): Promise<void> {
@@ -32,8 +31,8 @@ async function readAll(stream: Readable | undefined): Promise<Buffer> {
 }
 
 export class FakeBackend implements StreamingBackend, StreamingLookup {
-  readonly execs: { request: ExecRequest; io: StreamIO }[] = [];
-  readonly attaches: { request: AttachRequest; io: StreamIO }[] = [];
+  readonly execs: { params: ExecParams; io: StreamIO }[] = [];
+  readonly attaches: { params: AttachParams; io: StreamIO }[] = [];
   readonly aborted: string[] = [];
   readonly forwards: { pod: string; port: number }[] = [];
   readonly containers = new Set(['ctr1']);
@@ -52,11 +51,11 @@ export class FakeBackend implements StreamingBackend, StreamingLookup {
     return this.pods.has(id) ? id : undefined;
   }
 
-  async exec(request: ExecRequest, io: StreamIO): Promise<number> {
-    this.execs.push({ request, io });
+  async exec(params: ExecParams, io: StreamIO): Promise<number> {
+    this.execs.push({ params, io });
     let code = 0;
     const steps: string[][] = [[]];
-    for (const arg of request.cmd) {
+    for (const arg of params.cmd) {
       if (arg === ';') steps.push([]);
       else steps.at(-1)!.push(arg);
     }
@@ -94,7 +93,7 @@ export class FakeBackend implements StreamingBackend, StreamingLookup {
             io.signal.addEventListener(
               'abort',
               () => {
-                this.aborted.push(request.cmd.join(' '));
+                this.aborted.push(params.cmd.join(' '));
                 resolve();
               },
               { once: true },
@@ -120,8 +119,8 @@ export class FakeBackend implements StreamingBackend, StreamingLookup {
     return code;
   }
 
-  async attach(request: AttachRequest, io: StreamIO): Promise<void> {
-    this.attaches.push({ request, io });
+  async attach(params: AttachParams, io: StreamIO): Promise<void> {
+    this.attaches.push({ params, io });
     await this.attachScript(io);
   }
 

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { AttachRequest, ExecRequest, PortForwardRequest } from '../../../src/gen/runtime/v1/api.js';
+import { attach as criAttach, exec as criExec, portForward as criPortForward } from '../../../src/cri/streaming.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { StreamingServer, type StreamingServerOptions } from '../../../src/streaming/server.js';
 import { ClientStream, SPDY, SpdyClient, controlFrameBytes, dataFrameBytes, spdyUpgrade } from '../../helpers/spdy-client.js';
@@ -41,7 +42,7 @@ describe('streaming server over SPDY', function () {
   });
 
   async function execUrl(partial: Partial<ExecRequest>, s = server): Promise<string> {
-    return (await s.exec(ExecRequest.fromPartial({ containerId: 'ctr1', stdout: true, ...partial }))).url;
+    return (await criExec(s, ExecRequest.fromPartial({ containerId: 'ctr1', stdout: true, ...partial }))).url;
   }
 
   async function connect(url: string, protocols = V4): Promise<SpdyClient> {
@@ -123,7 +124,7 @@ describe('streaming server over SPDY', function () {
       assert.ok(bad.headers['x-accepted-stream-protocol-versions']!.includes('v4.channel.k8s.io'));
       assert.match(bad.body, /unable to negotiate protocol/);
 
-      const pf = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
+      const pf = await criPortForward(server, PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
       assert.equal((await spdyUpgrade(pf.url, V4)).status, 403);
       assert.equal(backend.execs.length, 0);
     });
@@ -159,7 +160,7 @@ describe('streaming server over SPDY', function () {
       assert.equal(client.controlFrames(SPDY.GOAWAY).length, 1);
       assert.equal(client.controlFrames(SPDY.SYN_REPLY).length, 3);
       // SYN_REPLY carries an empty header block.
-      assert.equal(backend.execs[0]!.request.cmd[0], 'echo');
+      assert.equal(backend.execs[0]!.params.cmd[0], 'echo');
     });
 
     it('reports a non-zero exit code as NonZeroExitCode (v4) and as text (v3, v1)', async () => {
@@ -312,7 +313,7 @@ describe('streaming server over SPDY', function () {
 
   describe('attach', () => {
     it('connects stdin and stdout and ends with a success status', async () => {
-      const url = (await server.attach(AttachRequest.fromPartial({ containerId: 'ctr1', stdin: true, stdout: true }))).url;
+      const url = (await criAttach(server, AttachRequest.fromPartial({ containerId: 'ctr1', stdin: true, stdout: true }))).url;
       assert.match(url, /\/attach\//);
       const client = await connect(url);
       const s = await openStreams(client, ['error', 'stdin', 'stdout']);
@@ -325,7 +326,7 @@ describe('streaming server over SPDY', function () {
       backend.attachScript = async () => {
         throw new Error('container is not running');
       };
-      const url = (await server.attach(AttachRequest.fromPartial({ containerId: 'ctr1', stdout: true }))).url;
+      const url = (await criAttach(server, AttachRequest.fromPartial({ containerId: 'ctr1', stdout: true }))).url;
       const s = await openStreams(await connect(url), ['error', 'stdout']);
       const status = JSON.parse((await s.error!.readAll()).toString());
       assert.equal(status.message, 'Internal error occurred: error attaching to container: container is not running');
@@ -336,7 +337,7 @@ describe('streaming server over SPDY', function () {
     const echo = echoServerEachTest();
 
     async function pfClient(): Promise<SpdyClient> {
-      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echo.port] }));
+      const { url } = await criPortForward(server, PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echo.port] }));
       assert.match(url, /\/portforward\//);
       return connect(url, ['portforward.k8s.io']);
     }
@@ -442,7 +443,7 @@ describe('streaming server over SPDY', function () {
 
     it('refuses streams with a bad port or stream type and reports incomplete or duplicate pairs', async () => {
       const quick = await startServer({ streamCreationTimeoutMs: 200 });
-      const { url } = await quick.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
+      const { url } = await criPortForward(quick, PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
       const client = await connect(url, ['portforward.k8s.io']);
       assert.equal((await client.open({ streamtype: 'data', port: '0', requestid: '9' })).reset, 3);
       assert.equal((await client.open({ streamtype: 'data', port: 'http', requestid: '9' })).reset, 3);
@@ -469,19 +470,19 @@ describe('streaming server over SPDY', function () {
         [{ containerId: 'ctr1', cmd: [], stdout: true }, /cmd is required/],
       ];
       for (const [req, message] of cases) {
-        await assert.rejects(server.exec(ExecRequest.fromPartial(req)), (err: { kind?: string; message: string }) => err.kind === 'InvalidArgument' && message.test(err.message));
+        await assert.rejects(criExec(server, ExecRequest.fromPartial(req)), (err: { kind?: string; message: string }) => err.kind === 'InvalidArgument' && message.test(err.message));
       }
-      await assert.rejects(server.exec(ExecRequest.fromPartial({ containerId: 'gone', cmd: ['x'], stdout: true })), (err: { kind?: string; message: string }) => err.kind === 'NotFound' && /container "gone" not found/.test(err.message));
-      await assert.rejects(server.attach(AttachRequest.fromPartial({ containerId: 'ctr1', tty: true, stderr: true, stdout: true })), { kind: 'InvalidArgument' });
-      await assert.rejects(server.attach(AttachRequest.fromPartial({ containerId: 'ctr1' })), { kind: 'InvalidArgument' });
-      await assert.rejects(server.attach(AttachRequest.fromPartial({ containerId: 'gone', stdout: true })), { kind: 'NotFound' });
+      await assert.rejects(criExec(server, ExecRequest.fromPartial({ containerId: 'gone', cmd: ['x'], stdout: true })), (err: { kind?: string; message: string }) => err.kind === 'NotFound' && /container "gone" not found/.test(err.message));
+      await assert.rejects(criAttach(server, AttachRequest.fromPartial({ containerId: 'ctr1', tty: true, stderr: true, stdout: true })), { kind: 'InvalidArgument' });
+      await assert.rejects(criAttach(server, AttachRequest.fromPartial({ containerId: 'ctr1' })), { kind: 'InvalidArgument' });
+      await assert.rejects(criAttach(server, AttachRequest.fromPartial({ containerId: 'gone', stdout: true })), { kind: 'NotFound' });
       assert.equal(server.outstandingTokens, 0);
     });
 
     it('validates port-forward requests and looks the pod up', async () => {
-      await assert.rejects(server.portForward(PortForwardRequest.fromPartial({})), { kind: 'InvalidArgument', message: 'pod_sandbox_id is required' });
-      await assert.rejects(server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [70000] })), { kind: 'InvalidArgument' });
-      await assert.rejects(server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'nope' })), { kind: 'NotFound', message: 'pod sandbox "nope" not found' });
+      await assert.rejects(criPortForward(server, PortForwardRequest.fromPartial({})), { kind: 'InvalidArgument', message: 'pod_sandbox_id is required' });
+      await assert.rejects(criPortForward(server, PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [70000] })), { kind: 'InvalidArgument' });
+      await assert.rejects(criPortForward(server, PortForwardRequest.fromPartial({ podSandboxId: 'nope' })), { kind: 'NotFound', message: 'pod sandbox "nope" not found' });
     });
 
     it('stores the canonical id the lookup returns, never anything from the URL', async () => {
@@ -490,7 +491,7 @@ describe('streaming server over SPDY', function () {
       const client = await connect(url + '?command=rm&stdin=1&tty=1');
       const s = await openStreams(client, ['error', 'stdout']);
       assert.equal((await s.stdout!.readAll()).toString(), 'stored');
-      assert.equal(backend.execs[0]!.request.containerId, 'ctr1-full');
+      assert.equal(backend.execs[0]!.params.containerId, 'ctr1-full');
       assert.equal(backend.execs[0]!.io.stdin, undefined);
       assert.equal(backend.execs[0]!.io.tty, false);
     });

@@ -9,6 +9,7 @@ import net from 'node:net';
 import { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import { ExecRequest, PortForwardRequest } from '../../../src/gen/runtime/v1/api.js';
+import { exec as criExec, portForward as criPortForward } from '../../../src/cri/streaming.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { StreamingServer } from '../../../src/streaming/server.js';
 import { SpdyClient } from '../../helpers/spdy-client.js';
@@ -53,7 +54,7 @@ describe('streaming server over WebSocket', function () {
   afterEach(() => server.stop());
 
   const execUrl = async (partial: Partial<ExecRequest>) =>
-    (await server.exec(ExecRequest.fromPartial({ containerId: 'ctr1', stdout: true, ...partial }))).url;
+    (await criExec(server, ExecRequest.fromPartial({ containerId: 'ctr1', stdout: true, ...partial }))).url;
 
   it('v5: announces the connection, frames stdout/stderr/status by channel, closes normally', async () => {
     const s = await open(await execUrl({ cmd: ['echo', 'out', ';', 'err', 'bad', ';', 'exit', '2'], stderr: true }), ['v5.channel.k8s.io']);
@@ -127,7 +128,7 @@ describe('streaming server over WebSocket', function () {
           t.close(() => resolve(p));
         });
       });
-      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echo.port, dead] }));
+      const { url } = await criPortForward(server, PortForwardRequest.fromPartial({ podSandboxId: 'pod1', port: [echo.port, dead] }));
       const s = await open(url, ['v4.channel.k8s.io']);
       await eventually('both ports announced', () => s.messages.length >= 4);
       const port = Buffer.alloc(2);
@@ -142,7 +143,7 @@ describe('streaming server over WebSocket', function () {
     });
 
     it('v4 channels need ports in the request', async () => {
-      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
+      const { url } = await criPortForward(server, PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
       const code = await new Promise<number>((resolve) => {
         const ws = new WebSocket(url.replace(/^http/, 'ws'), ['v4.channel.k8s.io']);
         ws.on('unexpected-response', (_req, res) => resolve(res.statusCode!));
@@ -152,7 +153,7 @@ describe('streaming server over WebSocket', function () {
     });
 
     it('tunnels SPDY port-forward through WebSocket binary messages (SPDY/3.1+portforward.k8s.io)', async () => {
-      const { url } = await server.portForward(PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
+      const { url } = await criPortForward(server, PortForwardRequest.fromPartial({ podSandboxId: 'pod1' }));
       const { protocol, stream } = await rawWebSocket(url, 'SPDY/3.1+portforward.k8s.io');
       assert.equal(protocol, 'SPDY/3.1+portforward.k8s.io');
       const client = new SpdyClient(stream);
