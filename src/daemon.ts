@@ -276,7 +276,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   // Recovery before the API answers: the watcher first, so no exit falls between reading and watching.
   const recoveryStarted = performance.now();
   await exits.start();
-  await sandboxes.recover();
+  await pods.recover();
   await recoverContainers(containers);
   // Exits that came between the watcher's start and the containers' load were not theirs yet.
   await recheckExits(containers);
@@ -316,8 +316,8 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     runPodSandbox: (r) => runPodSandbox(pods, r),
     stopPodSandbox: (r) => stopPodSandbox(pods, r),
     removePodSandbox: (r) => removePodSandbox(pods, r),
-    updatePodSandboxResources: (r) => updatePodSandboxResources(sandboxes, r),
-    podSandboxStatus: (r) => podSandboxStatus(sandboxes, r),
+    updatePodSandboxResources: (r) => updatePodSandboxResources(pods, r),
+    podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes }, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
     createContainer: (r) => createContainer(containers, r),

@@ -15,13 +15,20 @@ import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import { criPodState, toPodSandboxStatus } from '../sandbox/cri-status.js';
+import type { PodLifecycle } from '../pod/lifecycle.js';
 import type { SandboxService } from '../sandbox/service.js';
 
+/** The sandbox service's reads: the query RPCs change no pod. */
+type SandboxReads = Pick<SandboxService, 'get' | 'find' | 'list' | 'configOf' | 'pauseState' | 'pauseSpec' | 'networkStatus'>;
+
 /** NOT_FOUND for an unknown pod; `verbose` adds `info["info"]`, a JSON document like containerd's. */
-export async function podSandboxStatus(sandboxes: SandboxService, req: PodSandboxStatusRequest): Promise<PodSandboxStatusResponse> {
-  const record = await sandboxes.refresh(sandboxes.get(requiredString(req.podSandboxId, 'pod_sandbox_id')));
+export async function podSandboxStatus(
+  d: { pods: Pick<PodLifecycle, 'status'>; sandboxes: SandboxReads },
+  req: PodSandboxStatusRequest,
+): Promise<PodSandboxStatusResponse> {
+  const record = await d.pods.status(requiredString(req.podSandboxId, 'pod_sandbox_id'));
   const info: Record<string, string> = {};
-  if (req.verbose) info.info = JSON.stringify(await verboseInfo(sandboxes, record));
+  if (req.verbose) info.info = JSON.stringify(await verboseInfo(d.sandboxes, record));
   return PodSandboxStatusResponse.fromPartial({
     status: toPodSandboxStatus(record),
     info,
@@ -29,7 +36,7 @@ export async function podSandboxStatus(sandboxes: SandboxService, req: PodSandbo
   });
 }
 
-async function verboseInfo(sandboxes: SandboxService, record: SandboxRecord): Promise<Record<string, unknown>> {
+async function verboseInfo(sandboxes: SandboxReads, record: SandboxRecord): Promise<Record<string, unknown>> {
   const [processStatus, runtimeSpec, network] = await Promise.all([
     sandboxes.pauseState(record),
     sandboxes.pauseSpec(record),
@@ -57,13 +64,13 @@ async function verboseInfo(sandboxes: SandboxService, record: SandboxRecord): Pr
 }
 
 /** Filters: `id` (full ID or unique prefix), `state`, and a label selector (every pair must match). */
-export async function listPodSandbox(sandboxes: SandboxService, req: ListPodSandboxRequest): Promise<ListPodSandboxResponse> {
+export async function listPodSandbox(sandboxes: SandboxReads, req: ListPodSandboxRequest): Promise<ListPodSandboxResponse> {
   return ListPodSandboxResponse.fromPartial({ items: selectPodSandboxes(sandboxes, req.filter) });
 }
 
 /** What ListPodSandbox returns, in bounded chunks. */
 export async function streamPodSandboxes(
-  sandboxes: SandboxService,
+  sandboxes: SandboxReads,
   req: StreamPodSandboxesRequest,
   sink: StreamSink<StreamPodSandboxesResponse>,
 ): Promise<void> {
@@ -71,7 +78,7 @@ export async function streamPodSandboxes(
   await writeChunked(sink, [items], (p) => PodSandbox.encode(p).finish().length, (podSandboxes) => StreamPodSandboxesResponse.fromPartial({ podSandboxes }));
 }
 
-function selectPodSandboxes(sandboxes: SandboxService, filter: PodSandboxFilter | undefined): PodSandbox[] {
+function selectPodSandboxes(sandboxes: SandboxReads, filter: PodSandboxFilter | undefined): PodSandbox[] {
   let records = filter?.id ? [sandboxes.find(filter.id)].filter((r): r is SandboxRecord => r !== undefined) : sandboxes.list();
   if (filter?.state) records = records.filter((r) => criPodState(r) === filter.state!.state);
   const selector = Object.entries(filter?.labelSelector ?? {});

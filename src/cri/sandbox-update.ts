@@ -2,12 +2,12 @@
 import { UpdatePodSandboxResourcesResponse, type UpdatePodSandboxResourcesRequest } from '../gen/runtime/v1/api.js';
 import { requiredString } from './validate.js';
 import { validateLinuxResources } from './validate-resources.js';
-import type { SandboxService } from '../sandbox/service.js';
+import type { PodLifecycle } from '../pod/lifecycle.js';
 
-export async function updatePodSandboxResources(sandboxes: SandboxService, req: UpdatePodSandboxResourcesRequest): Promise<UpdatePodSandboxResourcesResponse> {
+export async function updatePodSandboxResources(pods: PodLifecycle, req: UpdatePodSandboxResourcesRequest): Promise<UpdatePodSandboxResourcesResponse> {
   const id = requiredString(req.podSandboxId, 'pod_sandbox_id');
   validateLinuxResources(req.overhead, 'overhead');
   validateLinuxResources(req.resources, 'resources');
-  await sandboxes.updateResources(id, req.overhead, req.resources);
+  await pods.updateResources(id, req.overhead, req.resources);
   return UpdatePodSandboxResourcesResponse.fromPartial({});
 }

@@ -1,26 +1,46 @@
 /**
- * The pod lifecycle: the one owner of what spans a pod and its containers. It holds the per-pod lock
- * under which StopPodSandbox, RemovePodSandbox and the pause process's exit run, orders them
- * (containers first, then the pause container and the network, as containerd does), routes each exit
- * file to the module that owns its ID, and publishes the pod's own events. The sandbox and container
- * services know nothing of each other; each publishes its own events through the one publisher.
+ * The pod lifecycle: the one owner of what spans a pod and its containers. It orders StopPodSandbox
+ * and RemovePodSandbox (containers first, then the pause container and the network, as containerd
+ * does), routes each exit file to the module that owns its ID, and publishes the pod's own events.
+ * The sandbox and container services know nothing of each other; each publishes its own events
+ * through the one publisher.
+ *
+ * Ordering rule: the per-pod lock here is the only lock of a pod. Every change to a pod — stop,
+ * remove, resize, its pause process's exit (from the exit dir or noticed by PodSandboxStatus) and
+ * start-up reconciling — runs under it, and the sandbox service's steps take no lock of their own, so
+ * two of them never interleave on one pod and nothing waits on a second lock. A container's own
+ * operations take the container service's per-container lock; the pod lock is always taken first.
+ * Lookups read the in-memory stores and take no lock.
  */
-import { ContainerEventType, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import { ContainerEventType, type LinuxContainerResources, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { wrap } from '../common/errors.js';
 import { KeyedMutex } from '../common/locks.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 
-/** What the pod lifecycle needs of the sandbox service. */
+/**
+ * What the pod lifecycle needs of the sandbox service: lock-free steps on one pod by full ID, each
+ * called here under that pod's lock.
+ */
 export interface PodSandboxes {
   run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord>;
   find(idOrPrefix: string): SandboxRecord | undefined;
+  /** NotFound for an unknown pod. */
+  get(idOrPrefix: string): SandboxRecord;
+  /** Whether the pause process runs, exited or is deleted (no lock: a read). */
+  pauseState(record: SandboxRecord): Promise<'running' | 'stopped' | 'deleted'>;
   /** Stops the pause container and the network (the containers are stopped already). */
   stop(id: string): Promise<void>;
   /** Removes a pod whose containers are gone. */
   remove(id: string): Promise<void>;
-  /** Handles an exit file of a pause container; false when the ID is no pod. */
-  handleExit(exit: ExitRecord): Promise<boolean>;
+  /** Writes the pod-level resources of a ready pod into its cgroup and record. */
+  updateResources(id: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord>;
+  /** Makes a ready pod whose pause process is gone NOTREADY; true when it did. */
+  notePauseExit(id: string, exit?: ExitRecord): Promise<boolean>;
+  /** Loads the records at start-up; the pods' IDs. */
+  load(): Promise<string[]>;
+  /** Removes what interrupted runs left (after `load`). */
+  collectGarbage(): Promise<void>;
 }
 
 /** What the pod lifecycle needs of the container service. */
@@ -81,19 +101,50 @@ export class PodLifecycle {
     });
   }
 
+  /**
+   * UpdatePodSandboxResources: the pod's own cgroup gets the new limits. NotFound for an unknown pod,
+   * FailedPrecondition for one that is not ready.
+   */
+  async updateResources(idOrPrefix: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord> {
+    const { id } = this.o.sandboxes.get(idOrPrefix);
+    return this.locks.run(id, () => this.o.sandboxes.updateResources(id, overhead, resources));
+  }
+
+  /**
+   * The pod's record for PodSandboxStatus, after checking that the pause process of a READY pod still
+   * runs: one that died without an exit file (its conmon was killed too) makes the pod NOTREADY here.
+   * NotFound for an unknown pod.
+   */
+  async status(idOrPrefix: string): Promise<SandboxRecord> {
+    const record = this.o.sandboxes.get(idOrPrefix);
+    if (record.state !== 'ready' || (await this.o.sandboxes.pauseState(record)) === 'running') return record;
+    await this.locks.run(record.id, () => this.notePauseExit(record.id));
+    return this.o.sandboxes.find(record.id) ?? record;
+  }
+
   /** One exit file from conmon's exit dir: a pause container's goes to the pod, others to their container. */
   async routeExit(exit: ExitRecord): Promise<void> {
     if (this.o.sandboxes.find(exit.id)?.id !== exit.id) {
       await this.o.containers.handleExit(exit);
       return;
     }
-    await this.locks.run(exit.id, async () => {
-      const wasReady = this.o.sandboxes.find(exit.id)?.state === 'ready';
-      await this.o.sandboxes.handleExit(exit);
-      if (wasReady && this.o.sandboxes.find(exit.id)?.state === 'notready') {
-        this.o.events.pod(ContainerEventType.CONTAINER_STOPPED_EVENT, exit.id);
-      }
-    });
+    await this.locks.run(exit.id, () => this.notePauseExit(exit.id, exit));
+  }
+
+  /**
+   * Start-up, before the API answers: loads the pods, makes NOTREADY those whose pause process died
+   * while Stove was down, and removes what interrupted runs left. The exit watcher runs already, so
+   * each pod is reconciled under its lock; no events go out (the pods stopped before this start).
+   */
+  async recover(): Promise<void> {
+    for (const id of await this.o.sandboxes.load()) {
+      await this.locks.run(id, () => this.o.sandboxes.notePauseExit(id));
+    }
+    await this.o.sandboxes.collectGarbage();
+  }
+
+  private async notePauseExit(id: string, exit?: ExitRecord): Promise<void> {
+    if (await this.o.sandboxes.notePauseExit(id, exit)) this.o.events.pod(ContainerEventType.CONTAINER_STOPPED_EVENT, id);
   }
 
   private async stopLocked(id: string): Promise<void> {

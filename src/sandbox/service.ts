@@ -1,16 +1,19 @@
 /**
  * The pod sandbox service: RunPodSandbox (run.ts), StopPodSandbox and RemovePodSandbox over the
- * network, the pod files and the pause container (pod/lifecycle.ts deals with the pod's containers first); the lookups the container module and the query RPCs
- * use; the exit handler that marks a pod NOTREADY when its pause process dies; and the recovery that
- * rebuilds everything from disk before the API answers (recover.ts removes what interrupted runs left).
- * Stop, remove and exit handling of one pod are serialised by a per-pod lock.
+ * network, the pod files and the pause container; the lookups the container module and the query RPCs
+ * use; the step that marks a pod NOTREADY when its pause process dies; and the recovery that rebuilds
+ * everything from disk before the API answers (recover.ts removes what interrupted runs left).
+ *
+ * Ordering rule: this service holds no lock. Every step that changes a pod (stop, remove, resize, a
+ * pause exit, recovery's reconciling) is called only by the pod lifecycle (pod/lifecycle.ts) under its
+ * per-pod lock, which is the one lock of a pod; each step re-reads the record it changes. The lookups
+ * read the in-memory store and are safe from anywhere.
  */
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LinuxPodSandboxConfig, PodSandboxConfig, type LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
 import { failedPrecondition, wrap } from '../common/errors.js';
-import { KeyedMutex } from '../common/locks.js';
 import type { Logger } from '../common/logger.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { PodNetworkManager, PodNetworkResult } from '../network/pod-network.js';
@@ -49,7 +52,6 @@ export interface SandboxServiceOptions {
 
 export class SandboxService {
   private readonly store: SandboxStore;
-  private readonly locks = new KeyedMutex();
   private readonly log: Logger;
 
   constructor(private readonly o: SandboxServiceOptions) {
@@ -77,21 +79,6 @@ export class SandboxService {
   /** The recorded CNI result of a pod (undefined for host network or once torn down). */
   networkStatus(id: string): Promise<PodNetworkResult | undefined> {
     return this.o.network.status(id);
-  }
-
-  /**
-   * The record, after checking that the pause process of a READY pod still runs: one that died
-   * without an exit record (its conmon was killed too) makes the pod NOTREADY here.
-   */
-  async refresh(record: SandboxRecord): Promise<SandboxRecord> {
-    if (record.state !== 'ready' || (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime))) return record;
-    await this.locks.run(record.id, async () => {
-      const current = this.store.get(record.id);
-      if (current?.state === 'ready' && !(await this.o.pause.isAlive(current.pausePid, current.pauseStartTime))) {
-        await this.markExited(current, await this.o.pause.readExit(current.id));
-      }
-    });
-    return this.store.get(record.id) ?? record;
   }
 
   /** The pause process: running, exited (runtime container still there) or deleted. */
@@ -123,46 +110,38 @@ export class SandboxService {
   /**
    * Records the pod-level resources in the pod's config and writes the pod's limits (resources plus
    * overhead) into its own cgroup (resize.ts). Absent parts of the request keep what was recorded.
+   * NotFound once the pod is gone.
    */
-  async updateResources(idOrPrefix: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord> {
-    const { id } = this.get(idOrPrefix);
-    return this.locks.run(id, async () => {
-      const record = this.get(id);
-      if (record.state !== 'ready') throw failedPrecondition(`sandbox "${id}" is NOTREADY: only a ready pod can be resized`);
-      const cgroup = podCgroupPath(record, this.o.defaults);
-      const config = podConfigOf(record);
-      const linux = config.linux ?? LinuxPodSandboxConfig.fromPartial({});
-      const nextOverhead = overhead ?? linux.overhead;
-      const nextResources = resources ?? linux.resources;
-      const limits = linuxResources(podLimits(nextResources, nextOverhead), this.o.specSettings.cgroups);
-      try {
-        await this.o.host.writeCgroupLimits(cgroup, limits);
-      } catch (err) {
-        throw wrap(err, `failed to update resources of sandbox "${id}"`);
-      }
-      const updated = await this.store.update(id, (r) => {
-        r.config = PodSandboxConfig.toJSON({ ...config, linux: { ...linux, overhead: nextOverhead, resources: nextResources } });
-        r.resize = { cgroup, limits, at: new Date().toISOString() };
-      });
-      this.log.info('pod resources updated', { id, cgroup, limits });
-      return updated;
+  async updateResources(id: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord> {
+    const record = this.get(id);
+    if (record.state !== 'ready') throw failedPrecondition(`sandbox "${id}" is NOTREADY: only a ready pod can be resized`);
+    const cgroup = podCgroupPath(record, this.o.defaults);
+    const config = podConfigOf(record);
+    const linux = config.linux ?? LinuxPodSandboxConfig.fromPartial({});
+    const nextOverhead = overhead ?? linux.overhead;
+    const nextResources = resources ?? linux.resources;
+    const limits = linuxResources(podLimits(nextResources, nextOverhead), this.o.specSettings.cgroups);
+    try {
+      await this.o.host.writeCgroupLimits(cgroup, limits);
+    } catch (err) {
+      throw wrap(err, `failed to update resources of sandbox "${id}"`);
+    }
+    const updated = await this.store.update(id, (r) => {
+      r.config = PodSandboxConfig.toJSON({ ...config, linux: { ...linux, overhead: nextOverhead, resources: nextResources } });
+      r.resize = { cgroup, limits, at: new Date().toISOString() };
     });
+    this.log.info('pod resources updated', { id, cgroup, limits });
+    return updated;
   }
 
   // ---------------------------------------------------------------------------------------------
   // StopPodSandbox and RemovePodSandbox
 
   /**
-   * Stops the pause container and the network (pod/lifecycle.ts stops the containers first). Unknown or
+   * Stops the pause container and the network (the pod's containers are stopped already). Unknown or
    * stopped: nothing to do.
    */
-  async stop(idOrPrefix: string): Promise<void> {
-    const found = this.store.find(idOrPrefix);
-    if (!found) return;
-    await this.locks.run(found.id, () => this.stopLocked(found.id));
-  }
-
-  private async stopLocked(id: string): Promise<void> {
+  async stop(id: string): Promise<void> {
     const timer = new StepTimer();
     const record = this.store.get(id);
     if (!record) return;
@@ -207,71 +186,59 @@ export class SandboxService {
   }
 
   /** Stops the pod if needed, then removes its files, dirs, cgroups and record (its containers are gone already). */
-  async remove(idOrPrefix: string): Promise<void> {
-    const found = this.store.find(idOrPrefix);
-    if (!found) return;
-    await this.locks.run(found.id, async () => {
-      const record = this.store.get(found.id);
-      if (!record) return;
-      await this.stopLocked(record.id);
-      try {
-        await this.o.pause.forget(record.id);
-        await this.o.host.removePodFiles(record.files);
-        await rm(record.stateDir, { recursive: true, force: true });
-        await this.o.host.removeCgroup(record.cgroupsPath);
-        for (const level of record.createdCgroupParents) await this.o.host.removeEmptyCgroup(level);
-      } catch (err) {
-        throw wrap(err, `failed to remove sandbox "${record.id}"`);
-      }
-      await this.store.delete(record.id);
-      this.store.names.release(record.name, record.id);
-      this.log.info('pod sandbox removed', { id: record.id });
-    });
+  async remove(id: string): Promise<void> {
+    const record = this.store.get(id);
+    if (!record) return;
+    await this.stop(record.id);
+    try {
+      await this.o.pause.forget(record.id);
+      await this.o.host.removePodFiles(record.files);
+      await rm(record.stateDir, { recursive: true, force: true });
+      await this.o.host.removeCgroup(record.cgroupsPath);
+      for (const level of record.createdCgroupParents) await this.o.host.removeEmptyCgroup(level);
+    } catch (err) {
+      throw wrap(err, `failed to remove sandbox "${record.id}"`);
+    }
+    await this.store.delete(record.id);
+    this.store.names.release(record.name, record.id);
+    this.log.info('pod sandbox removed', { id: record.id });
   }
 
   // ---------------------------------------------------------------------------------------------
   // Exits and recovery
 
   /**
-   * Handles an exit record from conmon's exit dir: a pod whose pause process exited becomes NOTREADY.
-   * False when the ID is no sandbox (it is a container's).
+   * Makes a READY pod whose pause process is gone NOTREADY, with `exit` (from conmon's exit dir) or the
+   * exit record conmon left. True when the pod changed. A stale exit record from before a restart says
+   * nothing about a pause process that still runs.
    */
-  async handleExit(exit: ExitRecord): Promise<boolean> {
-    if (!this.store.get(exit.id)) return false;
-    await this.locks.run(exit.id, async () => {
-      const record = this.store.get(exit.id);
-      if (!record || record.state !== 'ready') return;
-      // A stale record from before a restart says nothing about a pause process that still runs.
-      if (record.pausePid && (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime))) return;
-      await this.markExited(record, exit);
+  async notePauseExit(id: string, exit?: ExitRecord): Promise<boolean> {
+    const record = this.store.get(id);
+    if (record?.state !== 'ready') return false;
+    if (record.pausePid && (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime))) return false;
+    const ended = exit ?? (await this.o.pause.readExit(id));
+    await this.store.update(id, (r) => {
+      r.state = 'notready';
+      r.exit = ended ? { code: ended.exitCode, finishedAt: ended.finishedAtNs } : { code: 255, finishedAt: nowNs() };
     });
+    this.log.warn('pause process exited: pod sandbox is not ready', { id, exitCode: ended?.exitCode });
     return true;
   }
 
-  private async markExited(record: SandboxRecord, exit: ExitRecord | undefined): Promise<void> {
-    await this.store.update(record.id, (r) => {
-      r.state = 'notready';
-      r.exit = exit ? { code: exit.exitCode, finishedAt: exit.finishedAtNs } : { code: 255, finishedAt: nowNs() };
-    });
-    this.log.warn('pause process exited: pod sandbox is not ready', { id: record.id, exitCode: exit?.exitCode });
+  /** Loads every record (start-up, before the API answers); returns the pods' IDs. */
+  async load(): Promise<string[]> {
+    return (await this.store.load(this.log)).map((r) => r.id);
   }
 
   /**
-   * Loads every record, marks pods whose pause process died while Stove was down as NOTREADY, and
-   * removes what an interrupted RunPodSandbox left (state dirs, netns pins, CNI attachments, runtime
-   * containers without a record). Runs before the API answers.
+   * Removes what an interrupted RunPodSandbox left (state dirs, netns pins, CNI attachments, runtime
+   * containers without a record). A pod whose record is in quarantine is no orphan: its pause process,
+   * netns and IPs stay.
    */
-  async recover(): Promise<void> {
-    const records = await this.store.load(this.log);
-    for (const record of records) {
-      if (record.state !== 'ready') continue;
-      const alive = record.pausePid > 0 && (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime));
-      if (!alive) await this.markExited(record, await this.o.pause.readExit(record.id));
-    }
-    // A pod whose record is in quarantine is no orphan: its pause process, netns and IPs stay.
-    await collectGarbage(this.o, new Set([...records.map((r) => r.id), ...this.store.quarantinedIds()]));
+  async collectGarbage(): Promise<void> {
+    await collectGarbage(this.o, new Set([...this.store.list().map((r) => r.id), ...this.store.quarantinedIds()]));
     this.log.info('sandboxes recovered', {
-      total: records.length,
+      total: this.store.list().length,
       ready: this.store.list().filter((r) => r.state === 'ready').length,
     });
   }

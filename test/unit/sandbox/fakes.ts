@@ -138,8 +138,19 @@ export class FakeHost implements SandboxHost {
   async assertSearchableByOthers(): Promise<void> {}
 
   async writeCgroupLimits(path: string, limits: object): Promise<never[]> {
+    this.calls.push('host.writeCgroupLimits');
+    await this.held;
     this.limits.set(path, limits);
     return [];
+  }
+
+  private held: Promise<void> | undefined;
+
+  /** Cgroup writes wait until `release()`. */
+  holdCgroupWrites(): { release(): void } {
+    let release!: () => void;
+    this.held = new Promise<void>((resolve) => (release = resolve));
+    return { release: () => (release(), (this.held = undefined)) };
   }
 
   async writePodFiles(files: PodFiles): Promise<void> {

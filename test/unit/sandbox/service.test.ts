@@ -4,8 +4,9 @@ import { access, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NamespaceMode, PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { podSandboxStatus, listPodSandbox } from '../../../src/cri/sandbox-query.js';
-import { ContainerEventType, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerEventType, LinuxContainerResources, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
 import { rejectsKind } from '../oci/helpers.js';
+import { eventually } from '../../helpers/wait.js';
 import { boom, Harness } from './fakes.js';
 
 const exists = (p: string) => access(p).then(() => true, () => false);
@@ -28,6 +29,8 @@ describe('sandbox service', () => {
   afterEach(async () => {
     await h.cleanup();
   });
+
+  const status = (req: { podSandboxId: string; verbose: boolean }) => podSandboxStatus({ pods: h.pods, sandboxes: h.service }, req);
 
   /** Nothing of the sandbox is left anywhere the fakes can see. */
   async function assertNothingLeft(): Promise<void> {
@@ -60,7 +63,7 @@ describe('sandbox service', () => {
     assert.ok(h.calls.indexOf(`network.createNetns ${r.id}`) < h.calls.indexOf(`pause.create ${r.id} `));
     // A restarted service reads the same record back.
     h.restart();
-    await h.service.recover();
+    await h.pods.recover();
     assert.deepEqual(h.service.get(r.id.slice(0, 8)), r);
   });
 
@@ -191,7 +194,7 @@ describe('sandbox service', () => {
       h.events.published.map((e) => `${ContainerEventType[e.type]} ${e.id}`),
       ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT', 'CONTAINER_DELETED_EVENT'].map((t) => `${t} ${r.id}`),
     );
-    await rejectsKind(podSandboxStatus(h.service, { podSandboxId: r.id, verbose: false }), 'NotFound', /not found/);
+    await rejectsKind(status({ podSandboxId: r.id, verbose: false }), 'NotFound', /not found/);
   });
 
   it('removes a ready pod: its containers stopped, then the pod stopped, its containers removed, then its cgroups and the parents it created', async () => {
@@ -235,9 +238,12 @@ describe('sandbox service', () => {
 
   it('marks a pod NOTREADY when its pause process exits', async () => {
     const r = await h.service.run(pod(), '');
-    const other = await h.service.handleExit({ id: 'c'.repeat(64), exitCode: 0, finishedAtNs: 1n });
+    const other = await h.service.notePauseExit('c'.repeat(64), { id: 'c'.repeat(64), exitCode: 0, finishedAtNs: 1n });
     assert.equal(other, false, 'not a sandbox');
-    assert.equal(await h.service.handleExit(h.pause.kill(r.id, 137)), true);
+    const stale = await h.service.notePauseExit(r.id, { id: r.id, exitCode: 1, finishedAtNs: 1n });
+    assert.equal(stale, false, 'an exit record of a pause process that still runs is stale');
+    assert.equal(await h.service.notePauseExit(r.id, h.pause.kill(r.id, 137)), true);
+    assert.equal(await h.service.notePauseExit(r.id), false, 'once');
     const after = h.service.get(r.id);
     assert.equal(after.state, 'notready');
     assert.equal(after.exit?.code, 137);
@@ -251,9 +257,39 @@ describe('sandbox service', () => {
     const r = await h.service.run(pod(), '');
     h.pause.kill(r.id, 137);
     h.pause.exits.delete(r.id);
-    const st = await podSandboxStatus(h.service, { podSandboxId: r.id, verbose: false });
+    const st = await status({ podSandboxId: r.id, verbose: false });
     assert.equal(st.status!.state, PodSandboxState.SANDBOX_NOTREADY);
     assert.equal(h.service.get(r.id).state, 'notready');
+    assert.equal(h.service.get(r.id).exit?.code, 255, 'no exit record: the code is unknown');
+    assert.deepEqual(
+      h.events.published.map((e) => ContainerEventType[e.type]),
+      ['CONTAINER_STOPPED_EVENT'],
+      'the subscribers learn of it as of an exit file',
+    );
+  });
+
+  it('runs the changes of one pod one at a time under the pod lifecycle\'s lock, and other pods beside them', async () => {
+    const a = await h.pods.run(pod({ linux: { cgroupParent: '/kubepods/pod-a' } }), '');
+    const b = await h.pods.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' } }), '');
+    const held = h.host.holdCgroupWrites();
+    const resize = h.pods.updateResources(a.id, undefined, LinuxContainerResources.fromPartial({ cpuShares: 512n }));
+    await eventually('the resize writing the cgroup', () => h.calls.includes('host.writeCgroupLimits'));
+    const stopA = h.pods.stop(a.id);
+    const exitA = h.pods.routeExit(h.pause.kill(a.id, 1));
+    // The other pod is not held up by this one's lock.
+    await h.pods.stop(b.id);
+    assert.ok(!h.calls.includes(`containers.stopAll ${a.id} 0`), 'the stop waits for the resize');
+    held.release();
+    await Promise.all([resize, stopA, exitA]);
+    const at = (call: string) => h.calls.findIndex((c) => c.startsWith(call));
+    assert.ok(at('host.writeCgroupLimits') < at(`containers.stopAll ${a.id} 0`), h.calls.join('\n'));
+    assert.ok(at(`containers.stopAll ${a.id} 0`) < at(`pause.destroy ${a.id} `), h.calls.join('\n'));
+    // The exit came in while the stop ran: it changes nothing after it, and STOPPED goes out once.
+    assert.equal(h.service.get(a.id).state, 'notready');
+    assert.deepEqual(
+      h.events.published.filter((e) => e.id === a.id).map((e) => ContainerEventType[e.type]),
+      ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT'],
+    );
   });
 
   it('recovers: a pause that died while down makes the pod NOTREADY; leftovers of an interrupted run go', async () => {
@@ -268,7 +304,7 @@ describe('sandbox service', () => {
     h.pause.containers.set(orphan, { pid: 99, alive: true, spec: {} as never });
 
     h.restart();
-    await h.service.recover();
+    await h.pods.recover();
     assert.equal(h.service.get(alive.id).state, 'ready');
     assert.equal(h.service.get(dead.id).state, 'notready');
     assert.equal(h.service.get(dead.id).exit?.code, 9);
@@ -284,7 +320,7 @@ describe('sandbox service', () => {
     const b = await h.service.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' }, labels: { app: 'db', tier: 'data' } }), 'crun');
     await h.service.stop(b.id);
 
-    const st = await podSandboxStatus(h.service, { podSandboxId: a.id.slice(0, 10), verbose: true });
+    const st = await status({ podSandboxId: a.id.slice(0, 10), verbose: true });
     assert.equal(st.status!.id, a.id);
     assert.equal(st.status!.state, PodSandboxState.SANDBOX_READY);
     assert.equal(st.status!.createdAt, a.createdAt);
@@ -296,7 +332,7 @@ describe('sandbox service', () => {
     assert.equal(info.pid, a.pausePid);
     assert.equal(info.netnsPath, a.netnsPath);
     assert.equal(info.processStatus, 'running');
-    await rejectsKind(podSandboxStatus(h.service, { podSandboxId: '', verbose: false }), 'InvalidArgument', /pod_sandbox_id/);
+    await rejectsKind(status({ podSandboxId: '', verbose: false }), 'InvalidArgument', /pod_sandbox_id/);
 
     const ids = async (filter: object | undefined) => (await listPodSandbox(h.service, { filter: filter as never })).items.map((i) => i.id);
     assert.deepEqual(await ids(undefined), [a.id, b.id]);
