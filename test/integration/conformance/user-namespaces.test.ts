@@ -15,6 +15,7 @@ import { execa } from 'execa';
 import { NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
 import { containerSuite, ContainerWorld, rejectsWith } from '../container/world.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const require = createRequire(import.meta.url);
 const xattr = require('@napi-rs/xattr') as { getAttribute(path: string, name: string): Promise<Buffer | null> };
@@ -72,11 +73,11 @@ describe('conformance: containers in a pod with its own user namespace (real run
     await chmod(world.daemon.dir, 0o711);
     const id = await world.run(pod, config);
     const logPath = join(pod.config.logDirectory, config.logPath);
-    let lines: string[] = [];
-    for (let i = 0; i < 100 && lines.length < 5; i++) {
-      lines = (await world.logLines(logPath)).map((l) => l.text);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // Four lines: the uid map, wrote-rootfs and the two stat lines.
+    const lines = await waitFor('the four lines of the script', async () => {
+      const texts = (await world.logLines(logPath)).map((l) => l.text);
+      return texts.length >= 4 ? texts : undefined;
+    }, 10_000);
     // critest's check: `\s+0\s+1000\s+100000\n` in the container's stdout.
     assert.match(lines[0] ?? '', new RegExp(`^\\s+0\\s+${HOST_BASE}\\s+${LENGTH}$`), lines.join('\n'));
     assert.ok(lines.includes('wrote-rootfs'), `root writes its root filesystem: ${lines.join('\n')}`);

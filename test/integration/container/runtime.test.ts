@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { readFile, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerStatsFilter, PodSandboxStatsFilter, UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { execInNetns } from '../../../src/network/netns-exec.js';
@@ -59,7 +58,10 @@ describe('containers: logs, stats, updates, OOM and ExecSync (real runc, conmon 
     await stat(logPath);
     await eventually('ticks in the new file', async () => (await world.logLines(logPath)).some((l) => l.text.startsWith('tick')));
     const oldSize = (await stat(rotated)).size;
-    await delay(400);
+    // Four more ticks in the new file mark time in which the rotated one must not have grown.
+    const ticks = async () => (await world.logLines(logPath)).filter((l) => l.text.startsWith('tick')).length;
+    const seen = await ticks();
+    await eventually('four more ticks in the new file', async () => (await ticks()) >= seen + 4);
     assert.equal((await stat(rotated)).size, oldSize, 'the rotated file stopped growing');
 
     await rt.stopContainer({ containerId: id, timeout: 0n });

@@ -5,7 +5,6 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerConfig, ContainerState, PullImageRequest, type DeepPartial, type PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { startRegistry, type TestRegistry } from '../../helpers/registry.js';
 import { suiteHooks } from '../../helpers/suite.js';
@@ -14,6 +13,7 @@ import { conmonsUnder, PodWorld, skipReason as podSkipReason } from '../sandbox/
 import { mountPoints } from '../../../src/platform/mount.js';
 import { cgroupPathOf, detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
 import { execa } from 'execa';
+import { waitFor } from '../../helpers/wait.js';
 
 export { eventually, pidAlive, rejectsWith } from '../sandbox/world.js';
 
@@ -132,13 +132,15 @@ export class ContainerWorld {
 
   /** Waits until the container is EXITED and returns its status. */
   async waitExited(id: string, timeoutMs = 10_000) {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
+    let state = 'unknown';
+    const exited = async () => {
       const { status } = await this.status(id);
-      if (status!.state === ContainerState.CONTAINER_EXITED) return status!;
-      if (Date.now() > deadline) throw new Error(`container ${id} did not exit within ${timeoutMs} ms (state ${ContainerState[status!.state]})`);
-      await delay(25);
-    }
+      state = ContainerState[status!.state];
+      return status!.state === ContainerState.CONTAINER_EXITED ? status! : undefined;
+    };
+    return waitFor(`container ${id} to exit`, exited, timeoutMs).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message} (state ${state})`);
+    });
   }
 
   /** ExecSync with the output as text. */

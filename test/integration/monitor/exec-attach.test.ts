@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { readFile, readdir, rename, stat } from 'node:fs/promises';
 import { PassThrough, Writable } from 'node:stream';
-import { setTimeout as delay } from 'node:timers/promises';
 import { execProcess } from '../../../src/monitor/exec-dir.js';
 import { EXEC_SYNC_MAX_OUTPUT } from '../../../src/monitor/exec-sync.js';
 import { MonitorError } from '../../../src/monitor/errors.js';
 import { isKind } from '../../../src/common/errors.js';
+import { isSameProcessAlive } from '../../../src/monitor/process.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { MonitorFixture, missingPrerequisite, type TestContainer } from './fixture.js';
 import { eventually, waitFor } from '../../helpers/wait.js';
@@ -278,7 +278,8 @@ describe('monitor: exec and attach through conmon', function () {
     it('to a container whose monitor is gone is a FailedPrecondition', async () => {
       const c = await fx.run({ args: ['true'] });
       await fx.monitor.waitForExit(c.id, 5000);
-      await delay(100);
+      // conmon writes the exit file, then exits itself.
+      await eventually('conmon to exit after the container', async () => !(await isSameProcessAlive(c.conmonPid, c.conmonStartTime)), 10_000);
       const err = await fx.monitor.attach(c.id, { stdout: new Collector() }).then(() => undefined, (e: unknown) => e);
       assert.ok(isKind(err, 'FailedPrecondition'), String(err));
     });
@@ -293,10 +294,9 @@ describe('monitor: exec and attach through conmon', function () {
       await fx.monitor.reopenLog(c.id, c.logPath);
       await stat(c.logPath); // exists right away
       const oldSize = (await stat(rotated)).size;
-      await fx.waitForLog(c.logPath, (l) => /stdout F line\d+\n.*stdout F line\d+\n/s.test(l));
-      await delay(200);
+      // Four more lines in the new log mark time in which the old one must not have grown.
+      const fresh = await fx.waitForLog(c.logPath, (l) => (l.match(/stdout F line\d+\n/g) ?? []).length >= 4);
       assert.equal((await stat(rotated)).size, oldSize, 'the old log stopped growing');
-      const fresh = await readFile(c.logPath, 'utf8');
       const first = Number(/line(\d+)/.exec(fresh)![1]);
       const old = await readFile(rotated, 'utf8');
       const last = Number([...old.matchAll(/line(\d+)/g)].at(-1)![1]);

@@ -6,12 +6,12 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rm, mkdtemp, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, silentLogger } from '../../../src/common/logger.js';
 import { Runc } from '../../../src/runtime/runc.js';
 import { Monitor } from '../../../src/monitor/monitor.js';
 import type { CreateContainerOptions, CreatedContainer } from '../../../src/monitor/conmon.js';
 import { readPidFile, signalProcess, processStartTime } from '../../../src/monitor/process.js';
+import { waitFor } from '../../helpers/wait.js';
 import { makeBundle, haveBusybox, type Bundle, type BundleOptions } from '../../helpers/bundle.js';
 
 export const RUNC = '/usr/bin/runc';
@@ -106,15 +106,15 @@ export class MonitorFixture {
   }
 
   /** Polls the CRI log until `predicate` holds (or fails after timeoutMs). */
-  async waitForLog(logPath: string, predicate: (log: string) => boolean, timeoutMs = 5000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
+  async waitForLog(logPath: string, predicate: (log: string) => boolean, timeoutMs = 10_000): Promise<string> {
     let text = '';
-    while (Date.now() < deadline) {
+    const read = async () => {
       text = await readFile(logPath, 'utf8').catch(() => '');
-      if (predicate(text)) return text;
-      await delay(20);
-    }
-    throw new Error(`log ${logPath} never matched; it holds:\n${text}`);
+      return predicate(text) ? text : undefined;
+    };
+    return waitFor(`log ${logPath} to match`, read, timeoutMs).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message}; it holds:\n${text}`);
+    });
   }
 
   /** Removes one container completely. */

@@ -3,7 +3,7 @@
  * process in, read its stats, see an OOM kill, remove everything.
  */
 import assert from 'node:assert/strict';
-import { access, writeFile } from 'node:fs/promises';
+import { access, readFile, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -18,6 +18,7 @@ import {
   type CgroupLayout,
 } from '../../../src/platform/cgroups.js';
 import { StoveError } from '../../../src/common/errors.js';
+import { eventually } from '../../helpers/wait.js';
 
 const exists = (p: string) => access(p).then(() => true, () => false);
 
@@ -64,7 +65,11 @@ describe('cgroups on this host', function () {
     children.push(child);
     await addProcessToCgroup(layout, path, child.pid!);
     child.stdin!.write('go\n');
-    await new Promise((r) => setTimeout(r, 200));
+    // It ran inside the cgroup once it has exec'd sleep and gone to sleep (its CPU time is charged then).
+    await eventually('the process to exec sleep inside the cgroup', async () => {
+      const [cmdline, stat] = await Promise.all([readFile(`/proc/${child.pid}/cmdline`, 'utf8'), readFile(`/proc/${child.pid}/stat`, 'utf8')]);
+      return cmdline.startsWith('sleep\0') && stat.slice(stat.lastIndexOf(')') + 2).startsWith('S');
+    }, 10_000);
 
     const stats = await readCgroupStats(layout, path);
     assert.ok(stats.cpu && stats.cpu.usageNs > 0n, `cpu usage ${stats.cpu?.usageNs}`);

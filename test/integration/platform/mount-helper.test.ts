@@ -11,6 +11,7 @@ import { execa } from 'execa';
 import { DEFAULT_MOUNT_HELPER, MountHelper, SyscallError, setMountHelper } from '../../../src/platform/mount-helper.js';
 import { isMountPoint, mount, unmount } from '../../../src/platform/mount.js';
 import { isNetns } from '../../../src/network/netns.js';
+import { eventually } from '../../helpers/wait.js';
 
 const MS_NOSUID = 0x2;
 
@@ -18,6 +19,14 @@ const MS_NOSUID = 0x2;
 async function helperPids(): Promise<number[]> {
   const r = await execa('pgrep', ['-P', String(process.pid), '-f', 'stove-mount-helper'], { reject: false });
   return r.stdout.split('\n').filter(Boolean).map(Number);
+}
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 const MNT_DETACH = 2;
 
@@ -109,7 +118,8 @@ describe('mount helper (real mounts)', function () {
     const pids = await helperPids();
     assert.ok(pids.length >= 1, 'the helper runs as a child of this process');
     for (const pid of pids) process.kill(Number(pid), 'SIGKILL');
-    await new Promise((r) => setTimeout(r, 50));
+    // Gone means reaped (a zombie still answers signal 0): by then this process has seen its exit.
+    await eventually('the killed helper to be reaped', () => pids.every((pid) => !processExists(pid)), 10_000);
     await helper.umount(target, 0);
     assert.ok(!(await isMountPoint(target)));
   });

@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, silentLogger } from '../../../src/common/logger.js';
 import { eventually } from '../../helpers/wait.js';
 import { ExitWatcher, exitReason, listExits, readExit, waitForExit, wasOomKilled, type ExitRecord } from '../../../src/monitor/exits.js';
@@ -12,7 +11,6 @@ import { ExitWatcher, exitReason, listExits, readExit, waitForExit, wasOomKilled
 async function conmonWritesExit(dir: string, id: string, code: number): Promise<void> {
   const tmp = join(dir, `${id}.A1b2C3`);
   await writeFile(tmp, '');
-  await delay(5);
   await writeFile(tmp, String(code));
   await rename(tmp, join(dir, id));
 }
@@ -57,6 +55,7 @@ describe('monitor/exits', () => {
 
   it('existing exits are reported only with emitExisting; forget() allows a new report', async () => {
     await conmonWritesExit(dir, 'old', 1);
+    await conmonWritesExit(dir, 'probe', 0);
     const quiet: string[] = [];
     const w1 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void quiet.push(r.id), log: silentLogger });
     await w1.start();
@@ -67,8 +66,13 @@ describe('monitor/exits', () => {
     const loud: string[] = [];
     const w2 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void loud.push(r.id), log: silentLogger, rescanMs: 20 });
     await w2.start({ emitExisting: true });
-    await eventually('the existing exit reported', () => loud.includes('old'));
-    await delay(100); // an interval of five rescans (20 ms each) that must not repeat it
+    await eventually('the existing exits reported', () => loud.includes('old') && loud.includes('probe'));
+    // Rescans as markers: only a rescan reports a forgotten exit again, so each further report of the
+    // probe is one more rescan, and none of those may repeat the exit that was not forgotten.
+    for (let rescans = 1; rescans <= 5; rescans++) {
+      w2.forget('probe');
+      await eventually(`rescan ${rescans} reporting the forgotten probe`, () => loud.filter((id) => id === 'probe').length === rescans + 1);
+    }
     assert.deepEqual(loud.filter((id) => id === 'old'), ['old']);
     w2.forget('old');
     await eventually('a rescan reporting it again', () => loud.filter((id) => id === 'old').length === 2);
@@ -105,8 +109,10 @@ describe('monitor/exits', () => {
     await writeFile(join(dir, 'b.XyZ123'), '5');
     assert.deepEqual((await listExits(dir)).map((r) => r.id), ['a']);
     assert.deepEqual(await listExits(join(dir, 'missing')), []);
-    setTimeout(() => void conmonWritesExit(dir, 'late', 9), 50);
-    assert.equal((await waitForExit(dir, 'late', 2000))?.exitCode, 9);
+    // Waiting before the file exists: it is written while waitForExit polls.
+    const late = waitForExit(dir, 'late', 5000);
+    await conmonWritesExit(dir, 'late', 9);
+    assert.equal((await late)?.exitCode, 9);
     assert.equal(await waitForExit(dir, 'never', 50), undefined);
   });
 

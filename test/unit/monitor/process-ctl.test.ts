@@ -54,26 +54,24 @@ describe('monitor/ctl', () => {
    * between writers, like conmon's own dummy writer; a net.Socket polls it (an fs stream would park a
    * thread-pool thread in read() and keep the process from exiting).
    */
-  function reader(): { reads: string[]; close: () => void } {
+  function reader(onRead: (read: string) => void = () => {}): { reads: string[]; close: () => void } {
     const reads: string[] = [];
     const socket = new Socket({ fd: openSync(fifo, constants.O_RDWR | constants.O_NONBLOCK), readable: true, writable: false });
-    socket.on('data', (d) => reads.push(d.toString()));
+    socket.on('data', (d) => {
+      reads.push(d.toString());
+      onRead(d.toString());
+    });
     return { reads, close: () => socket.destroy() };
   }
 
   it('resize and reopen write one message per read, in conmon\'s format', async () => {
-    const r = reader();
-    await new Promise((res) => setTimeout(res, 50));
-    await Promise.all([resizeTerminal(fifo, 101, 33, 'c1'), resizeTerminal(fifo, 80, 24, 'c1')]);
     const log = join(dir, 'c.log');
+    // conmon answers a reopen by renaming <log>.tmp over <log>; this reader does the same.
+    const r = reader((read) => {
+      if (read === '2 0 0\n') void writeFile(`${log}.tmp`, '').then(() => rename(`${log}.tmp`, log));
+    });
+    await Promise.all([resizeTerminal(fifo, 101, 33, 'c1'), resizeTerminal(fifo, 80, 24, 'c1')]);
     await writeFile(log, 'old');
-    // conmon renames <log>.tmp over <log>; here a watcher of the reads does the same
-    const fake = setInterval(() => {
-      if (r.reads.includes('2 0 0\n')) {
-        clearInterval(fake);
-        void writeFile(`${log}.tmp`, '').then(() => rename(`${log}.tmp`, log));
-      }
-    }, 5);
     await rename(log, `${log}.1`);
     await reopenLog(fifo, log, 'c1', 2000);
     r.close();

@@ -35,6 +35,8 @@ export class FakeBackend implements StreamingBackend, StreamingLookup {
   readonly attaches: { params: AttachParams; io: StreamIO }[] = [];
   readonly aborted: string[] = [];
   readonly forwards: { pod: string; port: number }[] = [];
+  /** Terminal sizes as the `sizes` command took them. */
+  readonly sizes: TerminalSize[] = [];
   readonly containers = new Set(['ctr1']);
   readonly pods = new Set(['pod1']);
   /** attach: what the "container" writes, then how it ends. */
@@ -106,6 +108,7 @@ export class FakeBackend implements StreamingBackend, StreamingLookup {
           if (io.resize) {
             for await (const size of io.resize) {
               got.push(size);
+              this.sizes.push(size);
               if (got.length === want) break;
             }
           }

@@ -97,9 +97,9 @@ describe('streaming server over SPDY', function () {
       const wrongKind = (await execUrl({ cmd: ['echo'] })).replace('/exec/', '/attach/');
       assert.equal((await spdyUpgrade(wrongKind, V4)).status, 404);
 
-      const short = await startServer({ tokenTtlMs: 50 });
+      // A TTL of zero: the token has expired by the time any request can use it.
+      const short = await startServer({ tokenTtlMs: 0 });
       const expiring = await execUrl({ cmd: ['echo'] }, short);
-      await new Promise((r) => setTimeout(r, 120));
       assert.equal((await spdyUpgrade(expiring, V4)).status, 404);
 
       assert.equal(backend.execs.length, 0);
@@ -259,7 +259,7 @@ describe('streaming server over SPDY', function () {
       const a = await runExec(['hang'], ['error', 'stdout']);
       await a.client.ping();
       a.client.close();
-      await waitFor(() => backend.aborted.length === 1);
+      await eventually('1 aborted command', () => backend.aborted.length === 1);
 
       // client-go's Close(): RST on every stream, then GOAWAY.
       const b = await runExec(['hang'], ['error', 'stdout']);
@@ -268,7 +268,7 @@ describe('streaming server over SPDY', function () {
       b.streams.error!.rst();
       b.client.goAway();
       b.client.socket.end();
-      await waitFor(() => backend.aborted.length === 2);
+      await eventually('2 aborted commands', () => backend.aborted.length === 2);
     });
 
     it('closes an idle connection after the idle timeout', async () => {
@@ -276,7 +276,7 @@ describe('streaming server over SPDY', function () {
       const client = await connect(await execUrl({ cmd: ['hang'] }, idle));
       await openStreams(client, ['error', 'stdout']);
       await client.waitClosed(3000);
-      await waitFor(() => backend.aborted.length === 1);
+      await eventually('1 aborted command', () => backend.aborted.length === 1);
     });
 
     it('passes terminal sizes from the resize stream (tty, v3+)', async () => {
@@ -285,7 +285,8 @@ describe('streaming server over SPDY', function () {
       const s = await openStreams(client, ['error', 'stdin', 'stdout', 'resize']);
       s.resize!.write('{"Width":80,"Hei');
       s.resize!.write('ght":24}\n');
-      await new Promise((r) => setTimeout(r, 50));
+      // Sizes are latest-wins: the second is sent once the command has the first.
+      await eventually('the first size to reach the command', () => backend.sizes.length === 1);
       s.resize!.write('{"Width":100,"Height":30}\n');
       assert.equal((await s.stdout!.readAll()).toString(), '80x24\n100x30\n');
       assert.equal(backend.execs[0]!.io.tty, true);
@@ -307,7 +308,7 @@ describe('streaming server over SPDY', function () {
       bad.writeUInt16BE(0x8002, 0); // SPDY/2
       client.raw(bad);
       await client.waitClosed(3000);
-      await waitFor(() => backend.aborted.length === 1);
+      await eventually('1 aborted command', () => backend.aborted.length === 1);
     });
   });
 
@@ -424,18 +425,23 @@ describe('streaming server over SPDY', function () {
 
     it('closes the target connection when the client goes away', async () => {
       let closed = false;
-      const holder = net.createServer((sock) => sock.on('close', () => (closed = true)));
+      // An echoing target: an answer proves the connection is open while the client is there.
+      const holder = net.createServer((sock) => {
+        sock.on('close', () => (closed = true));
+        sock.pipe(sock);
+      });
       await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
       const port = String((holder.address() as net.AddressInfo).port);
       try {
         const client = await pfClient();
         await client.open({ streamtype: 'error', port, requestid: '0' });
-        await client.open({ streamtype: 'data', port, requestid: '0' });
-        await waitFor(() => backend.forwards.length === 1);
-        await new Promise((r) => setTimeout(r, 50));
+        const data = await client.open({ streamtype: 'data', port, requestid: '0' });
+        data.write('ping');
+        await data.until(() => data.received.toString() === 'ping');
+        assert.equal(backend.forwards.length, 1);
         assert.equal(closed, false);
         client.close();
-        await waitFor(() => closed);
+        await eventually('the target connection to close', () => closed);
       } finally {
         holder.close();
       }
@@ -502,7 +508,3 @@ describe('streaming server over SPDY', function () {
     });
   });
 });
-
-function waitFor(pred: () => boolean, timeoutMs = 5000): Promise<void> {
-  return eventually('the condition', pred, timeoutMs);
-}
