@@ -27,6 +27,30 @@ export default tseslint.config(
     },
   },
   {
+    // One way to start a child process: src/platform/processes.ts (docs/architecture.md, Import rules).
+    // Only it and the two helpers' launchers may reach child_process; execa is for tests.
+    files: ['src/**/*.ts'],
+    ignores: ['src/platform/processes.ts', 'src/platform/spawn-helper.ts', 'src/platform/mount-helper.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['node:child_process', 'child_process', 'execa'].map((name) => ({
+            name,
+            message: 'start processes with runCommand or startProcess from src/platform/processes.ts',
+          })),
+        },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ImportExpression[source.value=/^(node:)?child_process$|^execa$/]',
+          message: 'start processes with runCommand or startProcess from src/platform/processes.ts',
+        },
+      ],
+    },
+  },
+  {
     // Tests read JSON and wire payloads loosely and print whatever they compare.
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {

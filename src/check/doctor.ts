@@ -4,7 +4,6 @@
  */
 import { access, constants, readFile, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
-import { execa } from 'execa';
 import type { Config } from '../config/schema.js';
 import { pathsFor } from '../config/paths.js';
 import { readQuarantine } from '../persist/quarantine.js';
@@ -16,6 +15,7 @@ import { trustInventory } from '../images/trust/inventory.js';
 import { nriStatusFile } from '../config/paths.js';
 import { readJsonFile } from '../persist/atomic-file.js';
 import { discoverPlugins, type DiscoveredPlugin, type PluginInfo } from '../nri/adaptation.js';
+import { runCommand } from '../platform/processes.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -38,13 +38,10 @@ async function executable(path: string): Promise<boolean> {
   }
 }
 
+/** The first line `path args` prints, or '' when it fails. */
 async function versionOf(path: string, args: string[]): Promise<string> {
-  try {
-    const { stdout } = await execa(path, args, { timeout: 5000 });
-    return stdout.split('\n')[0] ?? '';
-  } catch {
-    return '';
-  }
+  const r = await runCommand(path, { args, timeoutMs: 5000, maxOutputBytes: 64 * 1024 });
+  return r.exitCode === 0 ? (r.stdout.split('\n')[0] ?? '') : '';
 }
 
 async function checkRoot(): Promise<CheckResult> {

@@ -5,13 +5,13 @@
  * (src/monitor/attach-relay.c) connects and frames each packet with its length over a pipe; socat
  * was measured to merge packets on the way to Node, losing the pipe bytes.
  */
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { once } from 'node:events';
 import { join, resolve } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
+import { startProcess } from '../platform/processes.js';
 import { resizeTerminal } from './ctl.js';
 import { MonitorError } from './errors.js';
 
@@ -44,7 +44,7 @@ export async function openRelay(relayPath: string, socketPath: string, io: Sessi
     throw new MonitorError('Internal', `attach relay ${relayPath} is missing (run make build)`, id);
   }
   const args = io.stdin ? [socketPath] : ['-n', socketPath];
-  const relay = spawn(relayPath, args, { stdio: [io.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+  const relay = startProcess(relayPath, args, { stdio: [io.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'], directPipes: true });
   let stderrText = '';
   relay.stderr!.on('data', (chunk: Buffer) => (stderrText += chunk.toString('utf8')));
   const exited = once(relay, 'close').catch(() => undefined);

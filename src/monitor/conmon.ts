@@ -13,7 +13,7 @@ import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { invalidArgument, messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
-import { spawnProcess, type SpawnedProcess } from '../platform/spawn-helper.js';
+import { startProcess, type SpawnedProcess } from '../platform/processes.js';
 import { runtimeMessage, type Runc } from '../runtime/runc.js';
 import { MonitorError } from './errors.js';
 import { processStartTime, readPidFile, signalProcess } from './process.js';
@@ -145,7 +145,7 @@ export async function spawnConmon(
   const stdio: ('ignore' | 'pipe')[] = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'];
   if (options.attachPipe) stdio.push('pipe');
   config.log.debug('starting conmon', { args });
-  const child = spawnProcess(config.conmon, args, { cwd, env, stdio, detached: true });
+  const child = startProcess(config.conmon, args, { cwd, env, stdio, detached: true });
   let output = '';
   const collect = (chunk: Buffer) => {
     if (output.length < 65536) output += chunk.toString('utf8');

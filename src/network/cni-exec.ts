@@ -6,7 +6,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runCommand } from '../platform/run-command.js';
+import { runCommand } from '../platform/processes.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 

@@ -3,10 +3,9 @@
  * namespace changes, so host binaries and files stay visible) and reading its interface counters.
  * Port-forward uses the spawn form, e.g. `socat - TCP:127.0.0.1:<port>` with piped stdio.
  */
-import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-// execa is imported where it is used, on first use: these paths are rare, and an idle daemon need not load it.
 import { internal, notFound } from '../common/errors.js';
+import { runCommand, startProcess, type SpawnedProcess, type StartProcessOptions } from '../platform/processes.js';
 
 /** The argv that runs `argv` inside the namespace pinned at `netnsPath`. */
 export function netnsCommand(netnsPath: string, argv: string[]): [string, ...string[]] {
@@ -15,9 +14,9 @@ export function netnsCommand(netnsPath: string, argv: string[]): [string, ...str
 }
 
 /** Starts `argv` in the namespace; the caller owns the process (stdio as in `options`). */
-export function spawnInNetns(netnsPath: string, argv: string[], options: SpawnOptions = {}): ChildProcess {
+export function spawnInNetns(netnsPath: string, argv: string[], options: StartProcessOptions): SpawnedProcess {
   const [file, ...args] = netnsCommand(netnsPath, argv);
-  return spawn(file, args, options);
+  return startProcess(file, args, options);
 }
 
 export interface NetnsExecResult {
@@ -33,11 +32,10 @@ export async function execInNetns(
   options: { input?: string; timeoutMs?: number } = {},
 ): Promise<NetnsExecResult> {
   const [file, ...args] = netnsCommand(netnsPath, argv);
-  const { execa } = await import('execa');
-  const r = await execa(file, args, { input: options.input, timeout: options.timeoutMs, reject: false, stripFinalNewline: false });
+  const r = await runCommand(file, { args, input: options.input, timeoutMs: options.timeoutMs });
   if (r.timedOut) throw internal(`${argv[0]} in ${netnsPath} timed out after ${options.timeoutMs}ms`);
-  if (r.exitCode === undefined) throw internal(`cannot run ${argv[0]} in ${netnsPath}: ${r.shortMessage}`);
-  return { exitCode: r.exitCode, stdout: String(r.stdout), stderr: String(r.stderr) };
+  if (r.exitCode === null) throw internal(`cannot run ${argv[0]} in ${netnsPath}: ${r.spawnError?.message ?? `killed by ${r.signal}`}`);
+  return { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** Counters of one interface, as CRI's NetworkUsage wants them. */

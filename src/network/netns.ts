@@ -10,10 +10,10 @@
  */
 import { mkdir, open, readdir, realpath, statfs, unlink } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
-// execa is imported where it is used, on first use: these paths are rare, and an idle daemon need not load it.
 import { alreadyExists, internal, invalidArgument } from '../common/errors.js';
 import { bindMount, isMountPoint, unmount } from '../platform/mount.js';
 import { mountHelper } from '../platform/mount-helper.js';
+import { commandFailure, runCommand } from '../platform/processes.js';
 
 /** statfs(2) f_type of nsfs, the filesystem behind /proc/<pid>/ns/* and their bind mounts. */
 const NSFS_MAGIC = 0x6e736673;
@@ -36,9 +36,8 @@ export async function isNetns(path: string): Promise<boolean> {
 async function newPinnedNetns(path: string): Promise<string | undefined> {
   const helper = mountHelper();
   if (helper) return helper.newNetns(path).then(() => undefined, (err: Error) => err.message);
-  const { execa } = await import('execa');
-  const r = await execa('unshare', [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up'], { reject: false });
-  return r.exitCode === 0 ? undefined : String(r.stderr || r.stdout || r.shortMessage || '').trim();
+  const r = await runCommand('unshare', { args: [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up'], timeoutMs: undefined });
+  return r.exitCode === 0 ? undefined : commandFailure(r);
 }
 
 /** Creates, lists and removes pinned network namespaces in one directory. */

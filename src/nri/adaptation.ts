@@ -7,7 +7,6 @@
  * between two events. Every call to a plugin is bounded by the request timeout; a plugin that times out
  * or disconnects is closed and dropped, and the event carries on without it.
  */
-import { spawn } from 'node:child_process';
 import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -24,6 +23,7 @@ import {
 import { messageOf, StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { writeJsonAtomic } from '../persist/atomic-file.js';
+import { startProcess } from '../platform/processes.js';
 import { isPluginIndex, NriPlugin, type PluginTimeouts } from './plugin.js';
 import { CreateResult, UpdateResult } from './result.js';
 import { TtrpcStatusError } from './ttrpc.js';
@@ -286,18 +286,19 @@ export class NriAdaptation {
           return undefined;
         });
         if (config === undefined) return;
-        const child = spawn(file, [], {
+        const child = startProcess(file, [], {
           // NRI gives a pre-launched plugin exactly these variables, and its end of a socketpair as fd 3.
           env: { NRI_PLUGIN_NAME: name, NRI_PLUGIN_IDX: index, NRI_PLUGIN_SOCKET: '3' },
           stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+          directPipes: true,
         });
         const log = this.o.log.child({ plugin: `${index}-${name}` });
-        child.on('error', (err) => log.warn('NRI plugin process failed', { error: err.message }));
+        child.on('error', (err: Error) => log.warn('NRI plugin process failed', { error: err.message }));
         forwardOutput(child.stdout, log);
         forwardOutput(child.stderr, log);
         const socket = child.stdio[3] as Socket;
         const p = new NriPlugin({ socket, timeouts: this.o.timeouts, runtime: this.runtimeCallbacks(), log, launched: { index, name, child, config } });
-        child.on('exit', (code, signal) => p.close(`plugin process exited (${signal ?? code})`));
+        child.on('exit', (code: number | null, signal: NodeJS.Signals | null) => p.close(`plugin process exited (${signal ?? code})`));
         try {
           await p.start(this.o.runtimeName, this.o.runtimeVersion);
         } catch (err) {

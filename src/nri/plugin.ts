@@ -9,7 +9,6 @@
  * A call that times out or finds the connection gone closes the plugin (it is then dropped); a plugin's
  * own error answer is returned to the caller.
  */
-import type { ChildProcess } from 'node:child_process';
 import type { Duplex } from 'node:stream';
 import {
   PluginService,
@@ -28,6 +27,7 @@ import {
   type UpdateContainerResponse,
 } from '../gen/nri/api.js';
 import type { Logger } from '../common/logger.js';
+import type { SpawnedProcess } from '../platform/processes.js';
 import { Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN } from './mux.js';
 import { callMethod, Code, serveMethod, TtrpcChannel, TtrpcFatalError, TtrpcHandlerError } from './ttrpc.js';
 import { TTRPC_MAX_MESSAGE } from './ttrpc-frame.js';
@@ -61,7 +61,7 @@ export interface PluginOptions {
   runtime: RuntimeCallbacks;
   log: Logger;
   /** Set for pre-launched plugins: their identity comes from the file name, not from registration. */
-  launched?: { index: string; name: string; child: ChildProcess; config: string };
+  launched?: { index: string; name: string; child: SpawnedProcess; config: string };
   /** Peer pid (for listing), when known. */
   pid?: number;
 }

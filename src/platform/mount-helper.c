@@ -1,8 +1,8 @@
 /*
- * stove-mount-helper: a long-lived child of the daemon that makes mount(2), umount2(2) and pinned network
- * namespaces for it. Node has no binding for these, and spawning util-linux `mount`, `umount` or
- * `unshare` costs a fork of the whole daemon plus the tool's own start-up for each call (several ms on a
- * pod's critical path); a request here costs a pipe round trip.
+ * stove-mount-helper: a long-lived child of the daemon that makes mount(2), umount2(2), mknod(2) and
+ * pinned network namespaces for it. Node has no binding for these, and spawning util-linux `mount`,
+ * `umount`, `unshare` or coreutils `mknod` costs a fork of the whole daemon plus the tool's own start-up
+ * for each call (several ms on a pod's critical path); a request here costs a pipe round trip.
  *
  * Requests on stdin, answers on stdout, one at a time, in order. Each message is a little-endian u32
  * length and then that many bytes: NUL-terminated fields.
@@ -13,6 +13,8 @@
  *   "N" id path                                   new network namespace with `lo` up, bind-mounted on
  *                                                 `path` (an existing file), made in a forked child so
  *                                                 this process never leaves its own namespace
+ *   "D" id path type mode major minor             mknod(path, type | mode, makedev(major, minor)) with
+ *                                                 umask 0; type c, b or p; mode in octal
  *
  *   answer: id errno text    (errno in decimal, 0 = done; text = strerror)
  *
@@ -32,6 +34,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,6 +87,17 @@ static int do_mount(char **f) {
 
 static int do_umount(char **f) {
   return umount2(f[2], (int)strtol(f[3], NULL, 10)) < 0 ? errno : 0;
+}
+
+static int do_mknod(char **f) {
+  mode_t type = strcmp(f[3], "c") == 0 ? S_IFCHR : strcmp(f[3], "b") == 0 ? S_IFBLK : strcmp(f[3], "p") == 0 ? S_IFIFO : 0;
+  if (type == 0) return EINVAL;
+  mode_t mode = (mode_t)strtoul(f[4], NULL, 8) & 07777;
+  dev_t dev = makedev((unsigned)strtoul(f[5], NULL, 10), (unsigned)strtoul(f[6], NULL, 10));
+  mode_t old = umask(0); /* the mode asked for, as mknod -m gives it */
+  int err = mknod(f[2], type | mode, dev) < 0 ? errno : 0;
+  umask(old);
+  return err;
 }
 
 /* In the child: a new netns, loopback up, pinned on path. Returns an errno. */
@@ -148,6 +163,7 @@ int main(void) {
     if (strcmp(f[0], "M") == 0 && nf == 8) err = do_mount(f);
     else if (strcmp(f[0], "U") == 0 && nf == 4) err = do_umount(f);
     else if (strcmp(f[0], "N") == 0 && nf == 3) err = do_netns(f);
+    else if (strcmp(f[0], "D") == 0 && nf == 7) err = do_mknod(f);
     else err = EINVAL;
     answer(f[1], err);
   }

@@ -1,6 +1,7 @@
 /**
  * The client of `stove-mount-helper` (mount-helper.c, built by `make build` into dist/libexec): one
- * long-lived child process that runs mount(2), umount2(2) and network-namespace pins for this process.
+ * long-lived child process that runs mount(2), umount2(2), mknod(2) and network-namespace pins for this
+ * process.
  * A call costs a pipe round trip instead of a fork of the whole daemon plus util-linux's start-up.
  *
  * Helpers are started on first use and again after one died (a request in flight then fails). Each
@@ -70,6 +71,11 @@ export class MountHelper {
   /** A new network namespace with `lo` up, bind-mounted on `path` (an existing file). */
   newNetns(path: string): Promise<void> {
     return this.call('netns', ['N', path]);
+  }
+
+  /** mknod(2) of a char (c) or block (b) device or a fifo (p) with exactly `mode` (umask 0). */
+  mknod(path: string, type: 'c' | 'b' | 'p', mode: number, major: number, minor: number): Promise<void> {
+    return this.call('mknod', ['D', path, type, mode.toString(8), String(major), String(minor)]);
   }
 
   /** Helper processes running now (for tests and diagnostics). */

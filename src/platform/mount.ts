@@ -4,9 +4,9 @@
  * util-linux. Every caller that mounts something goes through here, so failures read the same everywhere.
  */
 import { readFile } from 'node:fs/promises';
-// execa is imported where it is used, on first use: these paths are rare, and an idle daemon need not load it.
 import { internal } from '../common/errors.js';
 import { mountHelper, SyscallError } from './mount-helper.js';
+import { commandFailure, runCommand } from './processes.js';
 
 export interface MountRequest {
   type: string;
@@ -73,9 +73,8 @@ export async function mount(req: MountRequest): Promise<void> {
   const args = ['-t', req.type];
   if (req.options?.length) args.push('-o', req.options.join(','));
   args.push(req.source, req.target);
-  const { execa } = await import('execa');
-  const r = await execa('mount', args, { reject: false, cwd: req.cwd });
-  if (r.exitCode !== 0) throw internal(`mount ${req.type} on ${req.target} failed: ${(r.stderr || r.stdout).trim()}`);
+  const r = await runCommand('mount', { args, cwd: req.cwd, timeoutMs: undefined });
+  if (r.exitCode !== 0) throw internal(`mount ${req.type} on ${req.target} failed: ${commandFailure(r)}`);
 }
 
 /** Bind-mounts `source` on `target` (optionally read-only, which needs a remount on older kernels). */
@@ -98,9 +97,8 @@ export async function unmount(target: string, lazy = false): Promise<void> {
     return;
   }
   if (!(await isMountPoint(target))) return;
-  const { execa } = await import('execa');
-  const r = await execa('umount', lazy ? ['-l', target] : [target], { reject: false });
-  if (r.exitCode !== 0 && (await isMountPoint(target))) throw internal(`umount ${target} failed: ${(r.stderr || r.stdout).trim()}`);
+  const r = await runCommand('umount', { args: lazy ? ['-l', target] : [target], timeoutMs: undefined });
+  if (r.exitCode !== 0 && (await isMountPoint(target))) throw internal(`umount ${target} failed: ${commandFailure(r)}`);
 }
 
 /** Mount points of this mount namespace, from /proc/self/mountinfo (octal escapes decoded). */

@@ -3,7 +3,7 @@
  * Containers are created through conmon (monitor/conmon.ts); everything else about a container's
  * lifecycle goes through here. Errors carry the runtime's own message, taken from its JSON log lines.
  */
-import { runCommand } from '../platform/run-command.js';
+import { runCommand } from '../platform/processes.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 

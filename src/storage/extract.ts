@@ -13,7 +13,7 @@
  *    directories only; directory times, applied last, are re-verified component by component with
  *    lstat then (an `a/`, `a/b/`, `a -> /host` sequence must not reach `/host/b`).
  * OCI whiteouts become overlayfs whiteouts: `.wh.NAME` → char device 0:0 `NAME` (a hardlink to one
- * template whiteout, so no process is spawned per whiteout), `.wh..wh..opq` → the parent directory
+ * template whiteout, so a whiteout costs no mknod), `.wh..wh..opq` → the parent directory
  * gets `trusted.overlay.opaque=y`. NAME must be a plain name (not empty, `.` or `..`).
  * Extended attributes from the layer pass a policy (see `acceptedXattr`): overlayfs' private ones are
  * dropped, since overlay trusts them (metacopy, redirect) and a layer must not forge them.
@@ -36,8 +36,8 @@ import {
   writeSync,
   chmodSync,
 } from 'node:fs';
-import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
+import type { NodeSpec } from '../platform/mknod.js';
 import type { TarHeader, TarSink } from './tar-reader.js';
 
 const require = createRequire(import.meta.url);
@@ -102,6 +102,8 @@ interface DeferredDir {
 export interface ExtractorOptions {
   /** An existing char device 0:0 on the same filesystem, hardlinked for each whiteout. */
   whiteoutTemplate?: string;
+  /** Creates a device node or fifo, synchronously (Node has no mknod; see mknod-bridge.ts). */
+  mknod: (path: string, node: NodeSpec) => void;
 }
 
 export class LayerExtractor implements TarSink {
@@ -110,14 +112,16 @@ export class LayerExtractor implements TarSink {
   private readonly deferred: DeferredDir[] = [];
   private fd = -1;
   private current?: { header: TarHeader; path: string };
-  private whiteoutTemplate?: string;
+  private readonly whiteoutTemplate?: string;
+  private readonly mknod: ExtractorOptions['mknod'];
   readonly usage: LayerUsage = { bytes: BLOCK, inodes: 1 };
 
   constructor(
     private readonly root: string,
-    options: ExtractorOptions = {},
+    options: ExtractorOptions,
   ) {
     this.whiteoutTemplate = options.whiteoutTemplate;
+    this.mknod = options.mknod;
   }
 
   private abs(rel: string): string {
@@ -320,11 +324,8 @@ export class LayerExtractor implements TarSink {
   private makeNode(rel: string, header: TarHeader): void {
     this.removeExisting(rel);
     const path = this.abs(rel);
-    const kind = header.type === 'char' ? 'c' : header.type === 'block' ? 'b' : 'p';
-    const args = ['-m', (header.mode & 0o7777).toString(8), path, kind];
-    if (kind !== 'p') args.push(String(header.devmajor), String(header.devminor));
-    // Node has no mknod; device nodes and fifos are rare in image layers.
-    execFileSync('mknod', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const type = header.type === 'char' ? 'c' : header.type === 'block' ? 'b' : 'p';
+    this.mknod(path, { type, mode: header.mode & 0o7777, major: header.devmajor, minor: header.devminor });
     this.usage.inodes++;
     if (header.uid !== 0 || header.gid !== 0) lchownSync(path, header.uid, header.gid);
     if (header.mode & 0o7000) chmodSync(path, header.mode);
@@ -345,7 +346,7 @@ export class LayerExtractor implements TarSink {
         if (!['EMLINK', 'EXDEV', 'ENOENT'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
       }
     }
-    execFileSync('mknod', ['-m', '0', path, 'c', '0', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.mknod(path, { type: 'c', mode: 0, major: 0, minor: 0 });
     this.usage.inodes++;
   }
 

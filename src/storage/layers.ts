@@ -12,9 +12,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm, symlink, readlink, unlink, lstat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
+import { makeNode } from '../platform/mknod.js';
 import type { LayerUsage } from './extract.js';
 import type { Quarantine } from '../persist/quarantine.js';
 
@@ -107,8 +106,7 @@ export class LayerStore {
     const st = await lstat(this.whiteoutTemplate).catch(() => undefined);
     if (st?.isCharacterDevice() && st.rdev === 0) return;
     if (st) await rm(this.whiteoutTemplate, { force: true });
-    // Node has no mknod(2); the first start of a root dir runs mknod(1) once.
-    await promisify(execFile)('mknod', ['-m', '0', this.whiteoutTemplate, 'c', '0', '0']);
+    await makeNode(this.whiteoutTemplate, { type: 'c', mode: 0, major: 0, minor: 0 });
   }
 
   get(chainId: string): LayerRecord | undefined {

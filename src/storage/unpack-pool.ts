@@ -4,6 +4,7 @@
  * while more than a few MiB are queued in the worker, so a fast network never piles up memory.
  */
 import { Worker } from 'node:worker_threads';
+import { answerMknod } from './mknod-bridge.js';
 import type { FailureReason, UnpackJob, UnpackResult, WorkerReply, WorkerRequest } from './unpack-protocol.js';
 
 export type { UnpackJob, UnpackResult } from './unpack-protocol.js';
@@ -153,7 +154,10 @@ export class UnpackPool {
     const worker = new Worker(WORKER_URL);
     worker.unref();
     const w: PoolWorker = { worker };
-    worker.on('message', (reply: WorkerReply) => w.onReply?.(reply));
+    worker.on('message', (reply: WorkerReply) => {
+      if (reply.type === 'mknod') void answerMknod(reply);
+      else w.onReply?.(reply);
+    });
     const gone = (err: Error) => {
       this.all.delete(w);
       const i = this.idle.indexOf(w);

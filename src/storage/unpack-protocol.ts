@@ -1,5 +1,6 @@
 /** Messages between the main thread (UnpackPool) and an unpack worker. */
 import type { LayerUsage } from './extract.js';
+import type { MknodRequest } from './mknod-bridge.js';
 
 export interface UnpackJob {
   /** Algorithm of the blob's digest. */
@@ -46,4 +47,5 @@ export type WorkerReply =
   | { type: 'ack'; bytes: number }
   | { type: 'done'; result: UnpackResult }
   | { type: 'error'; message: string; reason: FailureReason }
-  | { type: 'aborted' };
+  | { type: 'aborted' }
+  | MknodRequest;

@@ -11,6 +11,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { closeSync, fdatasyncSync, openSync, readSync, statfsSync, writeSync } from 'node:fs';
 import { createGunzip, createZstdDecompress, type Gunzip, type ZstdDecompress } from 'node:zlib';
 import { LayerExtractor, UnsafeEntryError } from './extract.js';
+import { mknodFromWorker } from './mknod-bridge.js';
 import { TarFormatError, TarReader } from './tar-reader.js';
 import type { WorkerRequest, WorkerReply, UnpackJob } from './unpack-protocol.js';
 
@@ -63,7 +64,10 @@ class JobRun {
     if (job.blobPath) this.blobFd = openSync(job.blobPath, 'wx', 0o644);
     if (job.unpackDir) {
       this.diff = createHash('sha256');
-      this.extractor = new LayerExtractor(job.unpackDir, { whiteoutTemplate: job.whiteoutTemplate });
+      this.extractor = new LayerExtractor(job.unpackDir, {
+        whiteoutTemplate: job.whiteoutTemplate,
+        mknod: (path, node) => mknodFromWorker(port, path, node),
+      });
       this.reader = new TarReader(this.extractor);
     }
   }

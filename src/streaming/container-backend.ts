@@ -13,7 +13,6 @@
  *
  * `streamingLookup` answers the existence checks the server makes when it hands out a URL.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { Duplex } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -24,7 +23,8 @@ import type { ExecTarget } from '../container/service.js';
 import type { ContainerStateName } from '../container/model.js';
 import type { Monitor } from '../monitor/monitor.js';
 import { execProcess } from '../monitor/exec-dir.js';
-import { netnsCommand } from '../network/netns-exec.js';
+import { spawnInNetns } from '../network/netns-exec.js';
+import type { SpawnedProcess } from '../platform/processes.js';
 import type { SandboxState } from '../sandbox/model.js';
 import type { AttachParams, ExecParams, StreamingBackend, StreamingLookup, StreamIO, TerminalSize } from './backend.js';
 import { relay } from './relay.js';
@@ -205,8 +205,8 @@ export class CriStreamingBackend implements StreamingBackend {
   private async dialInNetns(netnsPath: string, id: string, port: number, signal: AbortSignal): Promise<Duplex | undefined> {
     const failures: string[] = [];
     for (const [family, address] of [['IPv4', `TCP4:127.0.0.1:${port}`], ['IPv6', `TCP6:[::1]:${port}`]] as const) {
-      const [file, ...args] = netnsCommand(netnsPath, [this.deps.socat ?? 'socat', '-d', '-d', '-t', String(SOCAT_HALF_CLOSE_SECONDS), '-', address]);
-      const dialled = await socatDial(spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'] }), signal);
+      const socat = [this.deps.socat ?? 'socat', '-d', '-d', '-t', String(SOCAT_HALF_CLOSE_SECONDS), '-', address];
+      const dialled = await socatDial(spawnInNetns(netnsPath, socat, { stdio: ['pipe', 'pipe', 'pipe'], directPipes: true }), signal);
       if (dialled.conn || signal.aborted) return dialled.conn;
       failures.push(`${family}: ${dialled.error}`);
     }
@@ -276,7 +276,7 @@ async function dialHost(port: number, id: string): Promise<Duplex> {
  * Waits until socat reports the connection (then returns a Duplex over its stdio) or exits (then
  * returns its error, e.g. "Connection refused").
  */
-function socatDial(child: ChildProcess, signal: AbortSignal): Promise<{ conn?: Duplex; error?: string }> {
+function socatDial(child: SpawnedProcess, signal: AbortSignal): Promise<{ conn?: Duplex; error?: string }> {
   return new Promise((resolve) => {
     let stderr = '';
     let connected = false;
@@ -292,12 +292,12 @@ function socatDial(child: ChildProcess, signal: AbortSignal): Promise<{ conn?: D
         resolve({ conn: socatConnection(child, () => stderr) });
       }
     });
-    child.once('error', (err) => {
+    child.once('error', (err: Error) => {
       if (connected) return;
       signal.removeEventListener('abort', onAbort);
       resolve({ error: `cannot run socat: ${err.message}` });
     });
-    child.once('close', (code, sig) => {
+    child.once('close', (code: number | null, sig: NodeJS.Signals | null) => {
       if (connected) return;
       signal.removeEventListener('abort', onAbort);
       resolve({ error: socatError(stderr) || `socat exited with ${code ?? sig}` });
@@ -318,7 +318,7 @@ function socatError(stderr: string): string {
  * connection), its stdout is what the peer sent. Destroying it kills socat; socat failing after the
  * connection was up (a reset) is an error with code ECONNRESET.
  */
-function socatConnection(child: ChildProcess, stderr: () => string): Duplex {
+function socatConnection(child: SpawnedProcess, stderr: () => string): Duplex {
   const stdin = child.stdin!;
   const stdout = child.stdout!;
   const conn = new Duplex({
@@ -341,7 +341,7 @@ function socatConnection(child: ChildProcess, stderr: () => string): Duplex {
   });
   stdout.once('end', () => conn.push(null));
   // A clean exit needs nothing: both directions have ended, so the Duplex closes once read.
-  child.once('close', (code, signal) => {
+  child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
     if ((code === 0 && signal === null) || conn.destroyed) return;
     const why = socatError(stderr()) || `socat exited with ${code ?? signal}`;
     conn.destroy(Object.assign(new Error(why), { code: /reset|broken pipe/i.test(why) ? 'ECONNRESET' : undefined }));

@@ -3,7 +3,6 @@
  * host-local data dir, netns dir and cache, plus the host inspections and the safety-net cleanup
  * (processes, attachments, pins, iptables rules naming the test's sandboxes, bridge, temp dir).
  */
-import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
@@ -13,6 +12,7 @@ import { execa } from 'execa';
 import { newId } from '../../../src/common/ids.js';
 import { createLogger, silentLogger } from '../../../src/common/logger.js';
 import { PodNetworkManager, type PodNetworkRequest } from '../../../src/network/pod-network.js';
+import type { SpawnedProcess } from '../../../src/platform/processes.js';
 
 export const DEBIAN_CNI_DIR = '/usr/lib/cni';
 
@@ -78,7 +78,7 @@ export interface Attached {
 
 export class TestNet {
   readonly manager: PodNetworkManager;
-  readonly processes: ChildProcess[] = [];
+  readonly processes: SpawnedProcess[] = [];
   readonly sandboxes = new Map<string, string>();
 
   private constructor(

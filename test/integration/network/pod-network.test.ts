@@ -153,7 +153,7 @@ describe('network (real CNI plugins)', function () {
     await mkdir(www);
     const token = `stove-${pod.sandboxId.slice(0, 12)}`;
     await writeFile(join(www, 'index.html'), token);
-    net.processes.push(spawnInNetns(pod.netnsPath, ['busybox', 'httpd', '-f', '-p', '8080', '-h', www], { stdio: 'ignore' }));
+    net.processes.push(spawnInNetns(pod.netnsPath, ['busybox', 'httpd', '-f', '-p', '8080', '-h', www], { stdio: ['ignore', 'ignore', 'ignore'] }));
 
     await eventually('httpd in the pod', async () => (await httpGet(`http://${pod.ip}:8080/`)) === token);
     // portmap's DNAT covers locally generated traffic too; with snat (the default) it sets
@@ -276,7 +276,7 @@ describe('network (real CNI plugins)', function () {
     await net.writeConf();
     const pod = await net.attach();
     net.processes.push(
-      spawnInNetns(pod.netnsPath, ['socat', 'TCP-LISTEN:7777,bind=127.0.0.1,reuseaddr,fork', 'EXEC:cat'], { stdio: 'ignore' }),
+      spawnInNetns(pod.netnsPath, ['socat', 'TCP-LISTEN:7777,bind=127.0.0.1,reuseaddr,fork', 'EXEC:cat'], { stdio: ['ignore', 'ignore', 'ignore'] }),
     );
     // 127.0.0.1:7777 exists only inside the pod; socat there bridges stdin/stdout to it.
     await eventually('the echo server', async () => {

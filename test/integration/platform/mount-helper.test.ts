@@ -1,14 +1,15 @@
 /**
  * The mount helper (dist/libexec/stove-mount-helper) against the real kernel: tmpfs and overlay mounts,
- * unmounts, pinned network namespaces with loopback up, errors with their errno, a helper that dies
- * between calls, and the util-linux fallback giving the same results.
+ * unmounts, pinned network namespaces with loopback up, device nodes and fifos, errors with their
+ * errno, a helper that dies between calls, and the util-linux (coreutils) fallback giving the same results.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, open, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, open, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { DEFAULT_MOUNT_HELPER, MountHelper, SyscallError, setMountHelper } from '../../../src/platform/mount-helper.js';
+import { makeNode } from '../../../src/platform/mknod.js';
 import { isMountPoint, mount, unmount } from '../../../src/platform/mount.js';
 import { isNetns } from '../../../src/network/netns.js';
 import { eventually } from '../../helpers/wait.js';
@@ -136,6 +137,37 @@ describe('mount helper (real mounts)', function () {
       assert.ok(!(await isMountPoint(target)));
       await unmount(target); // not mounted: fine
       await unmount(join(dir, 'missing')); // missing: fine
+    });
+  }
+
+  for (const via of ['helper', 'coreutils'] as const) {
+    it(`makes device nodes and fifos with exactly the mode asked for through the ${via}`, async function () {
+      setMountHelper(via === 'helper' ? DEFAULT_MOUNT_HELPER : null);
+      const umask = process.umask(0o077); // would take bits away if it applied
+      try {
+        await makeNode(join(dir, 'null'), { type: 'c', mode: 0o666, major: 1, minor: 3 });
+        await makeNode(join(dir, 'loop'), { type: 'b', mode: 0o640, major: 7, minor: 5 });
+        await makeNode(join(dir, 'pipe'), { type: 'p', mode: 0o644, major: 0, minor: 0 });
+        await makeNode(join(dir, 'whiteout'), { type: 'c', mode: 0, major: 0, minor: 0 });
+      } finally {
+        process.umask(umask);
+      }
+      const nul = await lstat(join(dir, 'null'));
+      assert.ok(nul.isCharacterDevice());
+      assert.deepEqual([nul.mode & 0o7777, nul.rdev], [0o666, (1 << 8) | 3]);
+      const loop = await lstat(join(dir, 'loop'));
+      assert.ok(loop.isBlockDevice());
+      assert.deepEqual([loop.mode & 0o7777, loop.rdev], [0o640, (7 << 8) | 5]);
+      const pipe = await lstat(join(dir, 'pipe'));
+      assert.ok(pipe.isFIFO());
+      assert.equal(pipe.mode & 0o7777, 0o644);
+      const whiteout = await lstat(join(dir, 'whiteout'));
+      assert.ok(whiteout.isCharacterDevice() && whiteout.rdev === 0 && (whiteout.mode & 0o7777) === 0);
+      await assert.rejects(makeNode(join(dir, 'null'), { type: 'p', mode: 0o600, major: 0, minor: 0 }), (err: NodeJS.ErrnoException) => {
+        assert.match(err.message, new RegExp(`^mknod ${join(dir, 'null')}: .*File exists`));
+        if (via === 'helper') assert.equal(err.code, 'EEXIST');
+        return true;
+      });
     });
   }
 });

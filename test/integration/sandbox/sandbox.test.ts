@@ -159,7 +159,7 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     const www = join(world.daemon.dir, 'www');
     await mkdir(www, { recursive: true });
     await writeFile(join(www, 'index.html'), `hello from ${id}`);
-    const httpd = spawnInNetns(netnsPath, ['busybox', 'httpd', '-f', '-p', '8080', '-h', www], { stdio: 'ignore' });
+    const httpd = spawnInNetns(netnsPath, ['busybox', 'httpd', '-f', '-p', '8080', '-h', www], { stdio: ['ignore', 'ignore', 'ignore'] });
     try {
       const get = async () => (await fetch(`http://127.0.0.1:${hostPort}/`, { signal: AbortSignal.timeout(2000) })).text();
       await eventually('the pod\'s httpd through the host port', async () => (await get()) === `hello from ${id}`);
