@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
 import { durationMs, type Config } from './config/schema.js';
-import { NriAdaptation } from './nri/adaptation.js';
+import { NriAdaptation, type NriHost } from './nri/adaptation.js';
 import { NriLifecycle } from './nri/lifecycle.js';
 import type { Logger, RootLogger } from './common/logger.js';
 import { planReload } from './config/reload.js';
@@ -26,7 +26,7 @@ import { listImages, imageStatus, imageFsInfo, streamImages } from './cri/image-
 import { removeImage } from './cri/image-remove.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
-import { detectSpecSettings, liveSpecSettings } from './oci/index.js';
+import { detectSpecSettings, reloadSpecSettings } from './oci/index.js';
 import { SandboxStore } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
 import { RuntimeHandlerSet } from './runtime/handlers.js';
@@ -82,8 +82,8 @@ export interface ReloadReport {
   needsRestart: string[];
 }
 
-/** The NRI adaptation over the config's `[nri]` table, started. */
-async function startNri(config: Config, lifecycle: NriLifecycle, log: Logger): Promise<NriAdaptation> {
+/** The NRI adaptation over the config's `[nri]` table, serving `host`'s pods and containers, started. */
+async function startNri(config: Config, lifecycle: NriLifecycle, host: NriHost, log: Logger): Promise<NriAdaptation> {
   const nri = new NriAdaptation({
     socketPath: config.nri.socketPath,
     pluginPath: config.nri.pluginPath,
@@ -93,12 +93,12 @@ async function startNri(config: Config, lifecycle: NriLifecycle, log: Logger): P
     statusFile: nriStatusFile(config),
     runtimeName: 'stove',
     runtimeVersion: stoveVersion(),
-    host: lifecycle,
+    host,
     log,
   });
   lifecycle.attach(nri);
   // Reads every recovered container's spec once, so that events describe them fully from the start.
-  await lifecycle.snapshot();
+  await host.snapshot();
   await nri.start();
   return nri;
 }
@@ -222,18 +222,11 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   const ociHooks = new OciHookRegistry({ hooksDirs: config.runtime.hooksDirs, log: log.child({ module: 'oci-hooks' }) });
   // Read once now so that bad files are logged at start, not at the first container that wants them.
   await Promise.all([cdi.current(), ociHooks.current()]);
-  // NRI plugins see and adjust containers through the container service's lifecycle (docs/nri.md).
-  let containersForNri: ContainerService | undefined;
+  // NRI plugins see and adjust containers through the container service's lifecycle (docs/nri.md). It
+  // reads pods only; the container service it serves hands it the containers once built (startNri).
   const nriLifecycle = config.nri.enable
     ? new NriLifecycle(
-        {
-          findSandbox: (id) => sandboxes.find(id),
-          listSandboxes: () => sandboxes.list(),
-          findContainer: (id) => containersForNri!.find(id),
-          listContainers: () => containersForNri!.list(),
-          specOf: (r) => containersForNri!.specOf(r),
-          updateResources: (id, r) => containersForNri!.updateResources(id, r, { fromExtension: true }),
-        },
+        sandboxes,
         { cgroups: specSettings.cgroups, injectCdiDevices: async (spec, names) => void (await cdi.inject(spec, names)) },
         log.child({ module: 'nri' }),
       )
@@ -261,7 +254,6 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     lifecycle: nriLifecycle,
     log: log.child({ module: 'container' }),
   });
-  containersForNri = containers;
   const pods = new PodLifecycle({ sandboxes, containers, events });
   const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
   const criMetrics = new MetricsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'metrics' }) });
@@ -284,7 +276,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   metrics().recovered((performance.now() - recoveryStarted) / 1000);
 
   // Plugins register and are synchronized with the recovered pods before the API answers.
-  const nri = nriLifecycle ? await startNri(config, nriLifecycle, log.child({ module: 'nri' })) : undefined;
+  const nri = nriLifecycle ? await startNri(config, nriLifecycle, nriLifecycle.host(containers), log.child({ module: 'nri' })) : undefined;
 
   const info = new RuntimeInfo({
     config,
@@ -389,11 +381,11 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       images.setPinned(next.images.pinned);
       images.setTrust(next.images);
       // The spec builders read the live settings object at each create.
-      Object.assign(specSettings, liveSpecSettings({
-          pidsLimit: next.runtime.pidsLimit,
-          defaultUlimits: next.runtime.defaultUlimits,
-          allowedAnnotations: next.runtime.allowedAnnotations,
-        }));
+      reloadSpecSettings(specSettings, {
+        pidsLimit: next.runtime.pidsLimit,
+        defaultUlimits: next.runtime.defaultUlimits,
+        allowedAnnotations: next.runtime.allowedAnnotations,
+      });
       containers.setLogSizeMax(next.runtime.logSizeMax);
       podNetwork.rescanConfig();
       // The listener moves and tracers swap in the background; a failure keeps what was running.

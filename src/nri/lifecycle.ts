@@ -1,11 +1,16 @@
 /**
  * NRI on Stove's lifecycle: the ContainerLifecycle the container service calls, turned into NRI events,
- * and the NriHost the adaptation uses to list and update containers.
+ * and (`host`) the NriHost the adaptation uses to list and update containers.
+ *
+ * The container service is built with this object as its lifecycle, so this object cannot need the
+ * container service when it is built: it reads pods only, and gets the containers with `host(...)`,
+ * which the daemon calls once the container service exists. The adaptation, built on that host, is
+ * attached when NRI starts; until then the lifecycle calls do nothing.
  *
  * Notifications are raised synchronously in the order Stove reports them (the adaptation queues them),
  * from the last NRI view of each pod and container, so a removed one can still be described.
  */
-import { ContainerState, type Container, type ContainerAdjustment, type ContainerUpdate, type PodSandbox } from '../gen/nri/api.js';
+import { ContainerState, type Container, type ContainerAdjustment, type PodSandbox } from '../gen/nri/api.js';
 import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -17,15 +22,19 @@ import type { NriAdaptation, NriHost } from './adaptation.js';
 import { containerToNri, criResourcesToNri, nriResourcesToCri, ociResourcesToNri, podToNri, specToNri } from './convert.js';
 import { applyAdjustment, type AdjustHost } from './spec-adjust.js';
 
-/** What the glue needs of Stove's services. */
-export interface StoveView {
-  findSandbox(id: string): SandboxRecord | undefined;
-  listSandboxes(): SandboxRecord[];
-  findContainer(id: string): ContainerRecord | undefined;
-  listContainers(): ContainerRecord[];
+/** The pods as NRI describes them (sandbox lookups). */
+export interface NriSandboxes {
+  find(id: string): SandboxRecord | undefined;
+  list(): SandboxRecord[];
+}
+
+/** The containers a plugin lists and updates (the container service). */
+export interface NriContainers {
+  find(id: string): ContainerRecord | undefined;
+  list(): ContainerRecord[];
   specOf(record: ContainerRecord): Promise<Spec | undefined>;
-  /** UpdateContainerResources without asking the plugins again. */
-  updateResources(id: string, resources: LinuxContainerResources): Promise<void>;
+  /** UpdateContainerResources; `fromExtension`: without asking the plugins again. */
+  updateResources(id: string, resources: LinuxContainerResources, opts: { fromExtension: true }): Promise<void>;
 }
 
 /**
@@ -40,18 +49,30 @@ function recordedResources(requested: LinuxContainerResources | undefined, spec:
   return out;
 }
 
-export class NriLifecycle implements ContainerLifecycle, NriHost {
+export class NriLifecycle implements ContainerLifecycle {
   private nri: NriAdaptation | undefined;
   private readonly pods = new Map<string, PodSandbox>();
   private readonly containers = new Map<string, Container>();
 
   constructor(
-    private readonly view: StoveView,
+    private readonly sandboxes: NriSandboxes,
     private readonly adjustHost: AdjustHost,
     private readonly log: Logger,
   ) {}
 
-  /** The adaptation is built with this object as its host, then attached. */
+  /** What the adaptation lists and updates: the pods, and `containers`' containers. */
+  host(containers: NriContainers): NriHost {
+    return {
+      snapshot: () => this.snapshot(containers),
+      updateContainer: async (update) => {
+        const record = containers.find(update.containerId);
+        if (!record) throw new Error(`container "${update.containerId}" not found`);
+        await containers.updateResources(record.id, nriResourcesToCri(update.linux?.resources), { fromExtension: true });
+      },
+    };
+  }
+
+  /** NRI starts: the events from now on go to its plugins. */
   attach(nri: NriAdaptation): void {
     this.nri = nri;
   }
@@ -104,7 +125,7 @@ export class NriLifecycle implements ContainerLifecycle, NriHost {
   podEvent(event: 'started' | 'stopped' | 'removed', sandboxId: string): void {
     const nri = this.nri;
     if (!nri) return;
-    const record = this.view.findSandbox(sandboxId);
+    const record = this.sandboxes.find(sandboxId);
     const pod = record ? podToNri(record) : this.pods.get(sandboxId);
     if (!pod) return;
     const done = (p: Promise<void>) => void p.catch((err: unknown) => this.warn(`pod ${event}`, err));
@@ -120,14 +141,13 @@ export class NriLifecycle implements ContainerLifecycle, NriHost {
     }
   }
 
-  // NriHost
-
-  async snapshot(): Promise<{ pods: PodSandbox[]; containers: Container[] }> {
-    const pods = this.view.listSandboxes().map(podToNri);
+  /** Every pod and container as NRI sees them now; a container's spec is read the first time only. */
+  private async snapshot(view: NriContainers): Promise<{ pods: PodSandbox[]; containers: Container[] }> {
+    const pods = this.sandboxes.list().map(podToNri);
     const containers = await Promise.all(
-      this.view.listContainers().map(async (r) => {
+      view.list().map(async (r) => {
         const known = this.containers.get(r.id);
-        const c = known ? this.withRecord(known, r) : containerToNri(r, await this.view.specOf(r));
+        const c = known ? this.withRecord(known, r) : containerToNri(r, await view.specOf(r));
         this.containers.set(r.id, c);
         return c;
       }),
@@ -135,16 +155,10 @@ export class NriLifecycle implements ContainerLifecycle, NriHost {
     return { pods, containers };
   }
 
-  async updateContainer(update: ContainerUpdate): Promise<void> {
-    const record = this.view.findContainer(update.containerId);
-    if (!record) throw new Error(`container "${update.containerId}" not found`);
-    await this.view.updateResources(record.id, nriResourcesToCri(update.linux?.resources));
-  }
-
   // ---------------------------------------------------------------------------------------------
 
   private podOf(id: string): PodSandbox | undefined {
-    const record = this.view.findSandbox(id);
+    const record = this.sandboxes.find(id);
     return record ? podToNri(record) : this.pods.get(id);
   }
 

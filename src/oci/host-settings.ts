@@ -54,11 +54,8 @@ export function kernelSupportsRro(kernelRelease: string): boolean {
   return major > 5 || (major === 5 && minor >= 12);
 }
 
-/**
- * The settings a config reload may change (for containers created after it): the daemon assigns them
- * over the live SpecSettings object.
- */
-export function liveSpecSettings(
+/** The settings a config reload may change (for containers created after it). */
+function liveSpecSettings(
   config: Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits' | 'allowedAnnotations'>,
 ): Pick<SpecSettings, 'pidsLimit' | 'defaultRlimits' | 'allowedAnnotations'> {
   return {
@@ -66,6 +63,17 @@ export function liveSpecSettings(
     pidsLimit: config.pidsLimit !== undefined && config.pidsLimit > 0 ? config.pidsLimit : undefined,
     defaultRlimits: config.defaultUlimits?.length ? parseUlimits(config.defaultUlimits) : undefined,
   };
+}
+
+/**
+ * Applies a reloaded configuration to the one SpecSettings object the spec builders read at each
+ * create; the host facts in it stay.
+ */
+export function reloadSpecSettings(settings: SpecSettings, config: Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits' | 'allowedAnnotations'>): void {
+  const live = liveSpecSettings(config);
+  settings.allowedAnnotations = live.allowedAnnotations;
+  settings.pidsLimit = live.pidsLimit;
+  settings.defaultRlimits = live.defaultRlimits;
 }
 
 /** Reads the host facts and returns the settings for every spec this daemon builds. */

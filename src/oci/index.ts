@@ -28,7 +28,7 @@ export { buildContainerSpec } from './container-spec.js';
 export { buildPauseSpec, pauseSysctls } from './pause-spec.js';
 export { cgroupsPathFor, linuxResources } from './resources.js';
 export { prepareContainerHost, preparePauseHost } from './host-prepare.js';
-export { detectSpecSettings, liveSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
+export { detectSpecSettings, reloadSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
 
 import type { Spec } from './types.js';
 
