@@ -10,7 +10,7 @@ import { execInNetns } from '../network/netns-exec.js';
 import { cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cgroups.js';
 import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
-import { writeCgroupLimits, type CgroupWrite } from '../platform/cgroup-limits.js';
+import { writeCgroupLimits, type CgroupWrite } from './cgroup-limits.js';
 import type { LinuxResources } from '../oci/types.js';
 
 export interface SandboxHost {

@@ -8,7 +8,7 @@ import { basename, dirname, join } from 'node:path';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { podFilePaths } from './pod-files.js';
-import type { SandboxServiceOptions } from './service.js';
+import type { SandboxServiceOptions } from './deps.js';
 
 /** Removes every pod leftover whose sandbox ID is not in `known`. */
 export async function collectGarbage(o: SandboxServiceOptions, known: ReadonlySet<string>): Promise<void> {

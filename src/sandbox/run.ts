@@ -29,7 +29,7 @@ import { makePodDir } from '../persist/tree-modes.js';
 import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
-import type { SandboxServiceOptions } from './service.js';
+import type { SandboxServiceOptions } from './deps.js';
 import { StepTimer } from '../observability/steps.js';
 import { metrics } from '../observability/hooks.js';
 

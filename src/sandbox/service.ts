@@ -16,39 +16,16 @@ import { nowNs } from '../common/clock.js';
 import { failedPrecondition, wrap } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import type { ExitRecord } from '../monitor/exits.js';
-import type { PodNetworkManager, PodNetworkResult } from '../network/pod-network.js';
-import { linuxResources, type SpecSettings } from '../oci/index.js';
-import type { SandboxHost } from './host.js';
+import type { PodNetworkResult } from '../network/pod-network.js';
+import { linuxResources } from '../oci/index.js';
+import type { SandboxServiceOptions } from './deps.js';
 import { podConfigOf, type SandboxRecord } from './model.js';
-import { pauseRefs, type PauseRuntime } from './pause.js';
-import type { PodDefaults } from './pod-config.js';
+import { pauseRefs } from './pause.js';
 import { collectGarbage } from './recover.js';
 import { runSandbox } from './run.js';
 import { StepTimer } from '../observability/steps.js';
 import { podCgroupPath, podLimits } from './resize.js';
 import type { SandboxStore } from './store.js';
-
-/** The network operations a pod needs (PodNetworkManager; faked in unit tests). */
-export type PodNetwork = Pick<
-  PodNetworkManager,
-  'createNetns' | 'pinNetns' | 'removeNetns' | 'listNetns' | 'attachedSandboxes' | 'setup' | 'teardown' | 'status'
->;
-
-export interface SandboxServiceOptions {
-  store: SandboxStore;
-  /** Per-sandbox volatile dir (paths.sandboxStateDir). */
-  sandboxStateDir(id: string): string;
-  network: PodNetwork;
-  pause: PauseRuntime;
-  /** Validates a runtime handler name (throws NotFound for an unknown one) and lists them. */
-  runtimes: { get(handler: string): unknown; names(): string[] };
-  host: SandboxHost;
-  specSettings: SpecSettings;
-  /** Absolute path of the pause root filesystem. */
-  pauseRootfs: string;
-  defaults: PodDefaults;
-  log: Logger;
-}
 
 export class SandboxService {
   private readonly store: SandboxStore;

@@ -13,7 +13,8 @@ import type { PodNetworkRequest, PodNetworkResult, PodNetworkRef } from '../../.
 import type { SandboxHost } from '../../../src/sandbox/host.js';
 import type { PauseProcess, PauseRefs, PauseRuntime } from '../../../src/sandbox/pause.js';
 import type { PodFiles } from '../../../src/sandbox/pod-files.js';
-import { SandboxService, type PodNetwork } from '../../../src/sandbox/service.js';
+import type { PodNetwork } from '../../../src/sandbox/deps.js';
+import { SandboxService } from '../../../src/sandbox/service.js';
 import { SandboxStore } from '../../../src/sandbox/store.js';
 import { PodLifecycle, type PodContainers } from '../../../src/pod/lifecycle.js';
 import type { ContainerEventType } from '../../../src/gen/runtime/v1/api.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sharesToWeight, v1Writes, v2Writes, writeCgroupLimits } from '../../../src/platform/cgroup-limits.js';
+import { sharesToWeight, v1Writes, v2Writes, writeCgroupLimits } from '../../../src/sandbox/cgroup-limits.js';
 import type { CgroupLayout } from '../../../src/platform/cgroups.js';
 import { StoveError } from '../../../src/common/errors.js';
 import { podLimits } from '../../../src/sandbox/resize.js';
