@@ -7,6 +7,7 @@ import { access, chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { criClients, type CriClients } from './cri-client.js';
+import { waitFor } from './wait.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '../../..');
 export const STOVE_BIN = join(REPO_ROOT, 'bin/stove');
@@ -37,14 +38,15 @@ export interface StoveOptions {
   extraArgs?: string[];
 }
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string, child: ChildProcess, out: () => string) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`stove exited before ${what}:\n${out()}`);
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}:\n${out()}`);
+/** Waits until `check` holds, failing at once (with the daemon's output) if the daemon exits first. */
+async function waitForDaemon(check: () => Promise<boolean>, timeoutMs: number, what: string, child: ChildProcess, out: () => string) {
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  const outcome = await waitFor(what, async () => (exited() ? 'exited' : (await check()) ? 'ready' : undefined), { timeoutMs, intervalMs: 50 }).catch(
+    (err: unknown) => {
+      throw new Error(`${(err as Error).message}:\n${out()}`);
+    },
+  );
+  if (outcome === 'exited') throw new Error(`stove exited before ${what}:\n${out()}`);
 }
 
 /** Runs the stove CLI once and returns its exit code and output. */
@@ -84,9 +86,9 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   const clients = await (async () => {
     try {
-      await waitFor(async () => access(socket).then(() => true, () => false), 20_000, 'the socket', child, () => out);
+      await waitForDaemon(async () => access(socket).then(() => true, () => false), 20_000, 'the socket', child, () => out);
       const started = criClients(socket);
-      await waitFor(async () => started.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000, 'Version', child, () => out).catch((err: unknown) => {
+      await waitForDaemon(async () => started.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000, 'Version', child, () => out).catch((err: unknown) => {
         started.close();
         throw err;
       });

@@ -6,10 +6,12 @@
  * not installed, as on CI machines; streaming.test.ts covers the same paths without it.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import http from 'node:http';
-import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerState } from '../../../src/gen/runtime/v1/api.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { eventually, skipReason, StreamingWorld } from './world.js';
@@ -89,18 +91,31 @@ describe('streaming: crictl exec, attach and port-forward against stove', functi
   });
 
   it('exec -it on a pseudo-terminal: typing into sh, and a resize reaching it', async () => {
-    // script gives crictl a terminal of 33x101; two seconds in, the terminal grows to 40x120.
-    const inner = `stty rows 33 cols 101; (sleep 2; stty rows 40 cols 120 < /dev/tty) & exec ${CRICTL} ${endpointArgs.join(' ')} exec -it ${shell} sh`;
-    const c = start(['-qec', inner, '/dev/null'], undefined, SCRIPT);
-    await delay(800);
-    c.child.stdin!.write('stty size; echo "[$((6*7))]"\n');
-    await waitOutput(c, /33 101\r\n\[42\]/);
-    await delay(2000);
-    c.child.stdin!.write('stty size\n');
-    await waitOutput(c, /40 120\r\n/);
-    c.child.stdin!.write('exit 3\n');
-    const r = await c.done;
-    assert.match(r.stdout, /command terminated with exit code 3/);
+    // script gives crictl a terminal of 33x101; it grows to 40x120 when the test writes to the FIFO.
+    const grow = join(world.daemon.dir, `grow-${randomBytes(4).toString('hex')}`);
+    execFileSync('mkfifo', [grow]);
+    try {
+      const inner = `stty rows 33 cols 101; (read _ < ${grow}; stty rows 40 cols 120 < /dev/tty) & exec ${CRICTL} ${endpointArgs.join(' ')} exec -it ${shell} sh`;
+      const c = start(['-qec', inner, '/dev/null'], undefined, SCRIPT);
+      await waitOutput(c, /[#$] /); // the shell's prompt: it reads the terminal now
+      c.child.stdin!.write('stty size; echo "[$((6*7))]"\n');
+      await waitOutput(c, /33 101\r\n\[42\]/);
+      await writeFile(grow, 'now\n');
+      // crictl passes the new size on when its terminal changes; ask until the shell sees it.
+      await eventually(
+        'the shell to see 40x120',
+        async () => {
+          c.child.stdin!.write('stty size\n');
+          return waitOutput(c, /40 120\r\n/, 500).then(() => true, () => false);
+        },
+        15_000,
+      );
+      c.child.stdin!.write('exit 3\n');
+      const r = await c.done;
+      assert.match(r.stdout, /command terminated with exit code 3/);
+    } finally {
+      await rm(grow, { force: true });
+    }
   });
 
   it('exec --transport websocket', async () => {
@@ -114,10 +129,16 @@ describe('streaming: crictl exec, attach and port-forward against stove', functi
     const c = start(['attach', ticker]);
     await waitOutput(c, /tick \d+\n.*tick \d+\n/s);
     c.child.kill('SIGKILL'); // crictl attach ignores SIGINT and SIGTERM
-    await c.done;
-    await delay(1000);
+    const lastSeen = Math.max(...[...(await c.done).stdout.matchAll(/tick (\d+)/g)].map((m) => Number(m[1])));
+    await world.attachesEnded(ticker);
     assert.equal((await world.status(ticker)).status!.state, ContainerState.CONTAINER_RUNNING);
     assert.deepEqual(await world.sessionLeftovers(), []);
+    // After the daemon ended crictl's session the container ticks on: a new attach sees newer lines.
+    const again = start(['attach', ticker]);
+    const newer = () => [...again.output().matchAll(/tick (\d+)\n/g)].some((m) => Number(m[1]) > lastSeen);
+    await eventually(`a tick after tick ${lastSeen}`, newer, 10_000);
+    again.child.kill('SIGKILL');
+    await again.done;
   });
 
   it('attach -i to a container reading stdin: input in, its end closes the container\'s stdin', async () => {

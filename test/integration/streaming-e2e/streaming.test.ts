@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import { ContainerState, NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { spdyUpgrade } from '../../helpers/spdy-client.js';
 import { eventually, listProcessesNamed, parseStatus, rejectsWith, StreamingWorld, streamingSuite, waitForText, type CommandSession } from './world.js';
@@ -138,9 +137,10 @@ describe('streaming: exec, attach and port-forward into real containers', functi
       await waitForText(s.stderr!, /tock \d+\n/);
       const firstSeen = Number(/tick (\d+)/.exec(seen)![1]);
       s.client.close();
-      await delay(1500);
+      await world.attachesEnded(ticker);
       assert.equal((await world.status(ticker)).status!.state, ContainerState.CONTAINER_RUNNING);
-      // A second attach sees newer lines only: output is live, not replayed.
+      // A second attach, after the daemon ended the first, sees newer lines only: the container ticks on,
+      // and output is live, not replayed.
       const again = await world.openCommand(await world.attachUrl({ containerId: ticker, stdout: true }), { stdout: true });
       const later = await waitForText(again.stdout!, /tick (\d+)\n/, 5000);
       assert.ok(Number(/tick (\d+)/.exec(later)![1]) > firstSeen + 1, later);
@@ -181,7 +181,11 @@ describe('streaming: exec, attach and port-forward into real containers', functi
       s.resize!.write('{"Width":91,"Height":27}\n');
       await waitForSize(s, 27, 91);
       s.client.close();
-      await delay(300);
+      await world.attachesEnded(term);
+      // After the daemon ended the session, the shell still answers a new attach.
+      const again = await world.openCommand(await world.attachUrl({ containerId: term, stdin: true, stdout: true, tty: true }), { stdin: true, stdout: true, tty: true });
+      again.stdin!.write('echo "still-$((40+2))"\n');
+      await waitForText(again.stdout!, 'still-42');
       assert.equal((await world.status(term)).status!.state, ContainerState.CONTAINER_RUNNING);
     });
   });

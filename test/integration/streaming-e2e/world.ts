@@ -144,6 +144,19 @@ export class StreamingWorld extends ContainerWorld {
     return out;
   }
 
+  /**
+   * Waits until the daemon has ended `count` attach sessions to the container (its "attach finished"
+   * debug line): a detach has been handled once this returns.
+   */
+  async attachesEnded(containerId: string, count = 1, timeoutMs = 15_000): Promise<void> {
+    const ended = () =>
+      this.daemon
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('"msg":"attach finished"') && line.includes(`"containerId":"${containerId}"`)).length;
+    await eventually(`the daemon to end ${count} attach session(s) to ${containerId}`, () => ended() >= count, timeoutMs);
+  }
+
   /** sessionLeftovers() once sessions had `timeoutMs` to end (they end asynchronously once their client is gone). */
   async settledSessionLeftovers(timeoutMs = 5000): Promise<string[]> {
     const settled = await eventually('sessions to be cleaned up', async () => (await this.sessionLeftovers()).length === 0, timeoutMs).then(
@@ -156,7 +169,6 @@ export class StreamingWorld extends ContainerWorld {
   }
 }
 
-/** Writes `data` as DATA frames of at most 64 KiB. */
 /**
  * The hooks of a streaming suite (call it in a `describe` body): start `world`, run a pod with a
  * long-running busybox container (handed to `ready`), and after each test close the test's clients,
@@ -190,6 +202,7 @@ export function streamingSuite(
   });
 }
 
+/** Writes `data` as DATA frames of at most 64 KiB. */
 export async function writeChunked(stream: ClientStream, data: Buffer): Promise<void> {
   for (let i = 0; i < data.length; i += 65536) {
     stream.write(data.subarray(i, i + 65536));

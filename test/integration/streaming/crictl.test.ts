@@ -19,6 +19,7 @@ import { silentLogger } from '../../../src/common/logger.js';
 import { attach, exec, portForward } from '../../../src/cri/streaming.js';
 import { StreamingServer } from '../../../src/streaming/server.js';
 import { HostBackend } from '../../helpers/host-backend.js';
+import { eventually, waitFor } from '../../helpers/wait.js';
 
 const CRICTL = process.env.CRICTL ?? '/usr/local/bin/crictl';
 
@@ -35,7 +36,6 @@ describe('streaming server with the real crictl', function () {
   let grpc: Server;
   let streaming: StreamingServer;
   let backend: HostBackend;
-  let httpServer: http.Server | undefined;
   /** crictl's global flags: a config file of our own (no warning about a missing /etc/crictl.yaml). */
   let globalArgs: string[];
 
@@ -70,7 +70,6 @@ describe('streaming server with the real crictl', function () {
 
   after(async () => {
     backend?.killAll();
-    httpServer?.close();
     await streaming?.stop();
     await new Promise<void>((resolve) => (grpc ? grpc.tryShutdown(() => resolve()) : resolve()));
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -147,12 +146,10 @@ describe('streaming server with the real crictl', function () {
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       child.stderr.on('data', (d: Buffer) => (out += d.toString()));
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-      const deadline = Date.now() + 15_000;
       child.stdin.write('echo answer-$((6*7))\n');
-      while (!/answer-42/.test(out)) {
-        if (Date.now() > deadline) throw new Error(`no answer in ${JSON.stringify(out)}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await eventually('the answer from sh', () => /answer-42/.test(out), 15_000).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; output ${JSON.stringify(out)}`);
+      });
       child.stdin.write('exit 5\n');
       const code = await exited;
       assert.notEqual(code, 0, out);
@@ -162,16 +159,9 @@ describe('streaming server with the real crictl', function () {
   }
 
   it('forwards a port: two concurrent fetches through one session', async () => {
-    let hits = 0;
-    httpServer = http.createServer((req, res) => {
-      hits++;
-      // Delay so both requests are in flight together.
-      setTimeout(() => res.end(`hello from ${req.url}`), 200);
-    });
-    await new Promise<void>((resolve) => httpServer!.listen(0, '127.0.0.1', resolve));
-    const target = (httpServer.address() as net.AddressInfo).port;
+    const target = await pairedTarget();
     const local = await freePort();
-    const child = spawn(CRICTL, [...globalArgs, 'port-forward', 'pod1', `${local}:${target}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(CRICTL, [...globalArgs, 'port-forward', 'pod1', `${local}:${target.port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -180,21 +170,22 @@ describe('streaming server with the real crictl', function () {
       const [a, b] = await Promise.all([fetchText(`http://127.0.0.1:${local}/a`), fetchText(`http://127.0.0.1:${local}/b`)]);
       assert.equal(a, 'hello from /a');
       assert.equal(b, 'hello from /b');
-      assert.equal(hits, 2);
+      assert.equal(target.hits(), 2);
       // The session survives: a third request on a new connection.
       assert.equal(await fetchText(`http://127.0.0.1:${local}/c`), 'hello from /c');
     } finally {
       child.kill('SIGINT');
+      target.close();
     }
     assert.ok(!/error/i.test(out), out);
   });
 
   it('forwards a port over WebSocket (SPDY/3.1+portforward.k8s.io tunnel)', async () => {
-    const target = (httpServer!.address() as net.AddressInfo).port;
+    const target = await pairedTarget();
     const local = await freePort();
     const child = spawn(
       CRICTL,
-      [...globalArgs, 'port-forward', '--transport', 'websocket', 'pod1', `${local}:${target}`],
+      [...globalArgs, 'port-forward', '--transport', 'websocket', 'pod1', `${local}:${target.port}`],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';
@@ -207,6 +198,7 @@ describe('streaming server with the real crictl', function () {
       assert.equal(b, 'hello from /y');
     } finally {
       child.kill('SIGINT');
+      target.close();
     }
   });
 
@@ -220,8 +212,7 @@ describe('streaming server with the real crictl', function () {
     try {
       await waitForPort(local);
       await fetchText(`http://127.0.0.1:${local}/`).catch(() => '');
-      const deadline = Date.now() + 10_000;
-      while (!/ECONNREFUSED/.test(out) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await eventually('crictl to report the refused connection', () => /ECONNREFUSED/.test(out), 15_000).catch(() => {});
       assert.match(out, /error forwarding port \d+ to pod pod1, uid : .*ECONNREFUSED/);
     } finally {
       child.kill('SIGINT');
@@ -248,8 +239,7 @@ describe('streaming server with the real crictl', function () {
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
       child.stdin.write(`${word}\n`);
-      const deadline = Date.now() + 10_000;
-      while (!out.includes(`got:${word}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await eventually(`the answer to ${word}`, () => out.includes(`got:${word}`), 15_000).catch(() => {});
       child.stdin.end();
       assert.equal(await exited, 0);
       assert.equal(out, `got:${word}\n`);
@@ -260,19 +250,10 @@ describe('streaming server with the real crictl', function () {
   it('kills the process when the client goes away', async () => {
     const pidFile = join(dir, 'sleeper.pid');
     const child = spawn(CRICTL, [...globalArgs, 'exec', 'ctr1', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 60`], { stdio: 'ignore' });
-    let pid = 0;
-    const deadline = Date.now() + 10_000;
-    while (!pid) {
-      if (Date.now() > deadline) throw new Error('the exec never started');
-      pid = Number(await readFile(pidFile, 'utf8').catch(() => '0'));
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const pid = await waitFor('the exec to start', async () => Number(await readFile(pidFile, 'utf8')) || undefined, 15_000);
     assert.ok(alive(pid));
     child.kill('SIGKILL');
-    while (alive(pid)) {
-      if (Date.now() > deadline) throw new Error(`pid ${pid} survived the client`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await eventually(`pid ${pid} to die with its client`, () => !alive(pid), 15_000);
   });
 
   it('answers NOT_FOUND for an unknown container', async () => {
@@ -302,9 +283,8 @@ function freePort(): Promise<number> {
 }
 
 async function waitForPort(port: number): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
+  const accepts = () =>
+    new Promise<boolean>((resolve) => {
       const c = net.connect(port, '127.0.0.1');
       c.once('connect', () => {
         c.destroy();
@@ -312,10 +292,31 @@ async function waitForPort(port: number): Promise<void> {
       });
       c.once('error', () => resolve(false));
     });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`port ${port} never opened`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await eventually(`port ${port} to accept connections`, accepts, { timeoutMs: 15_000, intervalMs: 100 });
+}
+
+/**
+ * An HTTP target that answers its first two requests only once both have arrived, so a passing
+ * fetch of both proves they were in flight together; later requests are answered at once.
+ */
+async function pairedTarget(): Promise<{ port: number; hits: () => number; close: () => void }> {
+  let hits = 0;
+  const held: (() => void)[] = [];
+  const server = http.createServer((req, res) => {
+    hits++;
+    const answer = () => res.end(`hello from ${req.url}`);
+    if (hits > 2) answer();
+    else if (held.push(answer) === 2) for (const a of held.splice(0)) a();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    hits: () => hits,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
 }
 
 function fetchText(url: string): Promise<string> {
