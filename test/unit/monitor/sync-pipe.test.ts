@@ -16,9 +16,12 @@ describe('monitor/sync-pipe', () => {
     const stream = new PassThrough();
     const reader = new SyncPipeReader(stream);
     stream.write('{"data": ');
-    setTimeout(() => stream.end('12}\n{"data": 0}\n{"data": 3}'), 10);
     const fail = () => new Error('timeout');
-    assert.deepEqual(await reader.next(1000, fail), { value: 12 });
+    // The rest arrives while the reader waits for its first message.
+    const first = reader.next(1000, fail);
+    await new Promise((r) => setImmediate(r));
+    stream.end('12}\n{"data": 0}\n{"data": 3}');
+    assert.deepEqual(await first, { value: 12 });
     assert.deepEqual(await reader.next(1000, fail), { value: 0 });
     assert.deepEqual(await reader.next(1000, fail), { value: 3 });
     assert.equal(await reader.next(1000, fail), undefined);
