@@ -2,12 +2,12 @@
  * Read-path benchmark: the status and list RPCs a kubelet polls, Stove vs containerd (Debian's 1.6
  * with its CRI plugin) in one run, with `pods` pods of `per-pod` running containers each.
  *
- *   node dist/bench/read-path.js [--calls 500] [--pods 10] [--per-pod 2] [--only stove|containerd]
+ *   node dist/bench/read-path.js [--calls 500] [--pods 10] [--per-pod 2] [--only stove|containerd] [--rpcs Version,ListImages]
  *
- * Each RPC is called `calls` times in a row (the runtimes alternate in rounds of 50, so neither always
- * runs on a warmer or a busier machine); medians, p90 and the Stove/containerd ratio of the latency,
- * and the daemon's own CPU time per call (user + system, from /proc/<pid>/stat), which a busy machine
- * disturbs far less than latency.
+ * Each RPC is called `calls` times per runtime, the runtimes taking turns call by call (who goes first
+ * alternates too), so a machine shared with other work slows both alike; medians, p90 and the
+ * Stove/containerd ratio of the latency, and the daemon's own CPU time per call (user + system, from
+ * /proc/<pid>/stat, over the whole run of an RPC), which a busy machine disturbs far less than latency.
  */
 import { readFile } from 'node:fs/promises';
 import { ImageStatusRequest, PullImageRequest } from '../src/gen/runtime/v1/api.js';
@@ -19,19 +19,21 @@ import { sleepContainerConfig } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { comparisonRows, table } from './lib/stats.js';
 
-const values = benchOptions('node dist/bench/read-path.js [--calls 500] [--pods 10] [--per-pod 2] [--only stove|containerd]', {
+const values = benchOptions('node dist/bench/read-path.js [--calls 500] [--pods 10] [--per-pod 2] [--only stove|containerd] [--rpcs Version,ListImages]', {
   calls: { type: 'string', default: '500' },
   pods: { type: 'string', default: '10' },
   'per-pod': { type: 'string', default: '2' },
   only: { type: 'string' },
+  rpcs: { type: 'string' },
 });
 const CALLS = Number(values.calls);
 const PODS = Number(values.pods);
 const PER_POD = Number(values['per-pod']);
-const ROUND = 50;
 
 const RPCS = ['ContainerStatus', 'PodSandboxStatus', 'ListContainers', 'ListPodSandbox', 'ImageStatus', 'ListImages', 'ContainerStats', 'Version'] as const;
 type Rpc = (typeof RPCS)[number];
+/** The RPCs to time (`--rpcs`, e.g. one at a time under a profiler), in the table's order. */
+const TIMED: readonly Rpc[] = values.rpcs ? RPCS.filter((rpc) => values.rpcs!.split(',').includes(rpc)) : RPCS;
 
 interface Runtime {
   name: 'stove' | 'containerd';
@@ -114,30 +116,28 @@ async function main(): Promise<void> {
       await rt.clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } }));
       await populate(rt, image);
     }
-    for (const rpc of RPCS) {
+    for (const rpc of TIMED) {
       // Warm-up: connections, caches and JIT of both runtimes.
       for (const rt of runtimes) for (let i = 0; i < 20; i++) await call(rt, rpc, i, image);
-      for (let done = 0; done < CALLS; done += ROUND) {
-        for (const rt of done % (2 * ROUND) === 0 ? runtimes : [...runtimes].reverse()) {
-          const cpuBefore = await cpuMs(rt.pid);
-          for (let i = done; i < Math.min(CALLS, done + ROUND); i++) {
-            const t = performance.now();
-            await call(rt, rpc, i, image);
-            rt.times[rpc].push(performance.now() - t);
-          }
-          rt.cpu[rpc] = (rt.cpu[rpc] ?? 0) + (await cpuMs(rt.pid)) - cpuBefore;
+      const cpuBefore = await Promise.all(runtimes.map((rt) => cpuMs(rt.pid)));
+      for (let i = 0; i < CALLS; i++) {
+        for (const rt of i % 2 === 0 ? runtimes : [...runtimes].reverse()) {
+          const t = performance.now();
+          await call(rt, rpc, i, image);
+          rt.times[rpc].push(performance.now() - t);
         }
       }
+      for (const [n, rt] of runtimes.entries()) rt.cpu[rpc] = (await cpuMs(rt.pid)) - cpuBefore[n]!;
       process.stderr.write(`  ${rpc} done\n`);
     }
     const times = (name: Runtime['name']) => runtimes.find((r) => r.name === name)?.times;
     process.stdout.write(
       heading('Read-path benchmark', `${CALLS} sequential calls per RPC; ${PODS} pods × ${PER_POD} running containers`) +
-        `${table(comparisonRows('RPC', RPCS, times('containerd'), times('stove')))}\n`,
+        `${table(comparisonRows('RPC', TIMED, times('containerd'), times('stove')))}\n`,
     );
     const perCall = (name: Runtime['name'], rpc: Rpc) => runtimes.find((r) => r.name === name)?.cpu[rpc];
     const cpuRows = [['daemon CPU per call', 'containerd', 'stove', 'stove/containerd']];
-    for (const rpc of RPCS) {
+    for (const rpc of TIMED) {
       const [c, s] = [perCall('containerd', rpc), perCall('stove', rpc)];
       const cell = (v: number | undefined) => (v === undefined ? '-' : `${((v / CALLS) * 1000).toFixed(0)} µs`);
       cpuRows.push([rpc, cell(c), cell(s), c && s ? `${(s / c).toFixed(2)}×` : '-']);

@@ -12,7 +12,8 @@ export function p90(values: number[]): number {
 
 /** Milliseconds as a short human string. */
 export function ms(value: number): string {
-  return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(value < 10 ? 1 : 0)} ms`;
+  if (value >= 1000) return `${(value / 1000).toFixed(2)} s`;
+  return `${value.toFixed(value < 1 ? 2 : value < 10 ? 1 : 0)} ms`;
 }
 
 /** A Markdown table. */

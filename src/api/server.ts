@@ -4,7 +4,8 @@
  * root-equivalent, so it is never wider than 0660, not even between bind and chmod (the umask is
  * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
  * one else can write to (else anyone could put their own socket in its place). One connection may
- * have at most MAX_CONCURRENT_STREAMS calls in flight.
+ * have at most MAX_CONCURRENT_STREAMS calls in flight. Responses marked for reuse (wire-reuse.ts) are
+ * encoded once.
  */
 import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { connect } from 'node:net';
@@ -13,6 +14,7 @@ import { userInfo } from 'node:os';
 import { dirname } from 'node:path';
 import { StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
+import { withWireReuse } from './wire-reuse.js';
 
 /** 16 MiB each way, as containerd and the kubelet's CRI client use. */
 export const MAX_MESSAGE_BYTES = 16 << 20;
@@ -87,7 +89,7 @@ export async function serveGrpc(socketPath: string, services: ServiceBinding[], 
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_concurrent_streams': MAX_CONCURRENT_STREAMS,
   });
-  for (const s of services) server.addService(s.definition, s.implementation);
+  for (const s of services) server.addService(withWireReuse(s.definition), s.implementation);
   // The process-wide umask is narrowed only for the bind: nothing else creates files at this point.
   const umask = process.umask(BIND_UMASK);
   try {

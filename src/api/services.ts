@@ -15,7 +15,7 @@ import { Metadata, status } from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
 import { toServiceError, statusName } from './errors.js';
 import type { StreamSink } from './handlers.js';
-import { metrics, tracer, type MetadataGetter, type SpanAttributes } from '../observability/hooks.js';
+import { metrics, tracer, NO_TRACING, type MetadataGetter, type SpanAttributes, type Tracer } from '../observability/hooks.js';
 
 type AnyUnary = (request: unknown) => Promise<unknown>;
 type AnyStream = (request: unknown, sink: StreamSink<unknown>) => void | Promise<void>;
@@ -52,6 +52,20 @@ function idAttributes(message: unknown): SpanAttributes {
   return out;
 }
 
+/** The handler's answer inside a server span carrying the call's trace context and IDs. */
+function traced(t: Tracer, method: string, call: ServerUnaryCall<unknown, unknown>, handler: AnyUnary): Promise<unknown> {
+  return t.serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
+    try {
+      const response = await handler(call.request);
+      t.annotate({ ...idAttributes(response), 'rpc.grpc.status_code': status.OK });
+      return response;
+    } catch (err) {
+      t.annotate({ 'rpc.grpc.status_code': toServiceError(err).code });
+      throw err;
+    }
+  });
+}
+
 function unary(log: Logger, method: string, handler: AnyUnary | undefined) {
   const rpc = rpcName(method);
   return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
@@ -61,21 +75,13 @@ function unary(log: Logger, method: string, handler: AnyUnary | undefined) {
       callback({ code: status.UNIMPLEMENTED, details: `${rpc} is not implemented by stove` });
       return;
     }
+    // With tracing off (the default) a call is the handler alone: the kubelet polls the status RPCs.
     const t = tracer();
-    t.serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
-      try {
-        const response = await handler(call.request);
-        t.annotate({ ...idAttributes(response), 'rpc.grpc.status_code': status.OK });
-        return response;
-      } catch (err) {
-        t.annotate({ 'rpc.grpc.status_code': toServiceError(err).code });
-        throw err;
-      }
-    }).then(
+    (t === NO_TRACING ? handler(call.request) : traced(t, method, call, handler)).then(
       (response) => {
         const seconds = (performance.now() - started) / 1000;
         metrics().criRequest(method, 'OK', seconds);
-        log.debug('rpc', { rpc, durationMs: +(seconds * 1000).toFixed(2) });
+        if (log.isEnabled('debug')) log.debug('rpc', { rpc, durationMs: +(seconds * 1000).toFixed(2) });
         callback(null, response);
       },
       (err: unknown) => {

@@ -11,16 +11,23 @@ import {
 } from '../gen/runtime/v1/api.js';
 import type { StreamSink } from '../api/handlers.js';
 import { writeChunked } from '../api/stream-chunks.js';
+import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
 import { toContainerStatus, criState, toCriContainer } from '../container/cri-status.js';
 import { containerConfigOf, type ContainerRecord } from '../container/model.js';
 import type { ContainerService } from '../container/service.js';
 import type { SandboxLookup } from '../container/deps.js';
 
+/** The answer without `verbose`: one per record object, encoded once. */
+const briefStatus = responsePerKey((record: ContainerRecord) => ContainerStatusResponse.fromPartial({ status: toContainerStatus(record) }));
+
+/** The ListContainers entry of a record as a one-entry response, concatenated into the full list. */
+const listPart = responsePerKey((record: ContainerRecord): ListContainersResponse => ({ containers: [toCriContainer(record)] }));
+
 export async function containerStatus(containers: ContainerService, req: ContainerStatusRequest): Promise<ContainerStatusResponse> {
   const record = containers.get(requiredString(req.containerId, 'container_id'));
-  const info: Record<string, string> = {};
-  if (req.verbose) info.info = JSON.stringify(await verboseInfo(containers, record));
+  if (!req.verbose) return briefStatus(record);
+  const info = { info: JSON.stringify(await verboseInfo(containers, record)) };
   return ContainerStatusResponse.fromPartial({ status: toContainerStatus(record), info });
 }
 
@@ -45,7 +52,7 @@ async function verboseInfo(containers: ContainerService, r: ContainerRecord): Pr
 
 export async function listContainers(containers: ContainerService, sandboxes: SandboxLookup, req: ListContainersRequest): Promise<ListContainersResponse> {
   const records = filterContainers(containers, sandboxes, req.filter);
-  return ListContainersResponse.fromPartial({ containers: records.map(toCriContainer) });
+  return encodeAsParts({ containers: records.map(toCriContainer) }, records.map(listPart));
 }
 
 /** What ListContainers returns, in bounded chunks. */

@@ -12,42 +12,63 @@ import {
 } from '../gen/runtime/v1/api.js';
 import type { StreamSink } from '../api/handlers.js';
 import { writeChunked } from '../api/stream-chunks.js';
+import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { ImageService } from '../images/image-service.js';
+import type { ImageRecord } from '../images/image-store.js';
+
+/** What the query RPCs read from the image service. */
+export type ImageQueries = Pick<ImageService, 'list' | 'find' | 'isPinned'>;
 import { toCriImage } from './image-convert.js';
 
-export async function listImages(images: ImageService, req: ListImagesRequest): Promise<ListImagesResponse> {
-  return ListImagesResponse.fromPartial({ images: selectImages(images, req.filter) });
+/**
+ * One image's answers, built once per record object and pinned state (a reload may change which
+ * images are pinned without changing their records), and encoded once.
+ */
+function perImage<T extends object>(build: (record: ImageRecord, pinned: boolean) => T): (images: ImageQueries, record: ImageRecord) => T {
+  const pinned = responsePerKey((record: ImageRecord) => build(record, true));
+  const unpinned = responsePerKey((record: ImageRecord) => build(record, false));
+  return (images, record) => (images.isPinned(record) ? pinned(record) : unpinned(record));
+}
+
+/** The ListImages entry of an image as a one-entry response, concatenated into the full list. */
+const listPart = perImage((record, pinned): ListImagesResponse => ({ images: [toCriImage(record, pinned)] }));
+
+/** The ImageStatus answer without `verbose`. */
+const briefStatus = perImage((record, pinned) => ImageStatusResponse.fromPartial({ image: toCriImage(record, pinned) }));
+
+export async function listImages(images: ImageQueries, req: ListImagesRequest): Promise<ListImagesResponse> {
+  const parts = selectImages(images, req.filter).map((record) => listPart(images, record));
+  return encodeAsParts({ images: parts.map((p) => p.images[0]!) }, parts);
 }
 
 /** What ListImages returns, in bounded chunks. */
-export async function streamImages(images: ImageService, req: StreamImagesRequest, sink: StreamSink<StreamImagesResponse>): Promise<void> {
-  const items = selectImages(images, req.filter);
+export async function streamImages(images: ImageQueries, req: StreamImagesRequest, sink: StreamSink<StreamImagesResponse>): Promise<void> {
+  const items = selectImages(images, req.filter).map((record) => listPart(images, record).images[0]!);
   await writeChunked(sink, [items], (i) => Image.encode(i).finish().length, (chunk) => StreamImagesResponse.fromPartial({ images: chunk }));
 }
 
-function selectImages(images: ImageService, filter: ImageFilter | undefined): Image[] {
+function selectImages(images: ImageQueries, filter: ImageFilter | undefined): ImageRecord[] {
   const wanted = filter?.image?.image;
-  const records = wanted ? [images.find(wanted)].filter((r) => r !== undefined) : images.list();
-  return records.map((r) => toCriImage(r, images.isPinned(r)));
+  return wanted ? [images.find(wanted)].filter((r) => r !== undefined) : images.list();
 }
 
 /** An unknown image is an empty response, not an error (the kubelet pulls when it sees one). */
-export async function imageStatus(images: ImageService, req: ImageStatusRequest): Promise<ImageStatusResponse> {
+export async function imageStatus(images: ImageQueries, req: ImageStatusRequest): Promise<ImageStatusResponse> {
   const spec = requiredString(req.image?.image, 'image.image');
   const record = images.find(spec);
   if (!record) return ImageStatusResponse.fromPartial({});
-  const info: Record<string, string> = {};
-  if (req.verbose) {
-    info.info = JSON.stringify({
+  if (!req.verbose) return briefStatus(images, record);
+  const info = {
+    info: JSON.stringify({
       imageSpec: record.config,
       manifestDigest: record.manifestDigest,
       chainID: record.layers[record.layers.length - 1]?.chainId ?? '',
       layers: record.layers,
       pulledAt: record.pulledAt,
-    });
-  }
+    }),
+  };
   return ImageStatusResponse.fromPartial({ image: toCriImage(record, images.isPinned(record)), info });
 }
 

@@ -11,15 +11,19 @@ import {
 } from '../gen/runtime/v1/api.js';
 import type { StreamSink } from '../api/handlers.js';
 import { writeChunked } from '../api/stream-chunks.js';
+import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
-import type { SandboxRecord } from '../sandbox/model.js';
+import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 import { criPodState, toPodSandboxStatus } from '../sandbox/cri-status.js';
 import type { PodLifecycle } from '../pod/lifecycle.js';
 import type { SandboxService } from '../sandbox/service.js';
 
 /** The sandbox service's reads: the query RPCs change no pod. */
 type SandboxReads = Pick<SandboxService, 'get' | 'find' | 'list' | 'configOf' | 'pauseState' | 'pauseSpec' | 'networkStatus'>;
+
+/** The status part of a PodSandboxStatus answer, one per record object. */
+const statusPart = responsePerKey((record: SandboxRecord) => PodSandboxStatusResponse.fromPartial({ status: toPodSandboxStatus(record) }));
 
 /** NOT_FOUND for an unknown pod; `verbose` adds `info["info"]`, a JSON document like containerd's. */
 export async function podSandboxStatus(
@@ -29,11 +33,10 @@ export async function podSandboxStatus(
   const record = await d.pods.status(requiredString(req.podSandboxId, 'pod_sandbox_id'));
   const info: Record<string, string> = {};
   if (req.verbose) info.info = JSON.stringify(await verboseInfo(d.sandboxes, record));
-  return PodSandboxStatusResponse.fromPartial({
-    status: toPodSandboxStatus(record),
-    info,
-    timestamp: nowNs(),
-  });
+  // The status is encoded once per record; the timestamp (and info) of each call follow it.
+  const brief = statusPart(record);
+  const fresh = PodSandboxStatusResponse.fromPartial({ info, timestamp: nowNs() });
+  return encodeAsParts({ ...fresh, status: brief.status }, [brief, fresh]);
 }
 
 async function verboseInfo(sandboxes: SandboxReads, record: SandboxRecord): Promise<Record<string, unknown>> {
@@ -65,7 +68,8 @@ async function verboseInfo(sandboxes: SandboxReads, record: SandboxRecord): Prom
 
 /** Filters: `id` (full ID or unique prefix), `state`, and a label selector (every pair must match). */
 export async function listPodSandbox(sandboxes: SandboxReads, req: ListPodSandboxRequest): Promise<ListPodSandboxResponse> {
-  return ListPodSandboxResponse.fromPartial({ items: selectPodSandboxes(sandboxes, req.filter) });
+  const parts = selectPodSandboxes(sandboxes, req.filter).map((record) => listPart(record));
+  return encodeAsParts({ items: parts.map((p) => p.items[0]!) }, parts);
 }
 
 /** What ListPodSandbox returns, in bounded chunks. */
@@ -74,27 +78,37 @@ export async function streamPodSandboxes(
   req: StreamPodSandboxesRequest,
   sink: StreamSink<StreamPodSandboxesResponse>,
 ): Promise<void> {
-  const items = selectPodSandboxes(sandboxes, req.filter);
+  const items = selectPodSandboxes(sandboxes, req.filter).map((record) => listPart(record).items[0]!);
   await writeChunked(sink, [items], (p) => PodSandbox.encode(p).finish().length, (podSandboxes) => StreamPodSandboxesResponse.fromPartial({ podSandboxes }));
 }
 
-function selectPodSandboxes(sandboxes: SandboxReads, filter: PodSandboxFilter | undefined): PodSandbox[] {
+/** The ListPodSandbox entry of a record as a one-entry response, concatenated into the full list. */
+const listPart = responsePerKey((record: SandboxRecord): ListPodSandboxResponse => {
+  const config = podConfigOf(record);
+  return {
+    items: [
+      {
+        id: record.id,
+        metadata: config.metadata,
+        state: criPodState(record),
+        createdAt: record.createdAt,
+        labels: config.labels,
+        annotations: config.annotations,
+        runtimeHandler: record.runtimeHandler,
+      },
+    ],
+  };
+});
+
+function selectPodSandboxes(sandboxes: SandboxReads, filter: PodSandboxFilter | undefined): SandboxRecord[] {
   let records = filter?.id ? [sandboxes.find(filter.id)].filter((r): r is SandboxRecord => r !== undefined) : sandboxes.list();
   if (filter?.state) records = records.filter((r) => criPodState(r) === filter.state!.state);
   const selector = Object.entries(filter?.labelSelector ?? {});
-  const items: PodSandbox[] = [];
-  for (const record of records.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0))) {
-    const config = sandboxes.configOf(record);
-    if (!selector.every(([k, v]) => config.labels[k] === v)) continue;
-    items.push({
-      id: record.id,
-      metadata: config.metadata,
-      state: criPodState(record),
-      createdAt: record.createdAt,
-      labels: config.labels,
-      annotations: config.annotations,
-      runtimeHandler: record.runtimeHandler,
+  if (selector.length) {
+    records = records.filter((r) => {
+      const labels = sandboxes.configOf(r).labels;
+      return selector.every(([k, v]) => labels[k] === v);
     });
   }
-  return items;
+  return records.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
 }

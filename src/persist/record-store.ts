@@ -102,6 +102,9 @@ export class RecordStore<T extends Identified> {
 
   /** The record with this ID or unique ID prefix; NOT_FOUND otherwise. */
   resolve(idOrPrefix: string): T {
+    // A full ID (what the kubelet sends) is one lookup; a prefix is matched against every ID.
+    const exact = this.records.get(idOrPrefix);
+    if (exact) return exact;
     const id = resolveIdPrefix(this.records.keys(), idOrPrefix, this.kind);
     return this.records.get(id)!;
   }
