@@ -312,7 +312,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes }, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
-    createContainer: (r) => createContainer(containers, r),
+    createContainer: (r) => createContainer(pods, r),
     startContainer: (r) => startContainer(containers, r),
     stopContainer: (r) => stopContainer(containers, r),
     removeContainer: (r) => removeContainer(containers, r),

@@ -13,9 +13,10 @@ import { required, requiredString } from './validate.js';
 import { validateLinuxResources } from './validate-resources.js';
 import { invalidArgument } from '../common/errors.js';
 import type { ContainerService } from '../container/service.js';
+import type { PodLifecycle } from '../pod/lifecycle.js';
 import { requestedDevices } from '../cdi/index.js';
 
-export async function createContainer(containers: ContainerService, req: CreateContainerRequest): Promise<CreateContainerResponse> {
+export async function createContainer(pods: Pick<PodLifecycle, 'createContainer'>, req: CreateContainerRequest): Promise<CreateContainerResponse> {
   const podSandboxId = requiredString(req.podSandboxId, 'pod_sandbox_id');
   const config = required(req.config, 'config');
   const meta = required(config.metadata, 'config.metadata');
@@ -25,7 +26,7 @@ export async function createContainer(containers: ContainerService, req: CreateC
   validateLinuxResources(config.linux?.resources, 'config.linux.resources');
   // Malformed CDI device names are refused before any work; unknown ones when the spec is built.
   requestedDevices(config.CDIDevices.map((d) => d.name), config.annotations);
-  const record = await containers.create(podSandboxId, config, req.sandboxConfig);
+  const record = await pods.createContainer(podSandboxId, config, req.sandboxConfig);
   return CreateContainerResponse.fromPartial({ containerId: record.id });
 }
 

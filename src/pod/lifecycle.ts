@@ -6,15 +6,17 @@
  * through the one publisher.
  *
  * Ordering rule: the per-pod lock here is the only lock of a pod. Every change to a pod — stop,
- * remove, resize, its pause process's exit (from the exit dir or noticed by PodSandboxStatus) and
- * start-up reconciling — runs under it, and the sandbox service's steps take no lock of their own, so
+ * remove, resize, its pause process's exit (from the exit dir or noticed by PodSandboxStatus),
+ * start-up reconciling, and CreateContainer, which needs the pod ready until its container is
+ * recorded (else a RemovePodSandbox could miss a container being created) — runs under it, and the sandbox service's steps take no lock of their own, so
  * two of them never interleave on one pod and nothing waits on a second lock. A container's own
  * operations take the container service's per-container lock; the pod lock is always taken first.
  * Lookups read the in-memory stores and take no lock.
  */
-import { ContainerEventType, type LinuxContainerResources, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import { ContainerEventType, type ContainerConfig, type LinuxContainerResources, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { wrap } from '../common/errors.js';
 import { KeyedMutex } from '../common/locks.js';
+import type { ContainerRecord } from '../container/model.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 
@@ -45,6 +47,8 @@ export interface PodSandboxes {
 
 /** What the pod lifecycle needs of the container service. */
 export interface PodContainers {
+  /** CreateContainer in a ready pod (NotFound, FailedPrecondition otherwise). */
+  create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord>;
   /** Stops every running container of the pod (timeout 0 kills at once). */
   stopAll(sandboxId: string, timeoutSeconds: number): Promise<void>;
   /** Removes every container of the pod. */
@@ -99,6 +103,17 @@ export class PodLifecycle {
       await this.o.sandboxes.remove(id);
       this.o.events.pod(ContainerEventType.CONTAINER_DELETED_EVENT, id);
     });
+  }
+
+  /**
+   * CreateContainer: under the pod's lock, so that the pod stays ready until the container is recorded
+   * and a StopPodSandbox or RemovePodSandbox after it finds the container.
+   */
+  async createContainer(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
+    const id = this.o.sandboxes.find(podSandboxId)?.id;
+    // An unknown pod: nothing to hold; the container service says NotFound.
+    if (!id) return this.o.containers.create(podSandboxId, config, requestPodConfig);
+    return this.locks.run(id, () => this.o.containers.create(id, config, requestPodConfig));
   }
 
   /**

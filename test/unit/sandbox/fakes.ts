@@ -18,6 +18,7 @@ import { SandboxService } from '../../../src/sandbox/service.js';
 import { SandboxStore } from '../../../src/sandbox/store.js';
 import { PodLifecycle, type PodContainers } from '../../../src/pod/lifecycle.js';
 import type { ContainerEventType } from '../../../src/gen/runtime/v1/api.js';
+import type { ContainerRecord } from '../../../src/container/model.js';
 import type { Spec } from '../../../src/oci/types.js';
 import { testSettings } from '../oci/fixtures.js';
 
@@ -186,7 +187,15 @@ export class FakeHost implements SandboxHost {
 
 export class FakeContainers implements PodContainers {
   fail?: Error;
+  /** A create waits on this while set. */
+  createHeld?: Promise<void>;
   constructor(private readonly calls: CallLog) {}
+  async create(podSandboxId: string): Promise<ContainerRecord> {
+    this.calls.push(`containers.create ${podSandboxId}`);
+    await this.createHeld;
+    this.calls.push(`containers.created ${podSandboxId}`);
+    return { id: 'c'.repeat(64), sandboxId: podSandboxId } as ContainerRecord;
+  }
   async stopAll(id: string, timeout: number): Promise<void> {
     this.calls.push(`containers.stopAll ${id} ${timeout}`);
     if (this.fail) throw this.fail;

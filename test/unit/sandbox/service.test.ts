@@ -4,7 +4,7 @@ import { access, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NamespaceMode, PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { podSandboxStatus, listPodSandbox } from '../../../src/cri/sandbox-query.js';
-import { ContainerEventType, LinuxContainerResources, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerConfig, ContainerEventType, LinuxContainerResources, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { eventually } from '../../helpers/wait.js';
 import { boom, Harness } from './fakes.js';
@@ -290,6 +290,27 @@ describe('sandbox service', () => {
       h.events.published.filter((e) => e.id === a.id).map((e) => ContainerEventType[e.type]),
       ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT'],
     );
+  });
+
+  it('creates a container under the pod\'s lock: a RemovePodSandbox waits for it and then removes it', async () => {
+    const r = await h.pods.run(pod(), '');
+    let release!: () => void;
+    h.containers.createHeld = new Promise<void>((resolve) => (release = resolve));
+    const create = h.pods.createContainer(r.id.slice(0, 12), ContainerConfig.fromPartial({}));
+    await eventually('the create to begin', () => h.calls.includes(`containers.create ${r.id}`));
+    const remove = h.pods.remove(r.id);
+    // Another pod's stop goes by meanwhile: enough turns for an unlocked remove to have begun.
+    const other = await h.pods.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' } }), '');
+    await h.pods.stop(other.id);
+    assert.ok(!h.calls.includes(`containers.stopAll ${r.id} 0`), 'the remove waits for the create');
+    release();
+    await Promise.all([create, remove]);
+    const at = (call: string) => h.calls.indexOf(call);
+    assert.ok(at(`containers.created ${r.id}`) < at(`containers.stopAll ${r.id} 0`), h.calls.join('\n'));
+    assert.ok(at(`containers.stopAll ${r.id} 0`) < at(`containers.removeAll ${r.id}`), h.calls.join('\n'));
+    // An unknown pod: the container service answers (NotFound in its words), no lock needed.
+    await h.pods.createContainer('ffff', ContainerConfig.fromPartial({}));
+    assert.ok(h.calls.includes('containers.create ffff'));
   });
 
   it('recovers: a pause that died while down makes the pod NOTREADY; leftovers of an interrupted run go', async () => {
