@@ -25,9 +25,9 @@ import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, t
 import type { ContainerServiceOptions } from './deps.js';
 import { applySpecEditors } from './spec-editors.js';
 import { destroyRuntimeContainer } from './teardown.js';
-import { containerName, type ContainerRecord } from './model.js';
+import { containerName, type ContainerRecord, type ImageVolumeRecord } from './model.js';
 import { effectiveStopSignal } from './stop-signal.js';
-import { checkImageMounts, hasImageVolumes, mountImageVolumes, type ImageVolumeRecord } from './image-volumes.js';
+import { checkImageMounts, hasImageVolumes, mountImageVolumes } from './image-volumes.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
 import { StepTimer } from '../observability/steps.js';

@@ -13,20 +13,7 @@ import type { Mount as CriMount } from '../gen/runtime/v1/api.js';
 import { invalidArgument, isKind, notFound, wrap } from '../common/errors.js';
 import { resolveInRoot } from '../platform/resolve-in-root.js';
 import type { ContainerImages } from './deps.js';
-
-/** What a container's record keeps of one image volume. */
-export interface ImageVolumeRecord {
-  /** Index of the mount in the request's `mounts`. */
-  mount: number;
-  /** The image as the request named it. */
-  image: string;
-  imageId: string;
-  /** The repo digest (else the ID), as ContainerStatus.image_ref. */
-  imageRef: string;
-  subPath: string;
-  /** The host path bound into the container (the mount or the sub path inside it). */
-  source: string;
-}
+import type { ImageVolumeRecord } from './model.js';
 
 /** Longest image_sub_path accepted (PATH_MAX). */
 const MAX_SUB_PATH = 4096;

@@ -13,7 +13,6 @@
  */
 import { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import type { ExitReason } from '../monitor/exits.js';
-import type { ImageVolumeRecord } from './image-volumes.js';
 
 export type ContainerStateName = 'created' | 'running' | 'exited';
 
@@ -106,4 +105,18 @@ export function containerConfigOf(record: Pick<ContainerRecord, 'config'>): Cont
 /** The record's current resources. */
 export function resourcesOf(record: Pick<ContainerRecord, 'resources'>): LinuxContainerResources | undefined {
   return record.resources === undefined || record.resources === null ? undefined : LinuxContainerResources.fromJSON(record.resources);
+}
+
+/** What a container's record keeps of one image volume. */
+export interface ImageVolumeRecord {
+  /** Index of the mount in the request's `mounts`. */
+  mount: number;
+  /** The image as the request named it. */
+  image: string;
+  imageId: string;
+  /** The repo digest (else the ID), as ContainerStatus.image_ref. */
+  imageRef: string;
+  subPath: string;
+  /** The host path bound into the container (the mount or the sub path inside it). */
+  source: string;
 }

@@ -8,7 +8,8 @@
  *                   process it left is killed: nobody would log it or record its exit)
  *
  * conmon keeps running while Stove is down, so logs continue and exits land in the exit dir; the
- * daemon starts the exit watcher after this and calls `recheckExits` to catch exits in between.
+ * daemon starts the exit watcher before this (an exit file that comes before the records are loaded
+ * finds no container) and calls `recheckExits` after it to apply such exits.
  */
 import { readdir, readFile, rm, access } from 'node:fs/promises';
 import { dirname, join } from 'node:path';

@@ -16,7 +16,8 @@ import { containerNamespaces, podNamespaceModes, withNamespaces, type PodNamespa
 import { applyOpts, emptySpec, type SpecOpt } from './opts.js';
 import { containerEnv, processArgs, withArgs, withCwd, withEnv, withNoNewPrivileges, withOomScoreAdj, withTerminal, withUser, withoutRlimits, withDefaultRlimits, workingDir } from './process.js';
 import { cgroupsPathFor, toSpecNumber, withCgroupsPath, withResources } from './resources.js';
-import { selectSeccomp, withSeccomp, type SeccompProfileFile } from './seccomp.js';
+import { selectSeccomp, withSeccomp } from './seccomp.js';
+import type { SeccompProfileFile } from './seccomp-profile.js';
 import { selectAppArmor, withAppArmor, withMaskedPaths, withReadonlyRoot, withRoot, withWritableSysfsAndCgroupfs } from './security.js';
 import type { SpecSettings } from './settings.js';
 import type { ImageConfig, Spec } from './types.js';

@@ -6,7 +6,8 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { failedPrecondition, invalidArgument, wrap } from '../common/errors.js';
 import { appArmorProfileLoaded } from '../platform/proc.js';
-import { parseSeccompProfile, type SeccompChoice, type SeccompProfileFile } from './seccomp.js';
+import { parseSeccompProfile, type SeccompChoice } from './seccomp.js';
+import type { SeccompProfileFile } from './seccomp-profile.js';
 import type { AppArmorChoice } from './security.js';
 
 /**

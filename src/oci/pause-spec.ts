@@ -11,7 +11,8 @@ import { pauseNamespaces, podNamespaceModes, withNamespaces, type PodNamespaceMo
 import { applyOpts, emptySpec, type SpecOpt } from './opts.js';
 import { withArgs, withCwd, withEnv, withNoNewPrivileges, withOomScoreAdj, withUser, withoutRlimits } from './process.js';
 import { cgroupsPathFor, withCgroupsPath, withCpuShares } from './resources.js';
-import { selectSeccomp, withSeccomp, type SeccompProfileFile } from './seccomp.js';
+import { selectSeccomp, withSeccomp } from './seccomp.js';
+import type { SeccompProfileFile } from './seccomp-profile.js';
 import { withMaskedPaths, withReadonlyRoot, withRoot } from './security.js';
 import type { SpecSettings } from './settings.js';
 import { validateSysctls, withSysctls } from './sysctls.js';

@@ -10,35 +10,9 @@ import type { SecurityProfile } from '../gen/runtime/v1/api.js';
 import { SecurityProfile_ProfileType } from '../gen/runtime/v1/api.js';
 import { internal, invalidArgument } from '../common/errors.js';
 import { linuxOf, processOf, type SpecOpt } from './opts.js';
+import type { ProfileFilter, SeccompProfileFile } from './seccomp-profile.js';
 import type { SpecSettings } from './settings.js';
-import type { LinuxSeccomp, LinuxSeccompArg, LinuxSyscall, SeccompAction } from './types.js';
-
-/** A profile file: LinuxSeccomp plus Docker's optional extensions. */
-export interface SeccompProfileFile {
-  defaultAction: SeccompAction;
-  defaultErrnoRet?: number;
-  architectures?: string[];
-  archMap?: { architecture: string; subArchitectures?: string[] }[];
-  flags?: string[];
-  syscalls?: ProfileSyscall[];
-}
-
-export interface ProfileSyscall {
-  names?: string[];
-  /** Docker's older single-name form. */
-  name?: string;
-  action: SeccompAction;
-  errnoRet?: number;
-  args?: LinuxSeccompArg[] | null;
-  includes?: ProfileFilter;
-  excludes?: ProfileFilter;
-  comment?: string;
-}
-
-export interface ProfileFilter {
-  caps?: string[];
-  arches?: string[];
-}
+import type { LinuxSeccomp, LinuxSyscall } from './types.js';
 
 /** What the security context asks for, after the deprecated field and privileged are taken into account. */
 export type SeccompChoice = { kind: 'unconfined' } | { kind: 'runtime-default' } | { kind: 'localhost'; path: string };

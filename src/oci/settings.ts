@@ -4,7 +4,7 @@
  * container services; tests build it by hand.
  */
 import type { ResourceHost, CgroupDriverName } from './resources.js';
-import type { SeccompProfileFile } from './seccomp.js';
+import type { SeccompProfileFile } from './seccomp-profile.js';
 import type { POSIXRlimit } from './types.js';
 
 export interface SpecSettings {

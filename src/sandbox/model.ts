@@ -12,7 +12,6 @@
 import { PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { PodFiles } from './pod-files.js';
 import { hostIdOf, type IdRange } from '../storage/idshift.js';
-import type { PodResizeRecord } from './resize.js';
 
 export type SandboxState = 'ready' | 'notready';
 
@@ -109,4 +108,14 @@ export function podRootGid(userns: SandboxRecord['userns']): number | undefined 
 /** True while the pause process should be running. */
 export function isReady(record: Pick<SandboxRecord, 'state'>): boolean {
   return record.state === 'ready';
+}
+
+/** What the record keeps of the last resize. */
+export interface PodResizeRecord {
+  /** The cgroup written (absolute cgroup path). */
+  cgroup: string;
+  /** The pod-level limits applied: resources plus overhead. */
+  limits: unknown;
+  /** When (RFC 3339). */
+  at: string;
 }

@@ -13,16 +13,6 @@ import type { PodDefaults } from './pod-config.js';
 import type { SandboxRecord } from './model.js';
 import { podConfigOf } from './model.js';
 
-/** What the record keeps of the last resize. */
-export interface PodResizeRecord {
-  /** The cgroup written (absolute cgroup path). */
-  cgroup: string;
-  /** The pod-level limits applied: resources plus overhead. */
-  limits: unknown;
-  /** When (RFC 3339). */
-  at: string;
-}
-
 /** The pod's own cgroup: its `cgroup_parent` as a cgroup path; FailedPrecondition when it has none. */
 export function podCgroupPath(record: SandboxRecord, defaults: PodDefaults): string {
   const own = podConfigOf(record).linux?.cgroupParent ?? '';

@@ -1,7 +1,7 @@
 /**
  * The import rules of docs/architecture.md, checked over src/: `make lint` runs this file as it is
- * (Node strips the types) and fails on any violation. TypeScript's own parser reads the imports, so
- * `import type`, re-exports and `import()` are told apart exactly.
+ * (Node strips the types) and fails on any violation. TypeScript's own parser reads the imports:
+ * `import` and `import type`, re-exports and `import()`, all of which count.
  *
  * A module is a directory under src/ (`cri`, `sandbox`, …); src/daemon.ts and src/main.ts are the
  * modules `daemon` and `main`.
@@ -15,8 +15,6 @@ import ts from 'typescript';
 export interface Import {
   from: string;
   to: string;
-  /** `import type`, or every name imported is a type: nothing of `to` runs at load. */
-  typeOnly: boolean;
 }
 
 /** Who may import a module, and why (the message of a violation). */
@@ -56,30 +54,22 @@ const RULES: Rule[] = [
 export function importsOf(file: string, text: string): Import[] {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false);
   const out: Import[] = [];
-  const add = (specifier: string, typeOnly: boolean) => {
-    if (!specifier.startsWith('.')) return;
-    out.push({ from: file, to: posix.join(posix.dirname(file), specifier).replace(/\.js$/, '.ts'), typeOnly });
+  const add = (specifier: string) => {
+    if (specifier.startsWith('.')) out.push({ from: file, to: posix.join(posix.dirname(file), specifier).replace(/\.js$/, '.ts') });
   };
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
-      add(node.moduleSpecifier.text, isTypeOnlyImport(node.importClause));
+      add(node.moduleSpecifier.text);
     } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
-      add(node.moduleSpecifier.text, node.isTypeOnly);
+      add(node.moduleSpecifier.text);
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       const [arg] = node.arguments;
-      if (arg && ts.isStringLiteral(arg)) add(arg.text, false);
+      if (arg && ts.isStringLiteral(arg)) add(arg.text);
     }
     ts.forEachChild(node, visit);
   };
   visit(source);
   return out;
-}
-
-function isTypeOnlyImport(clause: ts.ImportClause | undefined): boolean {
-  if (!clause) return false; // `import './x.js'` runs x
-  if (clause.isTypeOnly) return true;
-  const named = clause.namedBindings;
-  return !clause.name && named !== undefined && ts.isNamedImports(named) && named.elements.length > 0 && named.elements.every((e) => e.isTypeOnly);
 }
 
 /** The cycles of a directed graph: its strongly connected components of more than one node, or a node importing itself. */
@@ -136,12 +126,10 @@ export function cycles(edges: Iterable<[string, string]>): string[][] {
 /** Every broken rule, one line each; none when the imports follow the rules. */
 export function violations(imports: readonly Import[]): string[] {
   const out: string[] = [];
-  // Between modules every import counts: a type-only one still ties the two modules' designs.
+  // A type-only import counts too: it still ties the two files' (and modules') designs.
   const moduleEdges = imports.map((i): [string, string] => [moduleOf(i.from), moduleOf(i.to)]).filter(([a, b]) => a !== b);
   for (const cycle of cycles(moduleEdges)) out.push(`import cycle between modules: ${cycle.join(', ')}`);
-  // Between files, the imports that run code at load: such a cycle makes load order matter.
-  const fileEdges = imports.filter((i) => !i.typeOnly).map((i): [string, string] => [i.from, i.to]);
-  for (const cycle of cycles(fileEdges)) out.push(`import cycle between files: ${cycle.join(', ')}`);
+  for (const cycle of cycles(imports.map((i): [string, string] => [i.from, i.to]))) out.push(`import cycle between files: ${cycle.join(', ')}`);
   for (const i of imports) {
     for (const rule of RULES) if (rule.broken(i)) out.push(`${i.from} imports ${i.to}: ${rule.why}`);
   }
