@@ -5,13 +5,19 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build lint rootfs relay mount-helper spawn-helper proto run stop test test-unit clean
+.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit clean
 
 setup:
 	@scripts/setup.sh
 
 build: rootfs relay mount-helper spawn-helper
 	@$(TSC) -p tsconfig.json
+	@$(MAKE) --no-print-directory bundle
+
+# The daemon's bundle (scripts/bundle.mjs), which `bin/stove serve` runs. Without esbuild (node_modules
+# from before it was added) there is none and the daemon runs from dist/src.
+bundle:
+	@if [ -d node_modules/esbuild ]; then $(NODE) scripts/bundle.mjs; else rm -rf dist/bundle; echo 'bundle: esbuild is missing (run make setup): stove serve runs dist/src unbundled'; fi
 
 # typescript-eslint with type information (src/gen excluded), then knip for exports, files and
 # dependencies nothing uses, then the import rules of docs/architecture.md (no cycles, layers one way).

@@ -6,8 +6,9 @@ import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
 import { durationMs, type Config } from './config/schema.js';
-import { NriAdaptation, type NriHost } from './nri/adaptation.js';
-import { NriLifecycle } from './nri/lifecycle.js';
+// NRI (off unless `[nri] enable`) is imported when enabled: its protocol code is not loaded otherwise.
+import type { NriAdaptation, NriHost } from './nri/adaptation.js';
+import type { NriLifecycle } from './nri/lifecycle.js';
 import type { Logger, RootLogger } from './common/logger.js';
 import { planReload } from './config/reload.js';
 import { implement } from './api/services.js';
@@ -69,10 +70,11 @@ import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
 import { startObservability, type Observability } from './observability/start.js';
 import { metrics } from './observability/hooks.js';
 import { messageOf } from './common/errors.js';
+import { installPath } from './common/install-dir.js';
 
 /** Stove's version, from package.json. */
 export function stoveVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  const pkg = JSON.parse(readFileSync(installPath('package.json'), 'utf8')) as { version: string };
   return pkg.version;
 }
 
@@ -84,6 +86,7 @@ export interface ReloadReport {
 
 /** The NRI adaptation over the config's `[nri]` table, serving `host`'s pods and containers, started. */
 async function startNri(config: Config, lifecycle: NriLifecycle, host: NriHost, log: Logger): Promise<NriAdaptation> {
+  const { NriAdaptation } = await import('./nri/adaptation.js');
   const nri = new NriAdaptation({
     socketPath: config.nri.socketPath,
     pluginPath: config.nri.pluginPath,
@@ -225,7 +228,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   // NRI plugins see and adjust containers through the container service's lifecycle (docs/nri.md). It
   // reads pods only; the container service it serves hands it the containers once built (startNri).
   const nriLifecycle = config.nri.enable
-    ? new NriLifecycle(
+    ? new (await import('./nri/lifecycle.js')).NriLifecycle(
         sandboxes,
         { cgroups: specSettings.cgroups, injectCdiDevices: async (spec, names) => void (await cdi.inject(spec, names)) },
         log.child({ module: 'nri' }),

@@ -16,7 +16,8 @@ import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
 import type { Spec } from '../oci/types.js';
 import { applyEdits, mergeEdits, resolveEdits, type HostNode } from './edits.js';
 import { qualifiedName } from './names.js';
-import { MAX_SPEC_BYTES, parseSpecText, type CdiDevice, type CdiSpec, type ContainerEdits } from './spec-file.js';
+// The parser (and its YAML library) is imported with the first spec file: most nodes have none.
+import type { CdiDevice, CdiSpec, ContainerEdits } from './spec-file.js';
 
 /** A valid spec file, with where it was found. */
 export interface LoadedSpec extends CdiSpec {
@@ -121,6 +122,7 @@ export class CdiRegistry {
 
   private async load(path: string): Promise<Loaded> {
     try {
+      const { MAX_SPEC_BYTES, parseSpecText } = await import('./spec-file.js');
       const spec = parseSpecText(await readSmallFile(path, MAX_SPEC_BYTES));
       this.o.log.info('CDI spec file loaded', { path, kind: spec.kind, cdiVersion: spec.version, devices: spec.devices.map((d) => d.name) });
       return spec;

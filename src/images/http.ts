@@ -2,11 +2,11 @@
  * undici, the registry client's HTTP stack, loaded on the first registry request: a node that does
  * not pull does not pay for it (several MiB of the idle daemon's resident set).
  */
-import type * as Undici from 'undici';
+type UndiciApi = typeof import('./undici-api.js');
 
-let loading: Promise<typeof Undici> | undefined;
+let loading: Promise<UndiciApi> | undefined;
 
-export function undici(): Promise<typeof Undici> {
-  loading ??= import('undici');
+export function undici(): Promise<UndiciApi> {
+  loading ??= import('./undici-api.js');
   return loading;
 }

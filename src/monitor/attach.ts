@@ -7,16 +7,17 @@
  */
 import { existsSync } from 'node:fs';
 import { once } from 'node:events';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { messageOf } from '../common/errors.js';
+import { installPath } from '../common/install-dir.js';
 import type { Logger } from '../common/logger.js';
 import { startProcess } from '../platform/processes.js';
 import { resizeTerminal } from './ctl.js';
 import { MonitorError } from './errors.js';
 
-/** Where `make build` puts the relay (dist/libexec, next to dist/src). */
-export const DEFAULT_RELAY_PATH = resolve(import.meta.dirname, '../../libexec/stove-attach-relay');
+/** Where `make build` puts the relay. */
+export const DEFAULT_RELAY_PATH = installPath('dist/libexec/stove-attach-relay');
 
 const STDOUT_PIPE = 2;
 const STDERR_PIPE = 3;

@@ -10,7 +10,8 @@ import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
 import type { Spec } from '../oci/types.js';
-import { MAX_HOOK_FILE_BYTES, matches, parseHookFile, type HookContext, type OciHookFile } from './hook-file.js';
+// The parser and matcher (and their RE2 engine) are imported with the first hook file: most nodes have none.
+import type { HookContext, OciHookFile } from './hook-file.js';
 
 export interface HookFileEntry {
   name: string;
@@ -54,6 +55,8 @@ export class OciHookRegistry {
   /** Adds the matching hooks to `spec` at their stages; returns the files that matched. */
   async inject(spec: Spec, ctx: Omit<HookContext, 'command'>): Promise<string[]> {
     const { hooks } = await this.current();
+    if (!hooks.length) return [];
+    const { matches } = await import('./hook-file.js');
     const context: HookContext = { ...ctx, command: spec.process?.args[0] ?? '' };
     const applied: string[] = [];
     for (const entry of hooks) {
@@ -67,6 +70,7 @@ export class OciHookRegistry {
 
   private async load(path: string): Promise<Loaded> {
     try {
+      const { MAX_HOOK_FILE_BYTES, parseHookFile } = await import('./hook-file.js');
       const hook = parseHookFile(await readSmallFile(path, MAX_HOOK_FILE_BYTES));
       await access(hook.hook.path, constants.X_OK).catch((err: unknown) => {
         throw new Error(`hook program ${hook.hook.path}: ${messageOf(err)}`);

@@ -3,18 +3,15 @@
  * Localhost ones) and checking that a Localhost AppArmor profile is loaded.
  */
 import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import { failedPrecondition, invalidArgument, wrap } from '../common/errors.js';
+import { installPath } from '../common/install-dir.js';
 import { appArmorProfileLoaded } from '../platform/proc.js';
 import { parseSeccompProfile, type SeccompChoice } from './seccomp.js';
 import type { SeccompProfileFile } from './seccomp-profile.js';
 import type { AppArmorChoice } from './security.js';
 
-/**
- * Where Stove's RuntimeDefault profile lives: `src/oci/seccomp-default.json` in the repository. The
- * compiled module sits in `dist/src/oci/`, so the source copy is three levels up from it.
- */
-export const BUILTIN_SECCOMP_PROFILE = fileURLToPath(new URL('../../../src/oci/seccomp-default.json', import.meta.url));
+/** Where Stove's RuntimeDefault profile lives: `src/oci/seccomp-default.json` of the install directory. */
+export const BUILTIN_SECCOMP_PROFILE = installPath('src/oci/seccomp-default.json');
 
 /** Loads the RuntimeDefault profile: the configured file, or Stove's own when `path` is empty. */
 export async function loadDefaultSeccompProfile(path = ''): Promise<SeccompProfileFile> {

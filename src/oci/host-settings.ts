@@ -4,7 +4,7 @@
  * seccomp architecture and profile, and whether `rro` mounts work.
  */
 import { release } from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { installPath } from '../common/install-dir.js';
 import type { Logger } from '../common/logger.js';
 import { cgroupCapabilities, detectCgroups } from '../platform/cgroups.js';
 import { appArmorEnabled, ownBoundingCapabilities, ownOomScoreAdj } from '../platform/proc.js';
@@ -30,11 +30,8 @@ export interface SpecSettingsConfig {
   allowedAnnotations?: readonly string[];
 }
 
-/**
- * The pause container's root filesystem: the repository's `rootfs/pause` (built by `make rootfs`); the
- * compiled module sits in `dist/src/oci/`.
- */
-export const PAUSE_ROOTFS = fileURLToPath(new URL('../../../rootfs/pause', import.meta.url));
+/** The pause container's root filesystem: `rootfs/pause` of the install directory (built by `make rootfs`). */
+export const PAUSE_ROOTFS = installPath('rootfs/pause');
 
 /** True when `runc features` output (JSON) lists the `rro` mount option (runc ≥ 1.1). */
 export function rroFromRuncFeatures(featuresJson: string): boolean {

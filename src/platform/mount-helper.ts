@@ -12,11 +12,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
+import { installPath } from '../common/install-dir.js';
 
-/** Where `make build` puts the helper (dist/libexec, next to dist/src). */
-export const DEFAULT_MOUNT_HELPER = resolve(import.meta.dirname, '../../libexec/stove-mount-helper');
+/** Where `make build` puts the helper. */
+export const DEFAULT_MOUNT_HELPER = installPath('dist/libexec/stove-mount-helper');
 
 /** A failed system call in the helper, with its errno. */
 export class SyscallError extends Error {

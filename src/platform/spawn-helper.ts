@@ -13,11 +13,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { constants } from 'node:os';
-import { resolve } from 'node:path';
 import { Duplex, type Readable, type Writable } from 'node:stream';
+import { installPath } from '../common/install-dir.js';
 
-/** Where `make build` puts the helper (dist/libexec, next to dist/src). */
-export const DEFAULT_SPAWN_HELPER = resolve(import.meta.dirname, '../../libexec/stove-spawn-helper');
+/** Where `make build` puts the helper. */
+export const DEFAULT_SPAWN_HELPER = installPath('dist/libexec/stove-spawn-helper');
 
 export interface SpawnProcessOptions {
   /** One entry per child fd from 0: /dev/null or a pipe to this process. */

@@ -16,11 +16,13 @@ import { chmod, lchown, lstat, opendir } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
-const require = createRequire(import.meta.url);
-const xattr = require('@napi-rs/xattr') as {
+interface Xattr {
   getAttribute(path: string, name: string): Promise<Buffer | null>;
   setAttribute(path: string, name: string, value: Buffer): Promise<void>;
-};
+}
+let loadedXattr: Xattr | undefined;
+/** The native xattr addon, loaded at the first shift (most nodes never shift). */
+const xattr = (): Xattr => (loadedXattr ??= createRequire(import.meta.url)('@napi-rs/xattr') as Xattr);
 
 /** File capabilities (`getcap`); the kernel drops them on chown. */
 const CAPS_XATTR = 'security.capability';
@@ -102,11 +104,11 @@ export async function shiftOwnership(root: string, shift: IdShift): Promise<Shif
     if (uid === undefined || gid === undefined) result.unmapped++;
     // An id without a mapping stays as it is (the container sees the overflow id).
     if ((uid ?? st.uid) !== st.uid || (gid ?? st.gid) !== st.gid) {
-      const caps = st.isFile() ? await xattr.getAttribute(path, CAPS_XATTR).catch(() => null) : null;
+      const caps = st.isFile() ? await xattr().getAttribute(path, CAPS_XATTR).catch(() => null) : null;
       await lchown(path, uid ?? st.uid, gid ?? st.gid);
       if (!st.isSymbolicLink() && st.mode & SUID_SGID) await chmod(path, st.mode & 0o7777);
       const shiftedCaps = caps && shiftFileCaps(caps, shift.uids);
-      if (shiftedCaps) await xattr.setAttribute(path, CAPS_XATTR, shiftedCaps);
+      if (shiftedCaps) await xattr().setAttribute(path, CAPS_XATTR, shiftedCaps);
       result.shifted++;
     }
     if (!st.isDirectory()) return;

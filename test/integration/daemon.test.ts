@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { access } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { status } from '@grpc/grpc-js';
-import { startStove, runStoveCli, type StoveProcess } from '../helpers/stove-process.js';
+import { REPO_ROOT, startStove, runStoveCli, type StoveProcess } from '../helpers/stove-process.js';
 import { CgroupDriver } from '../../src/gen/runtime/v1/api.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -82,6 +82,13 @@ describe('stove serve', function () {
     await assert.rejects(access(join(stove.dir, 'other.sock')));
     const v = await stove.clients.runtime.version({ version: 'v1' });
     assert.equal(v.runtimeName, 'stove');
+  });
+
+  it('runs the bundle make build makes, without the xattr addon an idle node does not use', async () => {
+    const pid = stove.child.pid!;
+    const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+    assert.ok(argv.includes(join(REPO_ROOT, 'dist/bundle/main.js')), `not the bundle (run make setup for esbuild): ${argv.join(' ')}`);
+    assert.doesNotMatch(await readFile(`/proc/${pid}/maps`, 'utf8'), /xattr/);
   });
 
   it('exits 0 on SIGTERM and removes its socket', async () => {
