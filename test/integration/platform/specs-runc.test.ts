@@ -79,9 +79,13 @@ describe('specs run by runc', function () {
     const pid = Number((await readFile(join(bundle, 'pid'), 'utf8')).trim());
     // `runc run -d` returns once `runc init` may exec the process, not once it has: until then the pid
     // is still runc init, with its own environment. Wait until it runs the spec's program (the same file
-    // as args[0] in its root, as the shell may exec again).
-    const program = (JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec).process!.args![0]!;
-    await eventually(`${id} to exec ${program}`, () => sameFile(`/proc/${pid}/exe`, `/proc/${pid}/root${program}`), 10_000);
+    // as args[0] in its root) with the spec's arguments: the kernel switches the exe link before it sets
+    // up the new arguments and environment, so an exe alone can still show an empty environ.
+    const args = (JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as Spec).process!.args!;
+    const program = args[0]!;
+    const execed = async () =>
+      (await sameFile(`/proc/${pid}/exe`, `/proc/${pid}/root${program}`)) && (await readFile(`/proc/${pid}/cmdline`, 'utf8')) === `${args.join('\0')}\0`;
+    await eventually(`${id} to exec ${args.join(' ')}`, execed, 10_000);
     return pid;
   }
 
@@ -195,7 +199,7 @@ describe('specs run by runc', function () {
     const config = ContainerConfig.fromPartial({
       metadata: { name: 'app', attempt: 0 },
       image: { image: 'local/busybox' },
-      command: ['/bin/sh', '-c', 'sleep 300'],
+      command: ['/bin/sleep', '300'], // one exec: a shell would exec sleep after the wait saw the shell
       mounts: [{ containerPath: '/data', hostPath: data, readonly: true, recursiveReadOnly: settings.recursiveReadOnlyMounts }],
       devices: [{ containerPath: '/dev/xnull', hostPath: '/dev/null', permissions: 'rw' }],
       linux: {
