@@ -4,14 +4,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { ImageServiceService, RuntimeServiceService } from './gen/runtime/v1/api.js';
 import { durationMs, type Config } from './config/schema.js';
 // NRI (off unless `[nri] enable`) is imported when enabled: its protocol code is not loaded otherwise.
 import type { NriAdaptation, NriHost } from './nri/adaptation.js';
 import type { NriLifecycle } from './nri/lifecycle.js';
 import type { Logger, RootLogger } from './common/logger.js';
 import { planReload } from './config/reload.js';
-import { implement } from './api/services.js';
+import { criServices } from './api/services.js';
 import { ensureSocketFree, serveGrpc, type GrpcEndpoint } from './api/server.js';
 import { lockStateDir, type StateLock } from './persist/state-lock.js';
 import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
@@ -358,14 +357,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       quarantinedRecords: () => quarantine.list().length,
     })
     .then(() =>
-      serveGrpc(
-    config.socket,
-    [
-      { definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, runtimeHandlers, apiLog) },
-      { definition: ImageServiceService, implementation: implement(ImageServiceService, imageHandlers, apiLog) },
-        ],
-        log,
-      ),
+      serveGrpc(config.socket, criServices(runtimeHandlers, imageHandlers, apiLog), log),
     );
   const endpoint = await serving.catch(async (err: unknown) => {
     await streaming.stop();

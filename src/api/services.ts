@@ -12,9 +12,11 @@ import type {
   UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { Metadata, status } from '@grpc/grpc-js';
+import { ImageServiceService, RuntimeServiceService } from '../gen/runtime/v1/api.js';
 import type { Logger } from '../common/logger.js';
 import { toServiceError, statusName } from './errors.js';
-import type { StreamSink } from './handlers.js';
+import type { ImageHandlers, RuntimeHandlers, StreamSink } from './handlers.js';
+import type { ServiceBinding } from './server.js';
 import { metrics, tracer, NO_TRACING, type MetadataGetter, type SpanAttributes, type Tracer } from '../observability/hooks.js';
 
 type AnyUnary = (request: unknown) => Promise<unknown>;
@@ -183,4 +185,12 @@ export function implement(
       : unary(log, method.path, handler as AnyUnary | undefined);
   }
   return impl;
+}
+
+/** The CRI's two services over their handler tables, for serveGrpc. */
+export function criServices(runtime: Partial<RuntimeHandlers>, image: Partial<ImageHandlers>, log: Logger): ServiceBinding[] {
+  return [
+    { definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, runtime, log) },
+    { definition: ImageServiceService, implementation: implement(ImageServiceService, image, log) },
+  ];
 }

@@ -2,7 +2,7 @@
  * What the container service needs from the rest of Stove, as narrow interfaces: the daemon passes the
  * real services, unit tests pass fakes.
  */
-import type { ContainerConfig, ContainerEventType, LinuxContainerResources } from '../gen/runtime/v1/api.js';
+import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import type { ContainerRecord } from './model.js';
 import type { Logger } from '../common/logger.js';
 import type { ImageService } from '../images/image-service.js';
@@ -14,10 +14,13 @@ import type { Spec, SpecSettings } from '../oci/index.js';
 import type { SpecEditor } from './spec-editors.js';
 import type { ContainerStore } from './store.js';
 
+/** A container's or a pod's lifecycle event (GetContainerEvents' four kinds). */
+export type LifecycleEventType = 'created' | 'started' | 'stopped' | 'deleted';
+
 /** Where a container's lifecycle events go (the one publisher, pod/events.ts). */
 export interface ContainerEvents {
-  /** A container's lifecycle event (`deleted`: the container is gone and not among the pod's statuses). */
-  container(type: ContainerEventType, record: ContainerRecord, deleted?: boolean): void;
+  /** A container's lifecycle event (`deleted`: the container is gone and not among the pod's containers). */
+  container(type: LifecycleEventType, record: ContainerRecord, deleted?: boolean): void;
 }
 
 /** Sandbox lookups (the sandbox service). */

@@ -4,9 +4,9 @@
  * and `name` plus the metric's own (`interface`, `device`, `failure_type`, `scope`), as containerd sends
  * them: the kubelet adds `namespace`, `pod` and `container` itself. Values are read from the cgroups,
  * the writable layer and the pod's network namespace, like the stats RPCs. The CRI carries integer
- * values, so seconds are whole seconds (containerd and CRI-O round the same way).
+ * values, so seconds are whole seconds (containerd and CRI-O round the same way). cri/metrics.ts puts
+ * them in the CRI's terms.
  */
-import { MetricType, type ContainerMetrics, type Metric, type MetricDescriptor, type PodSandboxMetrics } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -20,17 +20,43 @@ import { sumStats } from './stats.js';
 
 const BASE = ['id', 'name'];
 
-interface Definition {
-  descriptor: MetricDescriptor;
-  type: MetricType;
+/** A metric's name, help text and label keys (ListMetricDescriptors). */
+export interface MetricDescription {
+  name: string;
+  help: string;
+  labelKeys: string[];
 }
 
-const def = (name: string, help: string, type: MetricType, extra: string[] = []): Definition => ({
+export type MetricKind = 'counter' | 'gauge';
+
+/** One value of a metric, its labels in the order of its description's keys. */
+export interface MetricSample {
+  name: string;
+  kind: MetricKind;
+  timestamp: bigint;
+  labelValues: string[];
+  value: bigint;
+}
+
+/** The samples of a pod and of each of its live containers. */
+export interface PodMetricSamples {
+  podSandboxId: string;
+  samples: MetricSample[];
+  containers: { containerId: string; samples: MetricSample[] }[];
+}
+
+interface Definition {
+  descriptor: MetricDescription;
+  kind: MetricKind;
+}
+
+const def = (name: string, help: string, kind: MetricKind, extra: string[] = []): Definition => ({
   descriptor: { name, help, labelKeys: [...BASE, ...extra] },
-  type,
+  kind,
 });
 
-const { COUNTER, GAUGE } = MetricType;
+const COUNTER = 'counter';
+const GAUGE = 'gauge';
 
 /** Every metric Stove reports, by name. */
 const DEFINITIONS = new Map<string, Definition>(
@@ -57,7 +83,7 @@ const DEFINITIONS = new Map<string, Definition>(
 );
 
 /** ListMetricDescriptors: every metric ListPodSandboxMetrics may send. */
-export function metricDescriptors(): MetricDescriptor[] {
+export function metricDescriptors(): MetricDescription[] {
   return [...DEFINITIONS.values()].map((d) => ({ ...d.descriptor, labelKeys: [...d.descriptor.labelKeys] }));
 }
 
@@ -65,7 +91,7 @@ const NS_PER_SECOND = 1_000_000_000n;
 
 /** Collects metric samples of one object (`id`, `name` first in every label list). */
 class Samples {
-  readonly metrics: Metric[] = [];
+  readonly metrics: MetricSample[] = [];
   constructor(
     private readonly base: string[],
     private readonly timestamp: bigint,
@@ -74,7 +100,7 @@ class Samples {
   add(name: string, value: bigint | undefined, extra: string[] = []): void {
     const d = DEFINITIONS.get(name)!;
     if (value === undefined || value < 0n) return;
-    this.metrics.push({ name, timestamp: this.timestamp, metricType: d.type, labelValues: [...this.base, ...extra], value: { value } });
+    this.metrics.push({ name, kind: d.kind, timestamp: this.timestamp, labelValues: [...this.base, ...extra], value });
   }
 
   cgroup(s: CgroupStats | undefined): void {
@@ -124,7 +150,7 @@ export class MetricsReader {
    * The metrics of a ready pod: its cgroup totals (pause and live containers) and network interfaces
    * at pod level, each live container's own below it.
    */
-  async podMetrics(sandbox: SandboxRecord, containers: ContainerRecord[]): Promise<PodSandboxMetrics> {
+  async podMetrics(sandbox: SandboxRecord, containers: ContainerRecord[]): Promise<PodMetricSamples> {
     const live = containers.filter((c) => c.state === 'running');
     const timestamp = nowNs();
     const [pause, interfaces, containerMetrics] = await Promise.all([
@@ -135,17 +161,17 @@ export class MetricsReader {
     const pod = new Samples([sandbox.id, sandbox.name], timestamp);
     pod.cgroup(sumStats([pause, ...containerMetrics.map((c) => c.stats)]));
     pod.network(interfaces);
-    return { podSandboxId: sandbox.id, metrics: pod.metrics, containerMetrics: containerMetrics.map((c) => c.metrics) };
+    return { podSandboxId: sandbox.id, samples: pod.metrics, containers: containerMetrics.map((c) => c.metrics) };
   }
 
-  private async containerMetrics(r: ContainerRecord, timestamp: bigint): Promise<{ metrics: ContainerMetrics; stats: CgroupStats | undefined }> {
+  private async containerMetrics(r: ContainerRecord, timestamp: bigint): Promise<{ metrics: PodMetricSamples['containers'][number]; stats: CgroupStats | undefined }> {
     const [stats, layer, device] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.o.images.rootfsUsage(r.id), this.fsDevice()]);
     const samples = new Samples([r.id, r.name], timestamp);
     samples.cgroup(stats);
     samples.add('container_spec_memory_limit_bytes', resourcesOf(r)?.memoryLimitInBytes ?? 0n);
     samples.add('container_fs_usage_bytes', layer.bytes, [device]);
     samples.add('container_fs_inodes_total', layer.inodes, [device]);
-    return { metrics: { containerId: r.id, metrics: samples.metrics }, stats };
+    return { metrics: { containerId: r.id, samples: samples.metrics }, stats };
   }
 
   private async cgroupStats(cgroupsPath: string): Promise<CgroupStats | undefined> {

@@ -10,12 +10,7 @@
  */
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import {
-  ContainerEventType,
-  LinuxContainerResources,
-  type ContainerConfig,
-  type PodSandboxConfig,
-} from '../gen/runtime/v1/api.js';
+import { LinuxContainerResources, type ContainerConfig, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { withCleanup } from '../common/cleanup.js';
 import { nowNs } from '../common/clock.js';
 import { StoveError, failedPrecondition, isKind, messageOf, wrap } from '../common/errors.js';
@@ -44,7 +39,7 @@ import {
 } from './create.js';
 import { logPathFor, prepareLogFile } from './log-file.js';
 import { podConfigOf } from '../sandbox/model.js';
-import type { ContainerServiceOptions } from './deps.js';
+import type { ContainerServiceOptions, LifecycleEventType } from './deps.js';
 import { mergeResources } from './resources.js';
 import { containerConfigOf, type ContainerRecord, type ContainerStateName } from './model.js';
 import type { ContainerStore } from './store.js';
@@ -172,7 +167,7 @@ export class ContainerService {
         cleanup.push('release container name', () => this.store.names.release(name, id));
         const created = await createSteps(this.o, plan, cleanup, timer);
         cleanup.push('forget record', () => this.store.delete(id));
-        this.emit(ContainerEventType.CONTAINER_CREATED_EVENT, created);
+        this.emit('created', created);
         return created;
       }),
     ).catch((err: unknown) => {
@@ -214,7 +209,7 @@ export class ContainerService {
         },
         { durable: false },
       );
-      this.emit(ContainerEventType.CONTAINER_STARTED_EVENT, updated);
+      this.emit('started', updated);
       const ms = performance.now() - started;
       metrics().containerStarted(id, ms / 1000);
       this.log.info('container started', { id: shortId(id), pid: r.pid, ms: +ms.toFixed(1) });
@@ -231,7 +226,7 @@ export class ContainerService {
       c.message = messageOf(err);
       c.pid = 0;
     });
-    this.emit(ContainerEventType.CONTAINER_STOPPED_EVENT, updated);
+    this.emit('stopped', updated);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -364,7 +359,7 @@ export class ContainerService {
     });
     if (oom) metrics().containerOom();
     this.log.info('container exited', { id: shortId(r.id), exitCode: updated.exitCode, reason: updated.reason });
-    this.emit(ContainerEventType.CONTAINER_STOPPED_EVENT, updated);
+    this.emit('stopped', updated);
     return updated;
   }
 
@@ -394,7 +389,7 @@ export class ContainerService {
       }
       await this.store.delete(r.id);
       this.store.names.release(r.name, r.id);
-      this.emit(ContainerEventType.CONTAINER_DELETED_EVENT, r, true);
+      this.emit('deleted', r, true);
       this.log.info('container removed', { id: shortId(r.id) });
     });
   }
@@ -496,7 +491,7 @@ export class ContainerService {
   }
 
   /** Publishes a lifecycle event of this container (pod/events.ts). */
-  private emit(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
+  private emit(type: LifecycleEventType, record: ContainerRecord, deleted = false): void {
     this.o.events.container(type, record, deleted);
   }
 }

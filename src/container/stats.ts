@@ -1,22 +1,21 @@
 /**
- * Container and pod statistics in the CRI's terms, read from cgroups (v1 or v2, through
- * platform/cgroups.ts), the writable layer and the pod's network interface. Timestamps are ns.
+ * Container and pod usage, read from cgroups (v1 or v2, through platform/cgroups.ts), the writable layer
+ * and the pod's network interface. Timestamps are ns. cri/stats-convert.ts puts them in the CRI's terms.
  *
- * `usage_nano_cores` is the CPU rate since the previous reading of the same container or pod (the
- * kubelet's CRI stats provider relies on the runtime for it, as containerd computes it); the first
+ * The CPU rate (`usage_nano_cores`) is the rate since the previous reading of the same container or pod
+ * (the kubelet's CRI stats provider relies on the runtime for it, as containerd computes it); the first
  * reading has none.
  */
 import { dirname } from 'node:path';
-import { ContainerStats, PodSandboxStats, type CpuUsage, type IoUsage, type MemoryUsage, type NetworkUsage, type PsiStats } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
-import { processInterfaceStats } from '../network/netns-exec.js';
-import { readCgroupStats, type CgroupLayout, type CgroupStats, type Pressure, type PressureLine } from '../platform/cgroups.js';
+import { processInterfaceStats, type InterfaceStats } from '../network/netns-exec.js';
+import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { cgroupOfParent } from '../sandbox/resize.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 import type { ContainerImages } from './deps.js';
-import { containerConfigOf, type ContainerRecord } from './model.js';
+import type { ContainerRecord } from './model.js';
 
 export interface StatsReaderOptions {
   cgroups: CgroupLayout;
@@ -26,12 +25,34 @@ export interface StatsReaderOptions {
   log: Logger;
 }
 
+/** One reading of a container. */
+export interface ContainerUsage {
+  record: ContainerRecord;
+  timestamp: bigint;
+  /** Its cgroup's counters; undefined when the cgroup is gone. */
+  cgroup?: CgroupStats;
+  /** CPU rate since the previous reading, in billionths of a core; undefined on the first. */
+  nanoCores?: bigint;
+  /** The writable layer: the filesystem it is on and what it uses there. */
+  writableLayer: { mountpoint: string; bytes: bigint; inodes: bigint };
+}
+
+/** One reading of a pod. */
+export interface PodUsage {
+  sandbox: SandboxRecord;
+  timestamp: bigint;
+  /** Summed over the pause container and the live containers; pressure is the pod cgroup's own. */
+  cgroup?: CgroupStats;
+  nanoCores?: bigint;
+  /** The pod's interface (eth0), when it has a network namespace of its own. */
+  network?: { timestamp: bigint; interface: InterfaceStats };
+  containers: ContainerUsage[];
+}
+
 interface CpuSample {
   timestampNs: bigint;
   usageNs: bigint;
 }
-
-const u64 = (value: bigint | undefined) => (value === undefined ? undefined : { value });
 
 /** CPU samples older than this are dropped (the kubelet asks every 10–15 s). */
 const SAMPLE_TTL_NS = 10n * 60n * 1_000_000_000n;
@@ -45,31 +66,24 @@ export class StatsReader {
 
   constructor(private readonly o: StatsReaderOptions) {}
 
-  /** Stats of one container; CPU and memory are absent when its cgroup is gone. */
-  async containerStats(r: ContainerRecord): Promise<ContainerStats> {
-    const config = containerConfigOf(r);
-    const [cg, layer] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.o.images.rootfsUsage(r.id)]);
+  /** Usage of one container; cgroup counters are absent when its cgroup is gone. */
+  async containerStats(r: ContainerRecord): Promise<ContainerUsage> {
+    const [cgroup, layer] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.o.images.rootfsUsage(r.id)]);
     const timestamp = nowNs();
-    return ContainerStats.fromPartial({
-      attributes: { id: r.id, metadata: config.metadata, labels: config.labels, annotations: config.annotations },
-      cpu: this.cpu(r.id, cg, timestamp),
-      memory: memory(cg, timestamp),
-      io: io(cg, timestamp),
-      writableLayer: {
-        timestamp,
-        fsId: { mountpoint: dirname(this.o.containerDir(r.id)) },
-        usedBytes: { value: layer.bytes },
-        inodesUsed: { value: layer.inodes },
-      },
-    });
+    return {
+      record: r,
+      timestamp,
+      cgroup,
+      nanoCores: this.cpuRate(r.id, cgroup, timestamp),
+      writableLayer: { mountpoint: dirname(this.o.containerDir(r.id)), bytes: layer.bytes, inodes: layer.inodes },
+    };
   }
 
   /**
-   * Stats of a pod: CPU, memory and process count summed over the pause container and the pod's
+   * Usage of a pod: CPU, memory and process count summed over the pause container and the pod's
    * containers (whatever cgroup parent the pod has), network counters of the pod's interface.
    */
-  async podStats(sandbox: SandboxRecord, containers: ContainerRecord[]): Promise<PodSandboxStats> {
-    const config = podConfigOf(sandbox);
+  async podStats(sandbox: SandboxRecord, containers: ContainerRecord[]): Promise<PodUsage> {
     const live = containers.filter((c) => c.state !== 'exited');
     const [pause, containerStats, network] = await Promise.all([
       this.cgroupStats(sandbox.cgroupsPath),
@@ -82,17 +96,7 @@ export class StatsReader {
     const pressure = (await this.podCgroupStats(sandbox))?.pressure;
     if (total && pressure) total.pressure = pressure;
     const timestamp = nowNs();
-    return PodSandboxStats.fromPartial({
-      attributes: { id: sandbox.id, metadata: config.metadata, labels: config.labels, annotations: config.annotations },
-      linux: {
-        cpu: this.cpu(`pod:${sandbox.id}`, total, timestamp),
-        memory: memory(total, timestamp),
-        io: io(total, timestamp),
-        network,
-        process: total?.pids ? { timestamp, processCount: { value: total.pids.current } } : undefined,
-        containers: containerStats,
-      },
-    });
+    return { sandbox, timestamp, cgroup: total, nanoCores: this.cpuRate(`pod:${sandbox.id}`, total, timestamp), network, containers: containerStats };
   }
 
   /** Forgets samples nobody asked about for a while (removed containers and pods). */
@@ -121,58 +125,26 @@ export class StatsReader {
     }
   }
 
-  private cpu(key: string, cg: CgroupStats | undefined, timestamp: bigint): CpuUsage | undefined {
+  /** Records this CPU reading and returns the rate since the previous one of the same key. */
+  private cpuRate(key: string, cg: CgroupStats | undefined, timestamp: bigint): bigint | undefined {
     if (!cg?.cpu) return undefined;
     const usageNs = cg.cpu.usageNs;
     const previous = this.samples.get(key);
     this.samples.set(key, { timestampNs: timestamp, usageNs });
     if (this.samples.size > 64 && timestamp - this.lastPrune > SAMPLE_TTL_NS) this.prune(timestamp);
-    let nanoCores: bigint | undefined;
-    if (previous && timestamp > previous.timestampNs && usageNs >= previous.usageNs) {
-      nanoCores = ((usageNs - previous.usageNs) * 1_000_000_000n) / (timestamp - previous.timestampNs);
-    }
-    return { timestamp, usageCoreNanoSeconds: { value: usageNs }, usageNanoCores: u64(nanoCores), psi: psi(cg.pressure?.cpu) };
+    if (!previous || timestamp <= previous.timestampNs || usageNs < previous.usageNs) return undefined;
+    return ((usageNs - previous.usageNs) * 1_000_000_000n) / (timestamp - previous.timestampNs);
   }
 
-  private async network(sandbox: SandboxRecord): Promise<NetworkUsage | undefined> {
+  private async network(sandbox: SandboxRecord): Promise<PodUsage['network']> {
     if (!sandbox.netnsPath || sandbox.pausePid <= 0) return undefined;
     try {
-      const s = await processInterfaceStats(sandbox.pausePid, POD_INTERFACE);
-      const iface = { name: s.name, rxBytes: { value: s.rxBytes }, rxErrors: { value: s.rxErrors }, txBytes: { value: s.txBytes }, txErrors: { value: s.txErrors } };
-      return { timestamp: nowNs(), defaultInterface: iface, interfaces: [iface] };
+      return { timestamp: nowNs(), interface: await processInterfaceStats(sandbox.pausePid, POD_INTERFACE) };
     } catch (err) {
       this.o.log.debug('no network stats for pod', { sandbox: sandbox.id, error: messageOf(err) });
       return undefined;
     }
   }
-}
-
-function memory(cg: CgroupStats | undefined, timestamp: bigint): MemoryUsage | undefined {
-  const m = cg?.memory;
-  if (!m) return undefined;
-  return {
-    timestamp,
-    workingSetBytes: { value: m.workingSetBytes },
-    availableBytes: u64(m.availableBytes),
-    usageBytes: { value: m.usageBytes },
-    rssBytes: { value: m.rssBytes },
-    pageFaults: { value: m.pageFaults },
-    majorPageFaults: { value: m.majorPageFaults },
-    psi: psi(cg.pressure?.memory),
-  };
-}
-
-/** Block I/O pressure; absent without PSI (cgroup v1). */
-function io(cg: CgroupStats | undefined, timestamp: bigint): IoUsage | undefined {
-  const p = psi(cg?.pressure?.io);
-  return p ? { timestamp, psi: p } : undefined;
-}
-
-/** A `*.pressure` file in the CRI's terms (PsiData fields are capitalised in the proto). */
-export function psi(p: Pressure | undefined): PsiStats | undefined {
-  if (!p) return undefined;
-  const data = (l: PressureLine | undefined) => (l ? { Total: l.total, Avg10: l.avg10, Avg60: l.avg60, Avg300: l.avg300 } : undefined);
-  return { Full: data(p.full), Some: data(p.some) };
 }
 
 /** Adds up cgroup stats (limits are not summed: a pod total has none). */

@@ -13,7 +13,7 @@ import type { StreamSink } from '../api/handlers.js';
 import { writeChunked } from '../api/stream-chunks.js';
 import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
-import { toContainerStatus, criState, toCriContainer } from '../container/cri-status.js';
+import { toContainerStatus, criState, toCriContainer } from './container-convert.js';
 import { containerConfigOf, type ContainerRecord } from '../container/model.js';
 import type { ContainerService } from '../container/service.js';
 import type { SandboxLookup } from '../container/deps.js';

@@ -2,14 +2,17 @@
 import {
   ListMetricDescriptorsResponse,
   ListPodSandboxMetricsResponse,
+  MetricType,
   PodSandboxMetrics,
   StreamPodSandboxMetricsResponse,
+  type DeepPartial,
+  type Metric,
   type StreamPodSandboxMetricsRequest,
 } from '../gen/runtime/v1/api.js';
 import type { StreamSink } from '../api/handlers.js';
 import { loadInSlices, writeChunked } from '../api/stream-chunks.js';
 import type { SandboxLookup } from '../container/deps.js';
-import { metricDescriptors, type MetricsReader } from '../container/metrics.js';
+import { metricDescriptors, type MetricKind, type MetricSample, type MetricsReader, type PodMetricSamples } from '../container/metrics.js';
 import type { ContainerService } from '../container/service.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 
@@ -40,6 +43,20 @@ function readyPods(d: MetricsDeps): SandboxRecord[] {
   return d.sandboxes.list().filter((s) => s.state === 'ready');
 }
 
-function podMetrics(d: MetricsDeps, sandbox: SandboxRecord): Promise<PodSandboxMetrics> {
-  return d.metrics.podMetrics(sandbox, d.containers.store.ofSandbox(sandbox.id));
+async function podMetrics(d: MetricsDeps, sandbox: SandboxRecord): Promise<PodSandboxMetrics> {
+  return toPodSandboxMetrics(await d.metrics.podMetrics(sandbox, d.containers.store.ofSandbox(sandbox.id)));
+}
+
+const METRIC_TYPES: Record<MetricKind, MetricType> = { counter: MetricType.COUNTER, gauge: MetricType.GAUGE };
+
+function toPodSandboxMetrics(m: PodMetricSamples): PodSandboxMetrics {
+  return PodSandboxMetrics.fromPartial({
+    podSandboxId: m.podSandboxId,
+    metrics: m.samples.map(toMetric),
+    containerMetrics: m.containers.map((c) => ({ containerId: c.containerId, metrics: c.samples.map(toMetric) })),
+  });
+}
+
+function toMetric(s: MetricSample): DeepPartial<Metric> {
+  return { name: s.name, timestamp: s.timestamp, metricType: METRIC_TYPES[s.kind], labelValues: s.labelValues, value: { value: s.value } };
 }

@@ -15,7 +15,7 @@ import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import { criPodState, toPodSandboxStatus } from '../sandbox/cri-status.js';
+import { criPodState, toPodSandboxStatus } from './sandbox-convert.js';
 import type { PodLifecycle } from '../pod/lifecycle.js';
 import type { SandboxService } from '../sandbox/service.js';
 

@@ -22,10 +22,12 @@ import { loadInSlices, writeChunked } from '../api/stream-chunks.js';
 import { requiredString } from './validate.js';
 import { notFound } from '../common/errors.js';
 import type { SandboxLookup } from '../container/deps.js';
+import type { ContainerRecord } from '../container/model.js';
 import type { ContainerService } from '../container/service.js';
 import type { StatsReader } from '../container/stats.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 import { filterContainers } from './container-query.js';
+import { toContainerStats, toPodSandboxStats } from './stats-convert.js';
 
 export interface StatsDeps {
   containers: ContainerService;
@@ -35,18 +37,18 @@ export interface StatsDeps {
 
 export async function containerStats(d: StatsDeps, req: ContainerStatsRequest): Promise<ContainerStatsResponse> {
   const record = d.containers.get(requiredString(req.containerId, 'container_id'));
-  return ContainerStatsResponse.fromPartial({ stats: await d.stats.containerStats(record) });
+  return ContainerStatsResponse.fromPartial({ stats: toContainerStats(await d.stats.containerStats(record)) });
 }
 
 /** Stats of the containers the filter selects that are not EXITED (containerd lists live tasks only). */
 export async function listContainerStats(d: StatsDeps, req: ListContainerStatsRequest): Promise<ListContainerStatsResponse> {
-  const stats = await Promise.all(liveContainers(d, req.filter).map((r) => d.stats.containerStats(r)));
+  const stats = await Promise.all(liveContainers(d, req.filter).map((r) => containerStatsOf(d, r)));
   return ListContainerStatsResponse.fromPartial({ stats });
 }
 
 /** What ListContainerStats returns, read and sent a slice at a time. */
 export async function streamContainerStats(d: StatsDeps, req: StreamContainerStatsRequest, sink: StreamSink<StreamContainerStatsResponse>): Promise<void> {
-  const batches = loadInSlices(liveContainers(d, req.filter), STATS_SLICE, (slice) => Promise.all(slice.map((r) => d.stats.containerStats(r))));
+  const batches = loadInSlices(liveContainers(d, req.filter), STATS_SLICE, (slice) => Promise.all(slice.map((r) => containerStatsOf(d, r))));
   await writeChunked(sink, batches, (s) => ContainerStats.encode(s).finish().length, (containerStats) =>
     StreamContainerStatsResponse.fromPartial({ containerStats }),
   );
@@ -97,6 +99,10 @@ function readySandboxes(d: StatsDeps, filter: PodSandboxStatsFilter | undefined)
   return sandboxes;
 }
 
-function podStats(d: StatsDeps, sandbox: SandboxRecord) {
-  return d.stats.podStats(sandbox, d.containers.store.ofSandbox(sandbox.id));
+async function containerStatsOf(d: StatsDeps, record: ContainerRecord): Promise<ContainerStats> {
+  return toContainerStats(await d.stats.containerStats(record));
+}
+
+async function podStats(d: StatsDeps, sandbox: SandboxRecord): Promise<PodSandboxStats> {
+  return toPodSandboxStats(await d.stats.podStats(sandbox, d.containers.store.ofSandbox(sandbox.id)));
 }

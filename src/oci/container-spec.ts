@@ -1,5 +1,5 @@
 /**
- * `buildContainerSpec`: the config.json of an app container, as a pure function of the CRI request, the
+ * `buildContainerSpec`: the config.json of an app container, as a pure function of its CRI config, the
  * sandbox's facts, the image config and what the host preparation found (host-prepare.ts). Reads like
  * containerd's `buildLinuxSpec`: a list of named steps applied to an empty spec.
  *

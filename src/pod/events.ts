@@ -1,20 +1,31 @@
 /**
  * The one publisher of lifecycle events: containers' (from the container service) and pods' (from the
  * pod lifecycle), for GetContainerEvents subscribers (the kubelet's evented PLEG; a pod's events carry
- * its sandbox ID as container_id, as containerd's do) and for lifecycle extensions (NRI notifications).
+ * its sandbox ID as the event's id, as containerd's do) and for lifecycle extensions (NRI notifications).
  *
- * Each event carries the pod's status and its containers' statuses as they are when it is published
- * (snapshotted at once), and events go out in call order.
+ * Each event carries the pod's record and its containers' records as they are when it is published
+ * (records are replaced, never changed, so this is a snapshot), and events go out in call order.
+ * cri/container-events.ts turns them into the CRI's ContainerEventResponse.
  */
-import { ContainerEventResponse, ContainerEventType, type ContainerStatus } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
 import type { Logger } from '../common/logger.js';
-import { toContainerStatus } from '../container/cri-status.js';
-import type { ContainerEvents, ContainerLifecycle } from '../container/deps.js';
+import type { ContainerEvents, ContainerLifecycle, LifecycleEventType } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
-import { toPodSandboxStatus } from '../sandbox/cri-status.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import { EventHub, type EventSink } from './event-hub.js';
+
+/** One published event. */
+export interface LifecycleEvent {
+  /** The container's ID, or the pod's for a pod's own event. */
+  id: string;
+  type: LifecycleEventType;
+  /** When it was published, ns since the epoch. */
+  createdAt: bigint;
+  /** The pod, when it still exists. */
+  sandbox?: SandboxRecord;
+  /** The pod's containers (a deleted container no longer among them). */
+  containers: readonly ContainerRecord[];
+}
 
 export interface LifecycleEventsOptions {
   /** The pod's record (the sandbox store); undefined once it is gone. */
@@ -29,16 +40,16 @@ export interface LifecycleEventsOptions {
 }
 
 export class LifecycleEvents implements ContainerEvents {
-  private readonly hub: EventHub<ContainerEventResponse>;
+  private readonly hub: EventHub<LifecycleEvent>;
   /** The last event published for each pod. */
-  private readonly lastPodEvent = new Map<string, ContainerEventType>();
+  private readonly lastPodEvent = new Map<string, LifecycleEventType>();
 
   constructor(private readonly o: LifecycleEventsOptions) {
     this.hub = new EventHub({ maxBacklog: o.maxBacklog, log: o.log });
   }
 
-  /** Adds a GetContainerEvents subscriber until its sink closes; returns an unsubscribe function. */
-  subscribe(sink: EventSink<ContainerEventResponse>): () => void {
+  /** Adds a subscriber until its sink closes; returns an unsubscribe function. */
+  subscribe(sink: EventSink<LifecycleEvent>): () => void {
     return this.hub.subscribe(sink);
   }
 
@@ -47,44 +58,40 @@ export class LifecycleEvents implements ContainerEvents {
     this.hub.close();
   }
 
-  container(type: ContainerEventType, record: ContainerRecord, deleted = false): void {
+  container(type: LifecycleEventType, record: ContainerRecord, deleted = false): void {
     const extension = CONTAINER_EXTENSION_EVENT[type];
     if (extension) this.o.extensions?.containerEvent(extension, record);
     if (this.hub.size === 0) return;
-    const statuses = this.o.containersOf(record.sandboxId).map(toContainerStatus);
-    if (!deleted && !statuses.some((s) => s.id === record.id)) statuses.push(toContainerStatus(record));
-    this.enqueue(record.id, record.sandboxId, type, statuses);
+    const containers = [...this.o.containersOf(record.sandboxId)];
+    if (!deleted && !containers.some((c) => c.id === record.id)) containers.push(record);
+    this.enqueue(record.id, record.sandboxId, type, containers);
   }
 
   /** A pod's own event. A StopPodSandbox and the pause process's exit both report a stop: it goes out once. */
-  pod(type: ContainerEventType, sandboxId: string): void {
+  pod(type: LifecycleEventType, sandboxId: string): void {
     if (this.lastPodEvent.get(sandboxId) === type) return;
-    if (type === ContainerEventType.CONTAINER_DELETED_EVENT) this.lastPodEvent.delete(sandboxId);
+    if (type === 'deleted') this.lastPodEvent.delete(sandboxId);
     else this.lastPodEvent.set(sandboxId, type);
     const extension = POD_EXTENSION_EVENT[type];
     if (extension) this.o.extensions?.podEvent(extension, sandboxId);
     if (this.hub.size === 0) return;
-    this.enqueue(sandboxId, sandboxId, type, this.o.containersOf(sandboxId).map(toContainerStatus));
+    this.enqueue(sandboxId, sandboxId, type, this.o.containersOf(sandboxId));
   }
 
-  private enqueue(id: string, sandboxId: string, type: ContainerEventType, statuses: ContainerStatus[]): void {
-    const createdAt = nowNs();
-    const sandbox = this.o.sandbox(sandboxId);
-    const podSandboxStatus = sandbox ? toPodSandboxStatus(sandbox) : undefined;
-    const event = ContainerEventResponse.fromPartial({ containerId: id, containerEventType: type, createdAt, podSandboxStatus, containersStatuses: statuses });
-    this.hub.publish(event);
+  private enqueue(id: string, sandboxId: string, type: LifecycleEventType, containers: ContainerRecord[]): void {
+    this.hub.publish({ id, type, createdAt: nowNs(), sandbox: this.o.sandbox(sandboxId), containers });
   }
 }
 
-/** The extension notification each CRI event stands for. */
-const CONTAINER_EXTENSION_EVENT: Partial<Record<ContainerEventType, 'created' | 'started' | 'stopped' | 'removed'>> = {
-  [ContainerEventType.CONTAINER_CREATED_EVENT]: 'created',
-  [ContainerEventType.CONTAINER_STARTED_EVENT]: 'started',
-  [ContainerEventType.CONTAINER_STOPPED_EVENT]: 'stopped',
-  [ContainerEventType.CONTAINER_DELETED_EVENT]: 'removed',
+/** The extension notification each event stands for. */
+const CONTAINER_EXTENSION_EVENT: Record<LifecycleEventType, 'created' | 'started' | 'stopped' | 'removed'> = {
+  created: 'created',
+  started: 'started',
+  stopped: 'stopped',
+  deleted: 'removed',
 };
-const POD_EXTENSION_EVENT: Partial<Record<ContainerEventType, 'started' | 'stopped' | 'removed'>> = {
-  [ContainerEventType.CONTAINER_STARTED_EVENT]: 'started',
-  [ContainerEventType.CONTAINER_STOPPED_EVENT]: 'stopped',
-  [ContainerEventType.CONTAINER_DELETED_EVENT]: 'removed',
+const POD_EXTENSION_EVENT: Partial<Record<LifecycleEventType, 'started' | 'stopped' | 'removed'>> = {
+  started: 'started',
+  stopped: 'stopped',
+  deleted: 'removed',
 };

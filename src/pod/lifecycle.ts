@@ -13,9 +13,10 @@
  * operations take the container service's per-container lock; the pod lock is always taken first.
  * Lookups read the in-memory stores and take no lock.
  */
-import { ContainerEventType, type ContainerConfig, type LinuxContainerResources, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import type { ContainerConfig, LinuxContainerResources, PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { wrap } from '../common/errors.js';
 import { KeyedMutex } from '../common/locks.js';
+import type { LifecycleEventType } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { SandboxRecord } from '../sandbox/model.js';
@@ -58,7 +59,7 @@ export interface PodContainers {
 
 /** Where a pod's own events go (pod/events.ts). */
 export interface PodEvents {
-  pod(type: ContainerEventType, sandboxId: string): void;
+  pod(type: LifecycleEventType, sandboxId: string): void;
 }
 
 export interface PodLifecycleOptions {
@@ -75,8 +76,8 @@ export class PodLifecycle {
   /** Creates and starts a pod; CREATED and STARTED go out once it runs. */
   async run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
     const record = await this.o.sandboxes.run(config, runtimeHandler);
-    this.o.events.pod(ContainerEventType.CONTAINER_CREATED_EVENT, record.id);
-    this.o.events.pod(ContainerEventType.CONTAINER_STARTED_EVENT, record.id);
+    this.o.events.pod('created', record.id);
+    this.o.events.pod('started', record.id);
     return record;
   }
 
@@ -101,7 +102,7 @@ export class PodLifecycle {
         throw wrap(err, `failed to remove containers of sandbox "${id}"`);
       }
       await this.o.sandboxes.remove(id);
-      this.o.events.pod(ContainerEventType.CONTAINER_DELETED_EVENT, id);
+      this.o.events.pod('deleted', id);
     });
   }
 
@@ -159,7 +160,7 @@ export class PodLifecycle {
   }
 
   private async notePauseExit(id: string, exit?: ExitRecord): Promise<void> {
-    if (await this.o.sandboxes.notePauseExit(id, exit)) this.o.events.pod(ContainerEventType.CONTAINER_STOPPED_EVENT, id);
+    if (await this.o.sandboxes.notePauseExit(id, exit)) this.o.events.pod('stopped', id);
   }
 
   private async stopLocked(id: string): Promise<void> {
@@ -171,6 +172,6 @@ export class PodLifecycle {
       throw wrap(err, `failed to stop containers of sandbox "${id}"`);
     }
     await this.o.sandboxes.stop(id);
-    if (before.state === 'ready') this.o.events.pod(ContainerEventType.CONTAINER_STOPPED_EVENT, id);
+    if (before.state === 'ready') this.o.events.pod('stopped', id);
   }
 }

@@ -10,6 +10,7 @@ import { ContainerConfig, PodSandboxConfig } from '../../../src/gen/runtime/v1/a
 import type { SandboxRecord } from '../../../src/sandbox/model.js';
 import { parsePressure, readCgroupStats, type CgroupLayout } from '../../../src/platform/cgroups.js';
 import { StatsReader } from '../../../src/container/stats.js';
+import { toContainerStats, toPodSandboxStats } from '../../../src/cri/stats-convert.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { REPO_ROOT } from '../../helpers/stove-process.js';
@@ -43,7 +44,7 @@ describe('PSI and IoUsage', () => {
     const raw = await readCgroupStats(layout, '/pods/c1');
     assert.equal(raw.pressure!.memory!.some!.total, 18446744073709551615n);
 
-    const stats = await reader(layout).containerStats(record('/pods/c1'));
+    const stats = toContainerStats(await reader(layout).containerStats(record('/pods/c1')));
     assert.deepEqual(stats.cpu!.psi, {
       Some: { Total: 123456789n, Avg10: 1.5, Avg60: 0.75, Avg300: 0.2 },
       Full: { Total: 0n, Avg10: 0, Avg60: 0, Avg300: 0 },
@@ -68,12 +69,12 @@ describe('PSI and IoUsage', () => {
         netnsPath: '',
         pausePid: 0,
       }) as unknown as SandboxRecord;
-    const own = await reader(layout).podStats(sandbox('/kubepods/pod1'), []);
+    const own = toPodSandboxStats(await reader(layout).podStats(sandbox('/kubepods/pod1'), []));
     assert.equal(own.linux!.cpu!.psi!.Some!.Total, 123456789n);
     assert.equal(own.linux!.memory!.psi!.Full!.Total, 987654n);
     assert.equal(own.linux!.io!.psi!.Some!.Total, 4242n);
     // Without a cgroup of its own the pod has no pressure to report.
-    const shared = await reader(layout).podStats(sandbox(''), []);
+    const shared = toPodSandboxStats(await reader(layout).podStats(sandbox(''), []));
     assert.equal(shared.linux!.cpu!.psi, undefined);
     assert.equal(shared.linux!.io, undefined);
   });
@@ -87,7 +88,7 @@ describe('PSI and IoUsage', () => {
         { version: 1, controllers: ['memory'], mountPoint: join(dir, 'v1/memory'), root: '/' },
       ],
     };
-    const stats = await reader(layout).containerStats(record('/pods/c1'));
+    const stats = toContainerStats(await reader(layout).containerStats(record('/pods/c1')));
     assert.equal(stats.cpu!.usageCoreNanoSeconds!.value, 2_500_000_000n);
     assert.equal(stats.memory!.workingSetBytes!.value, 9437184n);
     assert.equal(stats.cpu!.psi, undefined);

@@ -4,6 +4,7 @@ import { access, mkdir, readdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig, ContainerEventType, PodSandboxConfig, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { recoverContainers } from '../../../src/container/recover.js';
+import { getContainerEvents } from '../../../src/cri/container-events.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { harness, IMAGE_NAME, type Harness } from './fakes.js';
 
@@ -28,6 +29,7 @@ function sink() {
       this.closed = true;
     },
     onClose() {},
+    drained: () => Promise.resolve(),
   };
 }
 
@@ -126,7 +128,7 @@ describe('container service (fakes)', () => {
 
   it('handles exit files, emits events in order, and removes everything', async () => {
     const s = sink();
-    h.events.subscribe(s);
+    getContainerEvents(h.events, {}, s);
     const r = await h.service.create(SANDBOX, config());
     await h.service.start(r.id);
     assert.equal(await h.service.handleExit({ id: r.id, exitCode: 0, finishedAtNs: 10n ** 19n }), true);

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { internal, notFound } from '../../../src/common/errors.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import type { LifecycleEventType } from '../../../src/container/deps.js';
 import type { ExitRecord } from '../../../src/monitor/exits.js';
 import type { PodNetworkRequest, PodNetworkResult, PodNetworkRef } from '../../../src/network/pod-network.js';
 import type { SandboxHost } from '../../../src/sandbox/host.js';
@@ -17,7 +18,6 @@ import type { PodNetwork } from '../../../src/sandbox/deps.js';
 import { SandboxService } from '../../../src/sandbox/service.js';
 import { SandboxStore } from '../../../src/sandbox/store.js';
 import { PodLifecycle, type PodContainers } from '../../../src/pod/lifecycle.js';
-import type { ContainerEventType } from '../../../src/gen/runtime/v1/api.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
 import type { Spec } from '../../../src/oci/types.js';
 import { testSettings } from '../oci/fixtures.js';
@@ -211,8 +211,8 @@ export class FakeContainers implements PodContainers {
 
 /** The pod events published, as `<type> <id>`. */
 export class FakePodEvents {
-  readonly published: { type: ContainerEventType; id: string }[] = [];
-  pod(type: ContainerEventType, sandboxId: string): void {
+  readonly published: { type: LifecycleEventType; id: string }[] = [];
+  pod(type: LifecycleEventType, sandboxId: string): void {
     this.published.push({ type, id: sandboxId });
   }
 }

@@ -4,7 +4,7 @@ import { access, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NamespaceMode, PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { podSandboxStatus, listPodSandbox } from '../../../src/cri/sandbox-query.js';
-import { ContainerConfig, ContainerEventType, LinuxContainerResources, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerConfig, LinuxContainerResources, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { eventually } from '../../helpers/wait.js';
 import { boom, Harness } from './fakes.js';
@@ -191,8 +191,8 @@ describe('sandbox service', () => {
     await assertNothingLeft();
     // Each event once, though the pod was stopped twice and removed twice.
     assert.deepEqual(
-      h.events.published.map((e) => `${ContainerEventType[e.type]} ${e.id}`),
-      ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT', 'CONTAINER_DELETED_EVENT'].map((t) => `${t} ${r.id}`),
+      h.events.published.map((e) => `${e.type} ${e.id}`),
+      ['created', 'started', 'stopped', 'deleted'].map((t) => `${t} ${r.id}`),
     );
     await rejectsKind(status({ podSandboxId: r.id, verbose: false }), 'NotFound', /not found/);
   });
@@ -231,8 +231,8 @@ describe('sandbox service', () => {
     // The stop that follows reports no second STOPPED.
     await h.pods.stop(r.id);
     assert.deepEqual(
-      h.events.published.map((e) => ContainerEventType[e.type]),
-      ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT'],
+      h.events.published.map((e) => e.type),
+      ['created', 'started', 'stopped'],
     );
   });
 
@@ -262,8 +262,8 @@ describe('sandbox service', () => {
     assert.equal(h.service.get(r.id).state, 'notready');
     assert.equal(h.service.get(r.id).exit?.code, 255, 'no exit record: the code is unknown');
     assert.deepEqual(
-      h.events.published.map((e) => ContainerEventType[e.type]),
-      ['CONTAINER_STOPPED_EVENT'],
+      h.events.published.map((e) => e.type),
+      ['stopped'],
       'the subscribers learn of it as of an exit file',
     );
   });
@@ -287,8 +287,8 @@ describe('sandbox service', () => {
     // The exit came in while the stop ran: it changes nothing after it, and STOPPED goes out once.
     assert.equal(h.service.get(a.id).state, 'notready');
     assert.deepEqual(
-      h.events.published.filter((e) => e.id === a.id).map((e) => ContainerEventType[e.type]),
-      ['CONTAINER_CREATED_EVENT', 'CONTAINER_STARTED_EVENT', 'CONTAINER_STOPPED_EVENT'],
+      h.events.published.filter((e) => e.id === a.id).map((e) => e.type),
+      ['created', 'started', 'stopped'],
     );
   });
 

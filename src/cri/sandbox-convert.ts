@@ -1,6 +1,6 @@
 /** A sandbox record in the CRI's terms: PodSandboxStatus (status RPC, events). */
 import { PodSandboxState, PodSandboxStatus } from '../gen/runtime/v1/api.js';
-import { podConfigOf, type SandboxRecord } from './model.js';
+import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 
 /** The CRI state of a record. */
 export function criPodState(record: SandboxRecord): PodSandboxState {

@@ -1,8 +1,8 @@
 /** A container record in the CRI's terms: ContainerStatus (status, events) and Container (listing). */
 import { Container, ContainerState, ContainerStatus } from '../gen/runtime/v1/api.js';
-import { DEFAULT_STOP_SIGNAL, toCriSignal } from './stop-signal.js';
-import { statusMounts } from './image-volumes.js';
-import { containerConfigOf, resourcesOf, type ContainerRecord, type ContainerStateName } from './model.js';
+import { DEFAULT_STOP_SIGNAL, toCriSignal } from '../container/stop-signal.js';
+import { statusMounts } from '../container/image-volumes.js';
+import { containerConfigOf, resourcesOf, type ContainerRecord, type ContainerStateName } from '../container/model.js';
 
 const STATES: Record<ContainerStateName, ContainerState> = {
   created: ContainerState.CONTAINER_CREATED,
