@@ -10,7 +10,7 @@
  * runs on hosts without SELinux (no mount label is set either).
  */
 import { posix } from 'node:path';
-import { MountPropagation, type Mount as CriMount } from '../gen/runtime/v1/api.js';
+import { MountPropagation, Mount as CriMount } from '../gen/runtime/v1/api.js';
 import { invalidArgument } from '../common/errors.js';
 import { cgroupMount, standardMounts, sysBindMount } from './defaults.js';
 import type { Mount } from './types.js';
@@ -42,18 +42,7 @@ export function podFileMounts(files: PodFiles, readonlyRootfs: boolean): CriMoun
   const out: CriMount[] = [];
   const add = (containerPath: string, hostPath: string | undefined, readonly: boolean) => {
     if (!hostPath) return;
-    out.push({
-      containerPath,
-      hostPath,
-      readonly,
-      selinuxRelabel: false,
-      propagation: MountPropagation.PROPAGATION_PRIVATE,
-      uidMappings: [],
-      gidMappings: [],
-      recursiveReadOnly: false,
-      image: undefined,
-      imageSubPath: '',
-    });
+    out.push(CriMount.fromPartial({ containerPath, hostPath, readonly, propagation: MountPropagation.PROPAGATION_PRIVATE }));
   };
   add('/etc/hostname', files.hostnamePath, readonlyRootfs);
   add('/etc/hosts', files.hostsPath, readonlyRootfs);

@@ -2,8 +2,7 @@
  * Security settings other than capabilities and seccomp: masked and read-only /proc and /sys paths,
  * AppArmor, read-only root, privileged mode.
  */
-import type { SecurityProfile } from '../gen/runtime/v1/api.js';
-import { SecurityProfile_ProfileType } from '../gen/runtime/v1/api.js';
+import { SecurityProfile, SecurityProfile_ProfileType } from '../gen/runtime/v1/api.js';
 import { failedPrecondition, invalidArgument } from '../common/errors.js';
 import { DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS } from './defaults.js';
 import type { Mount } from './types.js';
@@ -84,10 +83,10 @@ export function selectAppArmor(
 /** The deprecated string form as a SecurityProfile (undefined when empty). */
 export function appArmorFromDeprecated(value: string): SecurityProfile | undefined {
   if (!value) return undefined;
-  if (value === 'unconfined') return { profileType: SecurityProfile_ProfileType.Unconfined, localhostRef: '' };
-  if (value === 'runtime/default') return { profileType: SecurityProfile_ProfileType.RuntimeDefault, localhostRef: '' };
+  if (value === 'unconfined') return SecurityProfile.fromPartial({ profileType: SecurityProfile_ProfileType.Unconfined });
+  if (value === 'runtime/default') return SecurityProfile.fromPartial({ profileType: SecurityProfile_ProfileType.RuntimeDefault });
   if (value.startsWith('localhost/')) {
-    return { profileType: SecurityProfile_ProfileType.Localhost, localhostRef: value.slice('localhost/'.length) };
+    return SecurityProfile.fromPartial({ profileType: SecurityProfile_ProfileType.Localhost, localhostRef: value.slice('localhost/'.length) });
   }
   throw invalidArgument(`unknown apparmor profile "${value}": want runtime/default, unconfined or localhost/<name>`);
 }

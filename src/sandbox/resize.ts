@@ -5,7 +5,7 @@
  * limits (the containers' sum plus the overhead) into the pod's own cgroup, its `cgroup_parent`. A pod
  * without a cgroup of its own (its parent is the daemon's shared default) has nothing to resize.
  */
-import { LinuxContainerResources, type HugepageLimit } from '../gen/runtime/v1/api.js';
+import { LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { failedPrecondition } from '../common/errors.js';
 import { cgroupPathOf, expandSlice } from '../platform/cgroups.js';
 import type { CgroupDriverName } from '../oci/index.js';
@@ -38,7 +38,7 @@ export function podLimits(resources: LinuxContainerResources | undefined, overhe
   const r = resources ?? LinuxContainerResources.fromPartial({});
   const o = overhead ?? LinuxContainerResources.fromPartial({});
   const plus = (a: bigint, b: bigint) => (a > 0n ? a + (b > 0n ? b : 0n) : a);
-  const hugepages: HugepageLimit[] = r.hugepageLimits.map((h) => ({
+  const hugepages = r.hugepageLimits.map((h) => ({
     pageSize: h.pageSize,
     limit: h.limit + (o.hugepageLimits.find((x) => x.pageSize === h.pageSize)?.limit ?? 0n),
   }));
