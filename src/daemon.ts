@@ -315,7 +315,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
     createContainer: (r) => createContainer(pods, r),
-    startContainer: (r) => startContainer(containers, r),
+    startContainer: (r) => startContainer(pods, r),
     stopContainer: (r) => stopContainer(containers, r),
     removeContainer: (r) => removeContainer(containers, r),
     containerStatus: (r) => containerStatus(containers, r),

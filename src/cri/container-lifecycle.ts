@@ -30,8 +30,8 @@ export async function createContainer(pods: Pick<PodLifecycle, 'createContainer'
   return CreateContainerResponse.fromPartial({ containerId: record.id });
 }
 
-export async function startContainer(containers: ContainerService, req: StartContainerRequest): Promise<StartContainerResponse> {
-  await containers.start(requiredString(req.containerId, 'container_id'));
+export async function startContainer(pods: Pick<PodLifecycle, 'startContainer'>, req: StartContainerRequest): Promise<StartContainerResponse> {
+  await pods.startContainer(requiredString(req.containerId, 'container_id'));
   return StartContainerResponse.fromPartial({});
 }
 

@@ -7,14 +7,15 @@
  *
  * Ordering rule: the per-pod lock here is the only lock of a pod. Every change to a pod — stop,
  * remove, resize, its pause process's exit (from the exit dir or noticed by PodSandboxStatus),
- * start-up reconciling, and CreateContainer, which needs the pod ready until its container is
- * recorded (else a RemovePodSandbox could miss a container being created) — runs under it, and the sandbox service's steps take no lock of their own, so
+ * start-up reconciling, and CreateContainer and StartContainer, which need the pod ready until they
+ * are done (else a RemovePodSandbox could miss a container being created, or a StopPodSandbox leave a
+ * container started after it stopped the others) — runs under it, and the sandbox service's steps take no lock of their own, so
  * two of them never interleave on one pod and nothing waits on a second lock. A container's own
  * operations take the container service's per-container lock; the pod lock is always taken first.
  * Lookups read the in-memory stores and take no lock.
  */
 import type { ContainerConfig, LinuxContainerResources, PodSandboxConfig } from '../gen/runtime/v1/api.js';
-import { wrap } from '../common/errors.js';
+import { failedPrecondition, wrap } from '../common/errors.js';
 import { KeyedMutex } from '../common/locks.js';
 import type { LifecycleEventType } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
@@ -50,6 +51,10 @@ export interface PodSandboxes {
 export interface PodContainers {
   /** CreateContainer in a ready pod (NotFound, FailedPrecondition otherwise). */
   create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord>;
+  /** The container with this ID or unique ID prefix, or undefined. */
+  find(idOrPrefix: string): ContainerRecord | undefined;
+  /** StartContainer (NotFound, FailedPrecondition for one not CREATED). */
+  start(idOrPrefix: string): Promise<void>;
   /** Stops every running container of the pod (timeout 0 kills at once). */
   stopAll(sandboxId: string, timeoutSeconds: number): Promise<void>;
   /** Removes every container of the pod. */
@@ -115,6 +120,23 @@ export class PodLifecycle {
     // An unknown pod: nothing to hold; the container service says NotFound.
     if (!id) return this.o.containers.create(podSandboxId, config, requestPodConfig);
     return this.locks.run(id, () => this.o.containers.create(id, config, requestPodConfig));
+  }
+
+  /**
+   * StartContainer: only in a ready pod (as containerd), and under the pod's lock, so that a
+   * StopPodSandbox either stops the started container or comes first and keeps it from starting.
+   */
+  async startContainer(idOrPrefix: string): Promise<void> {
+    const container = this.o.containers.find(idOrPrefix);
+    // An unknown container: the container service says NotFound.
+    if (!container) return this.o.containers.start(idOrPrefix);
+    const podId = container.sandboxId;
+    await this.locks.run(podId, async () => {
+      if (this.o.sandboxes.find(podId)?.state !== 'ready') {
+        throw failedPrecondition(`failed to start container "${container.id}": sandbox "${podId}" is not ready: containers can only be started in a ready sandbox`);
+      }
+      await this.o.containers.start(container.id);
+    });
   }
 
   /**

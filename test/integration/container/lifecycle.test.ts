@@ -145,9 +145,12 @@ describe('containers: lifecycle (real runc, conmon and CNI)', function () {
     await rejectsWith(rt.startContainer({ containerId: 'f'.repeat(64) }), 'NOT_FOUND', /container "f{64}" not found/);
     const running = await world.run(pod, world.config('sleeper'));
     await rejectsWith(rt.startContainer({ containerId: running }), 'FAILED_PRECONDITION', /is RUNNING: only a CREATED container can be started/);
-    // A pod that is not ready takes no containers.
+    // A pod that is not ready takes no containers and starts none of those it has.
+    const created = await world.create(pod, world.config('sleeper'));
     await rt.stopPodSandbox({ podSandboxId: pod.id });
     await rejectsWith(create(world.config('sleeper')), 'FAILED_PRECONDITION', /sandbox ".*" is not ready/);
+    await rejectsWith(rt.startContainer({ containerId: created }), 'FAILED_PRECONDITION', /sandbox ".*" is not ready: containers can only be started in a ready sandbox/);
+    assert.notEqual((await world.status(created)).status!.state, ContainerState.CONTAINER_RUNNING);
     assert.equal((await world.status(running)).status!.state, ContainerState.CONTAINER_EXITED, 'stopping the pod stopped its container');
   });
 

@@ -190,11 +190,22 @@ export class FakeContainers implements PodContainers {
   /** A create waits on this while set. */
   createHeld?: Promise<void>;
   constructor(private readonly calls: CallLog) {}
+  /** The containers `create` made, by ID. */
+  readonly made = new Map<string, ContainerRecord>();
   async create(podSandboxId: string): Promise<ContainerRecord> {
     this.calls.push(`containers.create ${podSandboxId}`);
     await this.createHeld;
     this.calls.push(`containers.created ${podSandboxId}`);
-    return { id: 'c'.repeat(64), sandboxId: podSandboxId } as ContainerRecord;
+    const record = { id: String(this.made.size).padStart(64, 'c'), sandboxId: podSandboxId } as ContainerRecord;
+    this.made.set(record.id, record);
+    return record;
+  }
+  find(idOrPrefix: string): ContainerRecord | undefined {
+    return [...this.made.values()].find((r) => r.id.startsWith(idOrPrefix));
+  }
+  async start(id: string): Promise<void> {
+    this.calls.push(`containers.start ${id}`);
+    if (!this.made.has(id)) throw notFound(`container "${id}" not found`);
   }
   async stopAll(id: string, timeout: number): Promise<void> {
     this.calls.push(`containers.stopAll ${id} ${timeout}`);

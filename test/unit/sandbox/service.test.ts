@@ -313,6 +313,18 @@ describe('sandbox service', () => {
     assert.ok(h.calls.includes('containers.create ffff'));
   });
 
+  it('starts a container only in a ready pod, under the pod\'s lock', async () => {
+    const r = await h.pods.run(pod(), '');
+    const first = await h.pods.createContainer(r.id, ContainerConfig.fromPartial({}));
+    const second = await h.pods.createContainer(r.id, ContainerConfig.fromPartial({}));
+    await h.pods.startContainer(first.id.slice(0, 12));
+    assert.ok(h.calls.includes(`containers.start ${first.id}`));
+    await h.pods.stop(r.id);
+    await rejectsKind(h.pods.startContainer(second.id), 'FailedPrecondition', new RegExp(`sandbox "${r.id}" is not ready`));
+    assert.ok(!h.calls.includes(`containers.start ${second.id}`), 'a stopped pod starts nothing');
+    await rejectsKind(h.pods.startContainer('ffff'), 'NotFound', /not found/);
+  });
+
   it('recovers: a pause that died while down makes the pod NOTREADY; leftovers of an interrupted run go', async () => {
     const alive = await h.service.run(pod(), '');
     const dead = await h.service.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' } }), '');
