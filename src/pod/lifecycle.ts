@@ -5,14 +5,15 @@
  * The sandbox and container services know nothing of each other; each publishes its own events
  * through the one publisher.
  *
- * Ordering rule: the per-pod lock here is the only lock of a pod. Every change to a pod — stop,
- * remove, resize, its pause process's exit (from the exit dir or noticed by PodSandboxStatus),
- * start-up reconciling, and CreateContainer and StartContainer, which need the pod ready until they
- * are done (else a RemovePodSandbox could miss a container being created, or a StopPodSandbox leave a
- * container started after it stopped the others) — runs under it, and the sandbox service's steps take no lock of their own, so
- * two of them never interleave on one pod and nothing waits on a second lock. A container's own
- * operations take the container service's per-container lock; the pod lock is always taken first.
- * Lookups read the in-memory stores and take no lock.
+ * Ordering rule: the per-pod lock here is the only lock of a pod. Under it run every change to a pod
+ * (stop, remove, resize, its pause process's exit from the exit dir or noticed by PodSandboxStatus,
+ * start-up reconciling) and CreateContainer and StartContainer, which need the pod ready until they
+ * are done: else a RemovePodSandbox could miss a container being created, or a StopPodSandbox leave a
+ * container started after it stopped the others. The sandbox service's steps take no lock of their
+ * own, so two of them never interleave on one pod and nothing waits on a second lock. A container's
+ * own operations take the container service's per-container lock; when both are held the pod's is
+ * taken first, and the container service never calls back here, so the order cannot invert. Lookups
+ * read the in-memory stores and take no lock.
  */
 import type { ContainerConfig, LinuxContainerResources, PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { failedPrecondition, wrap } from '../common/errors.js';
