@@ -97,7 +97,7 @@ const OFF = { tty: false, stdin: false, stdout: false, stderr: false };
 const execParams = (p: Partial<ExecParams> & Pick<ExecParams, 'containerId' | 'cmd'>): ExecParams => ({ ...OFF, ...p });
 const attachParams = (p: Partial<AttachParams> & Pick<AttachParams, 'containerId'>): AttachParams => ({ ...OFF, ...p });
 
-describe('cri: streaming backend', () => {
+describe('streaming: container backend', () => {
   describe('URL-time checks', () => {
     it('unknown is undefined, a stopped container or a pod that is not ready is FAILED_PRECONDITION', async () => {
       const states: Record<string, ContainerStateName> = { run: 'running', done: 'exited' };
