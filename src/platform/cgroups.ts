@@ -8,6 +8,7 @@
  * `slice:prefix:name` (systemd driver, expanded the way runc does).
  */
 import { mkdir, readdir, readFile, rmdir, writeFile, access } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import { internal, notFound, invalidArgument } from '../common/errors.js';
 import { readMountInfo, type MountInfo } from './proc.js';
@@ -274,34 +275,48 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-/** Reads a cgroup's stats; NotFound when the cgroup exists in no hierarchy. */
+/**
+ * Reads a cgroup's stats; NotFound when the cgroup exists in no hierarchy. The files are read
+ * synchronously: the kernel makes their text on the spot and never blocks, and the kubelet asks for
+ * stats of every container each 10–15 s, which through the thread pool cost four round trips a file.
+ */
 export async function readCgroupStats(layout: CgroupLayout, cgroupsPath: string): Promise<CgroupStats> {
   const dirs = cgroupDirs(layout, cgroupsPath);
-  if (!(await anyExists(Object.values(dirs)))) throw notFound(`cgroup ${cgroupsPath} not found`);
+  if (!Object.values(dirs).some((d) => existsSync(d))) throw notFound(`cgroup ${cgroupsPath} not found`);
   if (layout.version === 2) {
-    const d = dirs.unified!;
-    const files = ['cpu.stat', 'memory.current', 'memory.stat', 'memory.max', 'memory.events', 'pids.current', 'pids.max', 'cpu.pressure', 'memory.pressure', 'io.pressure'];
-    const [cpuStat, memoryCurrent, memoryStat, memoryMax, memoryEvents, pidsCurrent, pidsMax, cpuPressure, memoryPressure, ioPressure] = await Promise.all(
-      files.map((f) => readOptional(posix.join(d, f))),
-    );
-    return statsFromV2({ cpuStat, memoryCurrent, memoryStat, memoryMax, memoryEvents, pidsCurrent, pidsMax, cpuPressure, memoryPressure, ioPressure });
+    const at = (file: string) => readKernelText(posix.join(dirs.unified!, file));
+    return statsFromV2({
+      cpuStat: at('cpu.stat'),
+      memoryCurrent: at('memory.current'),
+      memoryStat: at('memory.stat'),
+      memoryMax: at('memory.max'),
+      memoryEvents: at('memory.events'),
+      pidsCurrent: at('pids.current'),
+      pidsMax: at('pids.max'),
+      cpuPressure: at('cpu.pressure'),
+      memoryPressure: at('memory.pressure'),
+      ioPressure: at('io.pressure'),
+    });
   }
-  const at = (controller: string, file: string) => (dirs[controller] ? readOptional(posix.join(dirs[controller], file)) : Promise.resolve(undefined));
-  const [cpuacctUsage, memoryUsage, memoryStat, memoryLimit, memoryOomControl, pidsCurrent, pidsMax] = await Promise.all([
-    at('cpuacct', 'cpuacct.usage'),
-    at('memory', 'memory.usage_in_bytes'),
-    at('memory', 'memory.stat'),
-    at('memory', 'memory.limit_in_bytes'),
-    at('memory', 'memory.oom_control'),
-    at('pids', 'pids.current'),
-    at('pids', 'pids.max'),
-  ]);
-  return statsFromV1({ cpuacctUsage, memoryUsage, memoryStat, memoryLimit, memoryOomControl, pidsCurrent, pidsMax });
+  const at = (controller: string, file: string) => (dirs[controller] ? readKernelText(posix.join(dirs[controller], file)) : undefined);
+  return statsFromV1({
+    cpuacctUsage: at('cpuacct', 'cpuacct.usage'),
+    memoryUsage: at('memory', 'memory.usage_in_bytes'),
+    memoryStat: at('memory', 'memory.stat'),
+    memoryLimit: at('memory', 'memory.limit_in_bytes'),
+    memoryOomControl: at('memory', 'memory.oom_control'),
+    pidsCurrent: at('pids', 'pids.current'),
+    pidsMax: at('pids', 'pids.max'),
+  });
 }
 
-async function anyExists(paths: string[]): Promise<boolean> {
-  for (const p of paths) if (await exists(p)) return true;
-  return false;
+/** A cgroupfs file's text, undefined when it cannot be read (a controller not mounted, a cgroup gone). */
+function readKernelText(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 /** OOM kills recorded for a cgroup (v1 memory.oom_control, v2 memory.events); undefined if unknown. */
