@@ -7,7 +7,7 @@ import { access, chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { criClients, type CriClients } from './cri-client.js';
-import { waitFor } from './wait.js';
+import { waitUntilServing } from './child.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '../../..');
 export const STOVE_BIN = join(REPO_ROOT, 'bin/stove');
@@ -36,17 +36,6 @@ export interface StoveOptions {
   /** Reuse an existing dir (same socket/root/state), e.g. to restart a daemon. */
   dir?: string;
   extraArgs?: string[];
-}
-
-/** Waits until `check` holds, failing at once (with the daemon's output) if the daemon exits first. */
-async function waitForDaemon(check: () => Promise<boolean>, timeoutMs: number, what: string, child: ChildProcess, out: () => string) {
-  const exited = () => child.exitCode !== null || child.signalCode !== null;
-  const outcome = await waitFor(what, async () => (exited() ? 'exited' : (await check()) ? 'ready' : undefined), { timeoutMs, intervalMs: 50 }).catch(
-    (err: unknown) => {
-      throw new Error(`${(err as Error).message}:\n${out()}`);
-    },
-  );
-  if (outcome === 'exited') throw new Error(`stove exited before ${what}:\n${out()}`);
 }
 
 /** Runs the stove CLI once and returns its exit code and output. */
@@ -86,9 +75,9 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   const clients = await (async () => {
     try {
-      await waitForDaemon(async () => access(socket).then(() => true, () => false), 20_000, 'the socket', child, () => out);
+      await waitUntilServing('the stove socket', child, () => out, async () => access(socket).then(() => true, () => false), 20_000);
       const started = criClients(socket);
-      await waitForDaemon(async () => started.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000, 'Version', child, () => out).catch((err: unknown) => {
+      await waitUntilServing('stove to answer Version', child, () => out, async () => started.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000).catch((err: unknown) => {
         started.close();
         throw err;
       });
