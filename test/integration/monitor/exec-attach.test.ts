@@ -210,7 +210,18 @@ describe('monitor: exec and attach through conmon', function () {
     });
 
     it('execs leave no session dirs or attach links behind', async () => {
-      await eventually('the exec session dirs removed', async () => (await readdir(fx.monitor.config.execDir)).length === 0);
+      // Execs that end each way: exit, terminal exit, kill, a command that cannot start, and ExecSync.
+      const plain = await fx.monitor.exec(fx.runc, sleeper.id, proc(['true']), { tty: false, stdout: new Collector() });
+      const term = await fx.monitor.exec(fx.runc, sleeper.id, proc(['sh', '-c', 'exit 2']), { tty: true, stdout: new Collector() });
+      const killed = await fx.monitor.exec(fx.runc, sleeper.id, proc(['sleep', '1000']), { tty: false, stdout: new Collector() });
+      killed.kill();
+      assert.deepEqual(await Promise.all([plain.exitCode, term.exitCode, killed.exitCode]), [0, 2, 137]);
+      await assert.rejects(fx.monitor.exec(fx.runc, sleeper.id, proc(['/no/such/cmd']), { tty: false, stdout: new Collector() }));
+      await fx.monitor.execSync(fx.runc, sleeper.id, proc(['true']), 5);
+      const sessionDirs = async () => readdir(fx.monitor.config.execDir).catch(() => [] as string[]);
+      await eventually('the exec session dirs removed', async () => (await sessionDirs()).length === 0, 10_000).catch(async (err: unknown) => {
+        throw new Error(`${(err as Error).message}: ${(await sessionDirs()).join(' ')}`);
+      });
       const links = await readdir(fx.attachDir);
       assert.ok(links.every((name) => name.length === 64), `only container links remain: ${links}`);
     });
