@@ -129,14 +129,13 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
       let data = chunk as Buffer;
       const limit = doCut ? cut.cutAfter : stall ? stall.after : Infinity;
       if (sent + data.length > limit) data = data.subarray(0, limit - sent);
-      if (data.length) res.write(data);
       sent += data.length;
+      const cutNow = doCut && sent >= limit;
+      // Before a cut, wait until the last bytes have been handed to the socket, then drop it mid-body.
+      if (data.length && cutNow) await new Promise<void>((r) => res.write(data, () => r()));
+      else if (data.length) res.write(data);
       if (sent >= limit) {
-        if (doCut) {
-          // Let the bytes leave, then drop the connection mid-body.
-          await new Promise((r) => setTimeout(r, 50));
-          req.socket.destroy();
-        }
+        if (cutNow) req.socket.destroy();
         upstream.body.destroy();
         return; // a stall: keep the connection open, send nothing more
       }
