@@ -71,6 +71,11 @@ export default tseslint.config(
           selector: 'ImportExpression[source.value=/^(node:)?child_process$|^execa$/]',
           message: 'start processes with runCommand or startProcess from src/platform/processes.ts',
         },
+        // The ESM namespace of node:http loads Node's bundled undici, ~12 MiB the daemon would keep.
+        {
+          selector: "ImportDeclaration[importKind='value'][source.value=/^(node:)?http$/], ImportExpression[source.value=/^(node:)?http$/]",
+          message: "take node:http with process.getBuiltinModule('node:http') (types: import type)",
+        },
       ],
     },
   },

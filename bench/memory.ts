@@ -1,9 +1,11 @@
 /**
  * Memory benchmark: the daemon's resident set, Stove vs containerd (Debian's 1.6 with its CRI plugin).
  *
- *   node dist/bench/memory.js [--running 100] [--cycles 1000] [--parallel 4] [--idle-seconds 60] [--only stove|containerd]
+ *   node dist/bench/memory.js [--fresh 5] [--running 100] [--cycles 1000] [--parallel 4] [--idle-seconds 60] [--only stove|containerd]
  *
- * 1. Idle: the daemon's RSS after start-up and a settle, before any pull.
+ * 1. Idle: the daemon's RSS after start-up and a settle, before any pull: for Stove the median of `fresh`
+ *    daemons started one after another (the last one goes on to the next phases), with its anonymous
+ *    and file-backed parts.
  * 2. Running: `running` busybox sleep containers (5 per pod), the daemon's RSS with them.
  * 3. Burst: `cycles` pod + container lifecycles (RunPodSandbox → CreateContainer → StartContainer →
  *    StopContainer → RemoveContainer → StopPodSandbox → RemovePodSandbox), `parallel` at a time, as
@@ -23,13 +25,15 @@ import { memoryOf, mib, sleepContainerConfig } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { table } from './lib/stats.js';
 
-const values = benchOptions('node dist/bench/memory.js [--running 100] [--cycles 1000] [--parallel 4] [--idle-seconds 60] [--only stove|containerd]', {
+const values = benchOptions('node dist/bench/memory.js [--fresh 5] [--running 100] [--cycles 1000] [--parallel 4] [--idle-seconds 60] [--only stove|containerd]', {
+  fresh: { type: 'string', default: '5' },
   running: { type: 'string', default: '100' },
   cycles: { type: 'string', default: '1000' },
   parallel: { type: 'string', default: '4' },
   'idle-seconds': { type: 'string', default: '60' },
   only: { type: 'string' },
 });
+const FRESH = Math.max(1, Number(values.fresh));
 const RUNNING = Number(values.running);
 const CYCLES = Number(values.cycles);
 const PARALLEL = Number(values.parallel);
@@ -42,7 +46,11 @@ interface Runtime {
   pid: number;
   /** RSS in KiB by phase label, in the order measured. */
   rss: [string, number][];
+  /** Idle samples of fresh daemons (KiB). */
+  idle: { rss: number; anonymous: number }[];
 }
+
+const IDLE_SETTLE_MS = 10_000;
 
 const bench = new PodBench();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -114,9 +122,31 @@ async function burst(rt: Runtime, image: string): Promise<void> {
   await Promise.all(Array.from({ length: PARALLEL }, worker));
 }
 
+/** The idle RSS of a daemon that has just started (and settled), before any pull. */
+async function sampleIdle(name: string, idle: Runtime['idle'], pid: number): Promise<void> {
+  await sleep(IDLE_SETTLE_MS);
+  const m = await memoryOf(pid);
+  idle.push(m);
+  process.stderr.write(`  ${name}: idle: ${mib(m.rss)} (anonymous ${mib(m.anonymous)})\n`);
+}
+
+/** Stove's idle samples of `FRESH - 1` daemons started and stopped one after another. */
+async function freshIdle(): Promise<Runtime['idle']> {
+  const idle: Runtime['idle'] = [];
+  for (let i = 1; i < FRESH; i++) {
+    const stove = await bench.startTransientStove();
+    try {
+      await sampleIdle('stove', idle, stove.child.pid!);
+    } finally {
+      await stove.stop();
+      await stove.cleanup();
+    }
+  }
+  return idle;
+}
+
 async function measure(rt: Runtime, image: string): Promise<void> {
-  await sleep(10_000);
-  await sample(rt, 'idle');
+  await sampleIdle(rt.name, rt.idle, rt.pid);
   await rt.clients.image.pullImage(PullImageRequest.fromPartial({ image: { image } }));
   const pods = await runContainers(rt, image, RUNNING);
   await sleep(5_000);
@@ -130,6 +160,11 @@ async function measure(rt: Runtime, image: string): Promise<void> {
 function report(runtimes: Runtime[]): void {
   const labels = runtimes[0]!.rss.map(([label]) => label).filter((l) => !/^after \d+ lifecycles$/.test(l) || l === 'after 200 lifecycles' || l === `after ${CYCLES} lifecycles`);
   const rows = [['daemon RSS', ...runtimes.map((r) => r.name)]];
+  // The median run by RSS, with its own split.
+  const idle = runtimes.map((r) => [...r.idle].sort((a, b) => a.rss - b.rss)[Math.floor((r.idle.length - 1) / 2)]!);
+  rows.push([`idle (median of ${FRESH} fresh daemons for stove)`, ...idle.map((m) => mib(m.rss))]);
+  rows.push(['idle: anonymous', ...idle.map((m) => mib(m.anonymous))]);
+  rows.push(['idle: file-backed', ...idle.map((m) => mib(m.rss - m.anonymous))]);
   for (const label of labels) rows.push([label, ...runtimes.map((r) => mib(r.rss.find(([l]) => l === label)?.[1] ?? 0))]);
   process.stdout.write(
     heading('Memory benchmark', `${RUNNING} running containers; ${CYCLES} pod + container lifecycles, ${PARALLEL} in parallel`) + `${table(rows)}\n`,
@@ -143,12 +178,13 @@ async function main(): Promise<void> {
     const image = (await pushBusyboxImage(registry, 'bench/sleep:1', { cmd: ['sleep', '3600'] })).reference;
     const runtimes: Runtime[] = [];
     if (values.only !== 'containerd') {
+      const idle = await freshIdle();
       const stove = await bench.startStove();
-      runtimes.push({ name: 'stove', clients: stove.clients, pid: stove.child.pid!, rss: [] });
+      runtimes.push({ name: 'stove', clients: stove.clients, pid: stove.child.pid!, rss: [], idle });
     }
     if (values.only !== 'stove') {
       const containerd = await bench.startContainerd();
-      runtimes.push({ name: 'containerd', clients: containerd.clients, pid: containerd.pid, rss: [] });
+      runtimes.push({ name: 'containerd', clients: containerd.clients, pid: containerd.pid, rss: [], idle: [] });
     }
     // One runtime at a time: the other's work does not land in its measurements.
     for (const rt of runtimes) await measure(rt, image);

@@ -21,8 +21,10 @@ await build({
   format: 'esm',
   platform: 'node',
   target: 'node22',
-  // A native addon: loaded from node_modules as it is.
-  external: ['@napi-rs/xattr'],
+  // A native addon, and what grpc-js requires only for its channelz and ORCA services, which Stove does
+  // not serve (protobufjs and its loader, ~400 kB of source the daemon would otherwise hold): both are
+  // loaded from node_modules as they are, if ever.
+  external: ['@napi-rs/xattr', '@grpc/proto-loader'],
   sourcemap: 'linked',
   // CommonJS dependencies (grpc-js) require Node's built-in modules.
   banner: { js: "import { createRequire as __stoveCreateRequire } from 'node:module'; const require = __stoveCreateRequire(import.meta.url);" },

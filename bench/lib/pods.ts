@@ -26,6 +26,7 @@ export class PodBench {
   stove?: StoveProcess;
   containerd?: Containerd;
   private readonly nets: TestNet[] = [];
+  private transientNet?: TestNet;
 
   async startRegistry(): Promise<TestRegistry> {
     this.registry ??= await startRegistry();
@@ -34,12 +35,24 @@ export class PodBench {
 
   /** Stove with `--log-level info` (its per-step timings) on a bridge of its own; `extraToml` adds tables. */
   async startStove(extraToml = ''): Promise<StoveProcess> {
-    const net = await this.net();
-    this.stove = await startStove({
+    this.stove = await this.startStoveOn(await this.net(), extraToml);
+    return this.stove;
+  }
+
+  /**
+   * A short-lived Stove as startStove makes it, on one bridge shared by all such daemons (one after
+   * another: memory.ts measures fresh daemons); the caller stops it and removes its dir.
+   */
+  async startTransientStove(): Promise<StoveProcess> {
+    this.transientNet ??= await this.net();
+    return this.startStoveOn(this.transientNet, '');
+  }
+
+  private startStoveOn(net: TestNet, extraToml: string): Promise<StoveProcess> {
+    return startStove({
       configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n${extraToml}`,
       extraArgs: ['--log-level', 'info'],
     });
-    return this.stove;
   }
 
   /** containerd with the pause image pushed to the registry (started if need be), on a bridge of its own. */

@@ -2,11 +2,14 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { ContainerConfig } from '../../src/gen/runtime/v1/api.js';
 
-/** RSS and PSS of a process in KiB (0 when it is gone). */
-export async function memoryOf(pid: number): Promise<{ rss: number; pss: number }> {
+/**
+ * RSS and PSS of a process in KiB (0 when it is gone), and the anonymous part of the RSS (heap, stacks;
+ * the rest is file-backed: the executable's and libraries' pages).
+ */
+export async function memoryOf(pid: number): Promise<{ rss: number; pss: number; anonymous: number }> {
   const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
   const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
-  return { rss: field('Rss'), pss: field('Pss') };
+  return { rss: field('Rss'), pss: field('Pss'), anonymous: field('Anonymous') };
 }
 
 /** Processes whose command line matches. */

@@ -130,7 +130,8 @@ async function closeServer(server: Server | undefined): Promise<void> {
 
 /** `GET /metrics` and nothing else. */
 async function serveMetrics(metrics: StoveMetrics, host: string, port: number, log: Logger): Promise<Server> {
-  const { createServer } = await import('node:http');
+  // Not `import('node:http')`: its ESM namespace loads Node's bundled undici (see streaming/server.ts).
+  const { createServer } = process.getBuiltinModule('node:http');
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (path !== '/metrics') {

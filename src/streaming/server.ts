@@ -14,7 +14,7 @@
  *   …
  *   await streaming.stop();
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer } from 'ws';
@@ -43,6 +43,10 @@ import { serveSpdyCommand } from './spdy-command.js';
 import { DEFAULT_MAX_STREAMS } from './spdy.js';
 import { TokenCache } from './tokens.js';
 import { serveWsCommand, serveWsPortForward } from './ws-command.js';
+
+// node:http as the module object, not through an ESM import: the ESM namespace reads every export, and
+// http's WebSocket, MessageEvent and CloseEvent getters load Node's bundled undici (~12 MiB resident).
+const { createServer } = process.getBuiltinModule('node:http');
 
 export const DEFAULT_IDLE_TIMEOUT_MS = 4 * 60 * 60 * 1000;
 export const DEFAULT_STREAM_CREATION_TIMEOUT_MS = 30_000;
