@@ -6,12 +6,38 @@
  * daemon's resident set (bench/README.md). Not minified, so stack traces name Stove's own functions;
  * the source maps lead back to the TypeScript sources (STOVE_SOURCE_MAPS=1).
  */
-import { rm } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { build } from 'esbuild';
 
 const outdir = 'dist/bundle';
+
+/**
+ * V8 keeps each script's source for lazy compilation, one byte per character unless a single character
+ * is above U+00FF: then two bytes for all of it (the registry client's chunk: 1 MB, so 2 MiB resident).
+ * esbuild escapes strings, templates and regular expressions to ASCII, so what remains above U+00FF is
+ * in comments (an arrow, a typographic apostrophe): each UTF-16 unit of it becomes `?`, which keeps
+ * every column of the source maps. A character left elsewhere is reported, not changed.
+ */
+function oneByteSource(path, text) {
+  const lines = text.split('\n');
+  let left = 0;
+  for (let i = 0; i < lines.length; i++) {
+    if (!/[^\u0000-\u00ff]/.test(lines[i])) continue;
+    const comment = /^\s*(\/\*|\*|\/\/)/.test(lines[i]) ? 0 : lines[i].indexOf('//');
+    if (comment < 0 || /[^\u0000-\u00ff]/.test(lines[i].slice(0, comment))) {
+      left++;
+      continue;
+    }
+    lines[i] = lines[i].slice(0, comment) + lines[i].slice(comment).replace(/[^\u0000-\u00ff]/g, (c) => '?'.repeat(c.length));
+  }
+  if (left) console.warn(`bundle: ${path}: ${left} line(s) with characters above U+00FF outside comments; V8 holds it at two bytes a character`);
+  return lines.join('\n');
+}
+
 await rm(outdir, { recursive: true, force: true });
-await build({
+const { outputFiles } = await build({
+  write: false,
   // The unpack worker runs in worker threads (src/storage/unpack-pool.ts finds it next to its chunk).
   entryPoints: ['dist/src/main.js', 'dist/src/storage/unpack-worker.js'],
   entryNames: '[name]',
@@ -30,3 +56,7 @@ await build({
   banner: { js: "import { createRequire as __stoveCreateRequire } from 'node:module'; const require = __stoveCreateRequire(import.meta.url);" },
   logLevel: 'warning',
 });
+for (const file of outputFiles) {
+  await mkdir(dirname(file.path), { recursive: true });
+  await writeFile(file.path, file.path.endsWith('.js') ? oneByteSource(file.path, file.text) : file.contents);
+}
