@@ -1,5 +1,5 @@
 /**
- * The gRPC server on a unix socket. Refuses to start when another live server answers on the socket,
+ * The gRPC server on a unix socket (the transport is grpc-http2.ts). Refuses to start when another live server answers on the socket,
  * removes a stale one, and drains in-flight calls on shutdown. Whoever reaches the socket is
  * root-equivalent, so it is never wider than 0660, not even between bind and chmod (the umask is
  * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
@@ -7,7 +7,8 @@
  * have at most MAX_CONCURRENT_STREAMS calls in flight. Responses marked for reuse (wire-reuse.ts) are
  * encoded once.
  */
-import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import http2 from 'node:http2';
 import { connect } from 'node:net';
 import { chmod, mkdir, unlink, lstat } from 'node:fs/promises';
 import { userInfo } from 'node:os';
@@ -15,11 +16,19 @@ import { dirname } from 'node:path';
 import { StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { withWireReuse } from './wire-reuse.js';
+import { serveStream, type Route, type ServerStreamImplementation, type UnaryImplementation } from './grpc-http2.js';
 
 /** 16 MiB each way, as containerd and the kubelet's CRI client use. */
 export const MAX_MESSAGE_BYTES = 16 << 20;
 /** Calls in flight on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); the kubelet uses one connection. */
 export const MAX_CONCURRENT_STREAMS = 1000;
+/** Request headers (metadata) per call, as grpc-go's default (16 KiB). */
+const MAX_HEADER_LIST_BYTES = 16 << 10;
+/**
+ * What one connection may hold in HTTP/2 buffers before new calls on it are refused (MB): room for a
+ * few messages at the 16 MiB limit, not a way for one client to take the node's memory.
+ */
+const MAX_SESSION_MEMORY_MB = 64;
 /** While binding: the socket is created at most 0660. */
 const BIND_UMASK = 0o117;
 
@@ -69,7 +78,7 @@ export async function ensureSocketFree(path: string): Promise<void> {
 
 export interface ServiceBinding {
   definition: ServiceDefinition;
-  implementation: UntypedServiceImplementation;
+  implementation: Record<string, UnaryImplementation | ServerStreamImplementation>;
 }
 
 /** A started gRPC server and how to stop it. */
@@ -79,26 +88,63 @@ export interface GrpcEndpoint {
   shutdown(graceMs?: number): Promise<void>;
 }
 
+/** The routes by `:path` for `services`, responses encoded through the wire-reuse marks. */
+function routesOf(services: ServiceBinding[]): Map<string, Route> {
+  const routes = new Map<string, Route>();
+  for (const { definition, implementation } of services) {
+    for (const [key, method] of Object.entries(withWireReuse(definition))) {
+      const handler = implementation[key];
+      if (!handler) continue;
+      routes.set(method.path, {
+        responseStream: method.responseStream,
+        decode: method.requestDeserialize as (bytes: Buffer) => unknown,
+        encode: method.responseSerialize as (message: unknown) => Buffer,
+        handler,
+      });
+    }
+  }
+  return routes;
+}
+
 /** Serves `services` on the unix socket at `socketPath`. */
 export async function serveGrpc(socketPath: string, services: ServiceBinding[], log: Logger): Promise<GrpcEndpoint> {
   await ensureSocketFree(socketPath);
-  const server = new Server({
-    // No channelz bookkeeping on every call: nothing reads it, and the kubelet polls status RPCs often.
-    'grpc.enable_channelz': 0,
-    'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
-    'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
-    'grpc.max_concurrent_streams': MAX_CONCURRENT_STREAMS,
+  const routes = routesOf(services);
+  const limits = { maxReceiveBytes: MAX_MESSAGE_BYTES, maxSendBytes: MAX_MESSAGE_BYTES };
+  const server = http2.createServer({
+    settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES },
+    maxSessionMemory: MAX_SESSION_MEMORY_MB,
   });
-  for (const s of services) server.addService(withWireReuse(s.definition), s.implementation);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+    // A client that breaks the protocol loses its connection, never the daemon.
+    session.on('error', (err: Error) => log.debug('CRI connection failed', { error: err.message }));
+  });
+  server.on('sessionError', () => {});
+  server.on('stream', (stream, headers) => {
+    try {
+      serveStream(stream, headers, routes, limits);
+    } catch (err) {
+      log.error('CRI call failed in the transport', { error: (err as Error).message });
+      stream.destroy();
+    }
+  });
   // The process-wide umask is narrowed only for the bind: nothing else creates files at this point.
   const umask = process.umask(BIND_UMASK);
   try {
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`unix://${socketPath}`, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
-    );
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(socketPath, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
   } finally {
     process.umask(umask);
   }
+  server.on('error', (err: Error) => log.error('CRI server error', { error: err.message }));
   await chmod(socketPath, 0o660);
   log.info('serving CRI', { socket: socketPath });
   return {
@@ -107,13 +153,15 @@ export async function serveGrpc(socketPath: string, services: ServiceBinding[], 
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           log.warn('in-flight calls did not finish in time; closing them', { graceMs });
-          server.forceShutdown();
-          resolve();
+          for (const session of sessions) session.destroy();
         }, graceMs);
-        server.tryShutdown(() => {
+        // Stops accepting; the callback runs once every session has closed.
+        server.close(() => {
           clearTimeout(timer);
           resolve();
         });
+        // GOAWAY: no new calls on open connections, the calls in flight finish.
+        for (const session of sessions) session.close();
       });
       await unlink(socketPath).catch(() => {});
     },

@@ -1,22 +1,17 @@
 /**
- * Builds grpc-js service implementations from handler tables. Every RPC of both services is
+ * Builds the gRPC transport's service implementations from handler tables. Every RPC of both services is
  * registered: one without a handler answers UNIMPLEMENTED naming the RPC. Each call is timed, logged,
  * counted and traced (observability/hooks.ts), and every error is turned into a gRPC status here and
  * nowhere else.
  */
-import type {
-  ServerUnaryCall,
-  ServerWritableStream,
-  sendUnaryData,
-  ServiceDefinition,
-  UntypedServiceImplementation,
-} from '@grpc/grpc-js';
-import { Metadata, status } from '@grpc/grpc-js';
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { ImageServiceService, RuntimeServiceService } from '../gen/runtime/v1/api.js';
 import type { Logger } from '../common/logger.js';
 import { toServiceError, statusName } from './errors.js';
 import type { ImageHandlers, RuntimeHandlers, StreamSink } from './handlers.js';
 import type { ServiceBinding } from './server.js';
+import type { CallMetadata, ServerStreamCall, ServerStreamImplementation, UnaryCall, UnaryCallback, UnaryImplementation } from './grpc-http2.js';
 import { metrics, tracer, NO_TRACING, type MetadataGetter, type SpanAttributes, type Tracer } from '../observability/hooks.js';
 
 type AnyUnary = (request: unknown) => Promise<unknown>;
@@ -35,7 +30,7 @@ function logFailure(log: Logger, rpc: string, durationMs: number, err: unknown):
 }
 
 /** A gRPC metadata value, for the trace context a caller sends (`traceparent`). */
-function metadataGetter(metadata: Metadata): MetadataGetter {
+function metadataGetter(metadata: CallMetadata): MetadataGetter {
   return (key) => {
     const value = metadata.get(key)[0];
     return value === undefined ? undefined : String(value);
@@ -55,7 +50,7 @@ function idAttributes(message: unknown): SpanAttributes {
 }
 
 /** The handler's answer inside a server span carrying the call's trace context and IDs. */
-function traced(t: Tracer, method: string, call: ServerUnaryCall<unknown, unknown>, handler: AnyUnary): Promise<unknown> {
+function traced(t: Tracer, method: string, call: UnaryCall, handler: AnyUnary): Promise<unknown> {
   return t.serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
     try {
       const response = await handler(call.request);
@@ -68,9 +63,18 @@ function traced(t: Tracer, method: string, call: ServerUnaryCall<unknown, unknow
   });
 }
 
-function unary(log: Logger, method: string, handler: AnyUnary | undefined) {
+/** The handler's answer, a synchronous throw (a handler not declared async) as a rejection. */
+function answer(handler: AnyUnary, request: unknown): Promise<unknown> {
+  try {
+    return handler(request);
+  } catch (err) {
+    return Promise.reject(err as Error);
+  }
+}
+
+function unary(log: Logger, method: string, handler: AnyUnary | undefined): UnaryImplementation {
   const rpc = rpcName(method);
-  return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+  return (call: UnaryCall, callback: UnaryCallback) => {
     const started = performance.now();
     if (!handler) {
       metrics().criRequest(method, statusName(status.UNIMPLEMENTED), (performance.now() - started) / 1000);
@@ -79,7 +83,7 @@ function unary(log: Logger, method: string, handler: AnyUnary | undefined) {
     }
     // With tracing off (the default) a call is the handler alone: the kubelet polls the status RPCs.
     const t = tracer();
-    (t === NO_TRACING ? handler(call.request) : traced(t, method, call, handler)).then(
+    (t === NO_TRACING ? answer(handler, call.request) : traced(t, method, call, handler)).then(
       (response) => {
         const seconds = (performance.now() - started) / 1000;
         metrics().criRequest(method, 'OK', seconds);
@@ -97,12 +101,12 @@ function unary(log: Logger, method: string, handler: AnyUnary | undefined) {
   };
 }
 
-function serverStream(log: Logger, method: string, handler: AnyStream | undefined) {
+function serverStream(log: Logger, method: string, handler: AnyStream | undefined): ServerStreamImplementation {
   const rpc = rpcName(method);
-  return (call: ServerWritableStream<unknown, unknown>) => {
+  return (call: ServerStreamCall) => {
     if (!handler) {
       metrics().criRequest(method, statusName(status.UNIMPLEMENTED));
-      call.emit('error', { code: status.UNIMPLEMENTED, details: `${rpc} is not implemented by stove` });
+      call.fail({ code: status.UNIMPLEMENTED, details: `${rpc} is not implemented by stove` });
       return;
     }
     let closed = false;
@@ -112,9 +116,7 @@ function serverStream(log: Logger, method: string, handler: AnyStream | undefine
       closed = true;
       for (const l of listeners) l();
     };
-    call.on('cancelled', close);
     call.on('close', close);
-    call.on('error', close);
     const sink: StreamSink<unknown> = {
       write: (message) => (closed ? false : call.write(message)),
       end: () => {
@@ -141,7 +143,7 @@ function serverStream(log: Logger, method: string, handler: AnyStream | undefine
     const started = performance.now();
     const fail = (err: unknown) => {
       logFailure(log, rpc, +(performance.now() - started).toFixed(2), err);
-      if (!closed) call.emit('error', toServiceError(err));
+      if (!closed) call.fail(toServiceError(err));
       close();
     };
     // A handler that returns a promise answers a bounded list and is timed; one that does not
@@ -152,7 +154,7 @@ function serverStream(log: Logger, method: string, handler: AnyStream | undefine
         const done = handler(call.request, sink);
         bounded = done !== undefined;
         // An open-ended stream is live once its handler returned: the headers tell the client so.
-        if (!bounded && !closed) call.sendMetadata(new Metadata());
+        if (!bounded && !closed) call.sendHeaders();
         await done;
       })
       .then(
@@ -169,15 +171,15 @@ function serverStream(log: Logger, method: string, handler: AnyStream | undefine
 }
 
 /**
- * A grpc-js implementation of `definition` backed by `handlers`. Handlers are looked up by the
+ * The transport's implementation of `definition` backed by `handlers`. Handlers are looked up by the
  * definition's method keys (lower camel case, as ts-proto names them).
  */
 export function implement(
   definition: ServiceDefinition,
   handlers: Partial<Record<string, unknown>>,
   log: Logger,
-): UntypedServiceImplementation {
-  const impl: UntypedServiceImplementation = {};
+): Record<string, UnaryImplementation | ServerStreamImplementation> {
+  const impl: Record<string, UnaryImplementation | ServerStreamImplementation> = {};
   for (const [key, method] of Object.entries(definition)) {
     const handler = handlers[key];
     impl[key] = method.responseStream

@@ -11,9 +11,9 @@ import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { RuntimeServiceService, StatusResponse, VersionResponse } from '../../../src/gen/runtime/v1/api.js';
 import { implement } from '../../../src/api/services.js';
+import { serveGrpc, type GrpcEndpoint } from '../../../src/api/server.js';
 import type { RuntimeHandlers } from '../../../src/api/handlers.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { attach, exec, portForward } from '../../../src/cri/streaming.js';
@@ -33,7 +33,7 @@ describe('streaming server with the real crictl', function () {
   this.timeout(60_000);
   let dir: string;
   let sock: string;
-  let grpc: Server;
+  let grpc: GrpcEndpoint | undefined;
   let streaming: StreamingServer;
   let backend: HostBackend;
   /** crictl's global flags: a config file of our own (no warning about a missing /etc/crictl.yaml). */
@@ -61,17 +61,13 @@ describe('streaming server with the real crictl', function () {
       attach: (r) => attach(streaming, r),
       portForward: (r) => portForward(streaming, r),
     };
-    grpc = new Server();
-    grpc.addService(RuntimeServiceService, implement(RuntimeServiceService, handlers, silentLogger));
-    await new Promise<void>((resolve, reject) =>
-      grpc.bindAsync(`unix://${sock}`, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
-    );
+    grpc = await serveGrpc(sock, [{ definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, handlers, silentLogger) }], silentLogger);
   });
 
   after(async () => {
     backend?.killAll();
     await streaming?.stop();
-    await new Promise<void>((resolve) => (grpc ? grpc.tryShutdown(() => resolve()) : resolve()));
+    await grpc?.shutdown();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { Metadata, status, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, status } from '@grpc/grpc-js';
+import type { CallMetadata, CallStatus, UnaryCall } from '../../../src/api/grpc-http2.js';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { implement } from '../../../src/api/services.js';
 import { notFound } from '../../../src/common/errors.js';
@@ -12,10 +13,10 @@ import { StepTimer } from '../../../src/observability/steps.js';
 
 const log = createLogger('error');
 
-type Unary = (call: Partial<ServerUnaryCall<unknown, unknown>>, cb: (err: Partial<ServiceError> | null, res?: unknown) => void) => void;
+type Unary = (call: Partial<UnaryCall>, cb: (err: CallStatus | null, res?: unknown) => void) => void;
 
-function call(handler: Unary, request: unknown, metadata = new Metadata()): Promise<{ err: Partial<ServiceError> | null; res?: unknown }> {
-  return new Promise((resolve) => handler({ request, metadata }, (err, res) => resolve({ err, res })));
+function call(handler: unknown, request: unknown, metadata = new Metadata()): Promise<{ err: CallStatus | null; res?: unknown }> {
+  return new Promise((resolve) => (handler as Unary)({ request, metadata: metadata as unknown as CallMetadata }, (err, res) => resolve({ err, res })));
 }
 
 describe('observability: the server edge', () => {
@@ -58,10 +59,10 @@ describe('observability: the server edge', () => {
   );
 
   it('counts each call by full method name and status name', async () => {
-    await call(impl.runPodSandbox as Unary, {});
-    const { err } = await call(impl.containerStatus as Unary, { containerId: 'c9' });
+    await call(impl.runPodSandbox, {});
+    const { err } = await call(impl.containerStatus, { containerId: 'c9' });
     assert.equal(err?.code, status.NOT_FOUND);
-    await call(impl.version as Unary, {});
+    await call(impl.version, {});
     assert.deepEqual(
       recorded.map(([m, c]) => [m, c]),
       [
@@ -76,7 +77,7 @@ describe('observability: the server edge', () => {
   it('a bounded stream is counted and timed when it ends; an endless one is counted once open', async () => {
     const stream = () => {
       const s = Object.assign(new EventEmitter(), { request: {}, metadata: new Metadata(), writableNeedDrain: false, written: [] as unknown[], ended: false, headersSent: 0 });
-      return Object.assign(s, { write: (m: unknown) => (s.written.push(m), true), end: () => void (s.ended = true), sendMetadata: () => void s.headersSent++ });
+      return Object.assign(s, { write: (m: unknown) => (s.written.push(m), true), end: () => void (s.ended = true), sendHeaders: () => void s.headersSent++, fail: () => void (s.ended = true) });
     };
     const bounded = stream();
     (impl.streamContainers as (c: unknown) => void)(bounded);
@@ -97,7 +98,7 @@ describe('observability: the server edge', () => {
   it('a call is a server span under the caller\'s traceparent, its steps are children', async () => {
     const metadata = new Metadata();
     metadata.set('traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
-    await call(impl.runPodSandbox as Unary, { config: {} }, metadata);
+    await call(impl.runPodSandbox, { config: {} }, metadata);
     await tracing.flush();
     const spans = exporter.getFinishedSpans();
     const server = spans.find((s) => s.name === 'runtime.v1.RuntimeService/RunPodSandbox')!;
@@ -113,7 +114,7 @@ describe('observability: the server edge', () => {
   });
 
   it('a call without a traceparent starts a trace; a failure is recorded on its span', async () => {
-    await call(impl.containerStatus as Unary, { containerId: 'c9' });
+    await call(impl.containerStatus, { containerId: 'c9' });
     await tracing.flush();
     const [span] = exporter.getFinishedSpans();
     assert.equal(span!.parentSpanContext, undefined);
@@ -127,10 +128,10 @@ describe('observability: the server edge', () => {
   it('a malformed traceparent is ignored, a sampled-out one is not recorded', async () => {
     const bad = new Metadata();
     bad.set('traceparent', '00-zz-b7ad6b7169203331-01');
-    await call(impl.containerStatus as Unary, {}, bad);
+    await call(impl.containerStatus, {}, bad);
     const unsampled = new Metadata();
     unsampled.set('traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00');
-    await call(impl.containerStatus as Unary, {}, unsampled);
+    await call(impl.containerStatus, {}, unsampled);
     await tracing.flush();
     const spans = exporter.getFinishedSpans();
     assert.equal(spans.length, 1);
@@ -139,7 +140,7 @@ describe('observability: the server edge', () => {
 
   it('request-sized attributes and error messages are cut', async () => {
     const long = 'a'.repeat(100_000);
-    await call(impl.containerStatus as Unary, { containerId: long });
+    await call(impl.containerStatus, { containerId: long });
     await tracing.flush();
     const [span] = exporter.getFinishedSpans();
     assert.equal(String(span!.attributes['container.id']).length, 256);

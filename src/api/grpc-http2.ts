@@ -1,0 +1,344 @@
+/**
+ * gRPC over HTTP/2 on `node:http2`, server side, for unary and server-streaming calls (all the CRI
+ * has): one length-prefixed request message, then messages and a status in trailers, or a
+ * Trailers-Only answer for an error before any message. No compression (identity only), no
+ * client-streaming, no reflection or health service. A leaner path than a general gRPC server: the
+ * kubelet polls the status RPCs, and per call the transport was most of their cost.
+ *
+ * Every byte of a request is hostile: a message's size is checked from its prefix before it is
+ * buffered, anything malformed gets an error status on its stream, and nothing one stream or session
+ * does can throw out of here.
+ */
+import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { EventEmitter } from 'node:events';
+import { status } from '@grpc/grpc-js';
+
+/** A call's request headers as gRPC metadata (lower-case keys, values as sent). */
+export interface CallMetadata {
+  get(key: string): string[];
+}
+
+/** A gRPC status with its message, as a call ends. */
+export interface CallStatus {
+  code: status;
+  details: string;
+}
+
+/** A unary call: its request, metadata and a signal aborted when the client leaves or the deadline passes. */
+export interface UnaryCall {
+  readonly request: unknown;
+  readonly metadata: CallMetadata;
+  readonly signal: AbortSignal;
+}
+
+export type UnaryCallback = (err: CallStatus | null, response?: unknown) => void;
+export type UnaryImplementation = (call: UnaryCall, callback: UnaryCallback) => void;
+
+/**
+ * A server-streaming call. Emits 'close' once (client gone, deadline passed, or the call ended) and
+ * 'drain' when the transport wants more after write returned false.
+ */
+export interface ServerStreamCall extends UnaryCall, EventEmitter {
+  write(message: unknown): boolean;
+  readonly writableNeedDrain: boolean;
+  /** Sends the response headers now (an open-ended stream tells the client it is live). */
+  sendHeaders(): void;
+  /** Ends the call with OK. */
+  end(): void;
+  /** Ends the call with `err`. */
+  fail(err: CallStatus): void;
+}
+
+export type ServerStreamImplementation = (call: ServerStreamCall) => void;
+
+/** One RPC as the transport serves it. */
+export interface Route {
+  readonly responseStream: boolean;
+  readonly decode: (bytes: Buffer) => unknown;
+  readonly encode: (message: unknown) => Buffer;
+  readonly handler: UnaryImplementation | ServerStreamImplementation;
+}
+
+export interface TransportLimits {
+  maxReceiveBytes: number;
+  maxSendBytes: number;
+}
+
+const PREFIX_BYTES = 5;
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const { HTTP2_HEADER_STATUS, HTTP2_HEADER_CONTENT_TYPE, HTTP2_HEADER_METHOD, HTTP2_HEADER_PATH, NGHTTP2_NO_ERROR } = http2.constants;
+
+/** `grpc-message`: percent-encoded UTF-8, everything outside printable ASCII and '%' escaped (the gRPC spec). */
+export function encodeGrpcMessage(message: string): string {
+  let out = '';
+  for (const byte of Buffer.from(message, 'utf8')) {
+    out += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+const TIMEOUT_UNITS_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
+
+/** The deadline in ms from a `grpc-timeout` header (`<1–8 digits><H|M|S|m|u|n>`), undefined if malformed. */
+export function parseGrpcTimeout(value: string): number | undefined {
+  const m = /^(\d{1,8})([HMSmun])$/.exec(value);
+  return m ? Number(m[1]) * TIMEOUT_UNITS_MS[m[2]!]! : undefined;
+}
+
+/** A message with its 5-byte gRPC prefix (uncompressed). */
+function framed(bytes: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(PREFIX_BYTES + bytes.length);
+  out[0] = 0;
+  out.writeUInt32BE(bytes.length, 1);
+  bytes.copy(out, PREFIX_BYTES);
+  return out;
+}
+
+function metadataOf(headers: IncomingHttpHeaders): CallMetadata {
+  return {
+    get(key) {
+      const v = headers[key.toLowerCase()];
+      return v === undefined ? [] : Array.isArray(v) ? v : [v];
+    },
+  };
+}
+
+const isGrpcContentType = (ct: string | undefined) => ct !== undefined && /^application\/grpc(?:[+;]|$)/.test(ct);
+
+/** One call on one HTTP/2 stream: reads the request, answers with messages and a status exactly once. */
+class Call extends EventEmitter implements ServerStreamCall {
+  request: unknown;
+  readonly metadata: CallMetadata;
+  private abortController: AbortController | undefined;
+  private aborted = false;
+  private headersSent = false;
+  private finished = false;
+  private trailers: CallStatus = { code: status.OK, details: '' };
+  private deadline: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    private readonly limits: TransportLimits,
+    private readonly encode: (message: unknown) => Buffer,
+  ) {
+    super();
+    this.metadata = metadataOf(headers);
+    stream.on('wantTrailers', () => {
+      const { code, details } = this.trailers;
+      const trailers: Record<string, string> = { 'grpc-status': String(code) };
+      if (details) trailers['grpc-message'] = encodeGrpcMessage(details);
+      stream.sendTrailers(trailers);
+    });
+    stream.once('close', () => this.closed());
+  }
+
+  get isFinished(): boolean {
+    return this.finished;
+  }
+
+  /** Made on first use: most handlers never look at it, and the kubelet polls often. */
+  get signal(): AbortSignal {
+    if (!this.abortController) {
+      this.abortController = new AbortController();
+      if (this.aborted) this.abortController.abort();
+    }
+    return this.abortController.signal;
+  }
+
+  private abort(): void {
+    this.aborted = true;
+    this.abortController?.abort();
+  }
+
+  get writableNeedDrain(): boolean {
+    return this.stream.writableNeedDrain;
+  }
+
+  setDeadline(ms: number): void {
+    this.deadline = setTimeout(() => this.fail({ code: status.DEADLINE_EXCEEDED, details: 'Deadline exceeded' }), ms);
+  }
+
+  sendHeaders(): void {
+    if (this.headersSent || this.finished || this.stream.destroyed) return;
+    this.headersSent = true;
+    this.stream.respond({ [HTTP2_HEADER_STATUS]: 200, [HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, { waitForTrailers: true });
+  }
+
+  write(message: unknown): boolean {
+    if (this.finished || this.stream.destroyed) return false;
+    const bytes = this.encodeChecked(message);
+    if (!bytes) return false;
+    this.sendHeaders();
+    return this.stream.write(framed(bytes));
+  }
+
+  /** A unary answer: one message and OK, in one go. */
+  reply(message: unknown): void {
+    if (this.finished || this.stream.destroyed) return;
+    const bytes = this.encodeChecked(message);
+    if (!bytes) return;
+    this.sendHeaders();
+    this.finish({ code: status.OK, details: '' }, framed(bytes));
+  }
+
+  /** The message's bytes, or undefined after failing the call when it cannot be encoded or is too large. */
+  private encodeChecked(message: unknown): Buffer | undefined {
+    let bytes: Buffer;
+    try {
+      bytes = this.encode(message);
+    } catch (err) {
+      this.fail({ code: status.INTERNAL, details: `failed to encode the response: ${(err as Error).message}` });
+      return undefined;
+    }
+    if (bytes.length > this.limits.maxSendBytes) {
+      this.fail({ code: status.RESOURCE_EXHAUSTED, details: `Sent message larger than max (${bytes.length} vs. ${this.limits.maxSendBytes})` });
+      return undefined;
+    }
+    return bytes;
+  }
+
+  end(): void {
+    this.finish({ code: status.OK, details: '' });
+  }
+
+  fail(err: CallStatus): void {
+    this.finish(err);
+  }
+
+  private finish(result: CallStatus, last?: Buffer): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.deadline);
+    const stream = this.stream;
+    if (!stream.destroyed && !stream.closed) {
+      if (this.headersSent) {
+        this.trailers = result;
+        if (last) stream.end(last);
+        else stream.end();
+      } else {
+        // Trailers-Only: the status in the one and only HEADERS frame.
+        const headers: http2.OutgoingHttpHeaders = {
+          [HTTP2_HEADER_STATUS]: 200,
+          [HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
+          'grpc-status': String(result.code),
+        };
+        if (result.details) headers['grpc-message'] = encodeGrpcMessage(result.details);
+        stream.respond(headers, { endStream: true });
+        // Whatever the client still sends is not wanted: once the answer is out, the stream is reset
+        // with NO_ERROR (as HTTP/2 allows a server that answered before the request ended).
+        if (!stream.readableEnded) stream.once('finish', () => stream.close(NGHTTP2_NO_ERROR));
+      }
+    }
+    if (result.code !== status.OK) this.abort();
+    this.emit('close');
+  }
+
+  private closed(): void {
+    clearTimeout(this.deadline);
+    if (!this.finished) {
+      // The client went away (RST_STREAM or the connection closed) before the call ended.
+      this.finished = true;
+      this.abort();
+      this.emit('close');
+    }
+  }
+}
+
+/**
+ * Answers one HTTP/2 stream as a gRPC call to the route its `:path` names.
+ */
+export function serveStream(
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  routes: ReadonlyMap<string, Route>,
+  limits: TransportLimits,
+): void {
+  // A stream error (the peer reset it, the session died) must never reach the process.
+  stream.on('error', () => {});
+  if (headers[HTTP2_HEADER_METHOD] !== 'POST') {
+    stream.respond({ [HTTP2_HEADER_STATUS]: 405, allow: 'POST' }, { endStream: true });
+    return;
+  }
+  if (!isGrpcContentType(headers[HTTP2_HEADER_CONTENT_TYPE] as string | undefined)) {
+    stream.respond({ [HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
+    return;
+  }
+  const path = String(headers[HTTP2_HEADER_PATH] ?? '');
+  const route = routes.get(path);
+  const call = new Call(stream, headers, limits, route ? route.encode : () => Buffer.alloc(0));
+  if (!route) return call.fail({ code: status.UNIMPLEMENTED, details: `unknown method ${path}` });
+  const encoding = headers['grpc-encoding'] as string | undefined;
+  if (encoding !== undefined && encoding !== 'identity') {
+    return call.fail({ code: status.UNIMPLEMENTED, details: `grpc-encoding "${String(encoding)}" is not supported; use identity` });
+  }
+  const timeout = headers['grpc-timeout'];
+  if (timeout !== undefined) {
+    const ms = parseGrpcTimeout(String(timeout));
+    if (ms === undefined) return call.fail({ code: status.INTERNAL, details: `malformed grpc-timeout "${String(timeout)}"` });
+    // Beyond what a timer can hold (about 24 days) is no deadline in practice.
+    if (ms <= MAX_TIMER_MS) call.setDeadline(ms);
+  }
+  readOneMessage(stream, limits.maxReceiveBytes, (err, bytes) => {
+    if (err) return call.fail(err);
+    try {
+      call.request = route.decode(bytes!);
+    } catch (e) {
+      return call.fail({ code: status.INTERNAL, details: `failed to parse the request: ${(e as Error).message}` });
+    }
+    if (call.isFinished) return; // the deadline passed or the client left while the request arrived
+    try {
+      if (route.responseStream) {
+        stream.on('drain', () => call.emit('drain'));
+        (route.handler as ServerStreamImplementation)(call);
+      }
+      else (route.handler as UnaryImplementation)(call, (err, response) => (err ? call.fail(err) : call.reply(response)));
+    } catch (e) {
+      call.fail({ code: status.INTERNAL, details: (e as Error).message ?? String(e) });
+    }
+  });
+}
+
+/**
+ * Reads exactly one length-prefixed message and the end of the request. The size comes from the
+ * prefix and is checked before anything is buffered.
+ */
+function readOneMessage(stream: ServerHttp2Stream, maxBytes: number, done: (err: CallStatus | null, message?: Buffer) => void): void {
+  let prefix: Buffer | undefined;
+  const parts: Buffer[] = [];
+  let have = 0;
+  let need = -1;
+  let complete = false;
+  let over = false;
+  const stop = (err: CallStatus) => {
+    over = true;
+    stream.off('data', onData);
+    done(err);
+  };
+  const onData = (chunk: Buffer) => {
+    if (complete) return stop({ code: status.INTERNAL, details: 'more than one request message for a unary or server-streaming call' });
+    if (need < 0) {
+      prefix = prefix ? Buffer.concat([prefix, chunk]) : chunk;
+      if (prefix.length < PREFIX_BYTES) return;
+      const flag = prefix[0]!;
+      if (flag === 1) return stop({ code: status.INTERNAL, details: 'compressed request message without a grpc-encoding' });
+      if (flag !== 0) return stop({ code: status.INTERNAL, details: `malformed message prefix (flag ${flag})` });
+      need = prefix.readUInt32BE(1);
+      if (need > maxBytes) return stop({ code: status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${need} vs. ${maxBytes})` });
+      chunk = prefix.subarray(PREFIX_BYTES);
+      prefix = undefined;
+    }
+    if (have + chunk.length > need) {
+      return stop({ code: status.INTERNAL, details: 'more than one request message for a unary or server-streaming call' });
+    }
+    if (chunk.length > 0) parts.push(chunk);
+    have += chunk.length;
+    if (have === need) complete = true;
+  };
+  stream.on('data', onData);
+  stream.once('end', () => {
+    if (over) return;
+    if (!complete) return done({ code: status.INTERNAL, details: need < 0 && !prefix ? 'the request has no message' : 'the request ended inside a message' });
+    done(null, parts.length === 1 ? parts[0] : Buffer.concat(parts, have));
+  });
+}
