@@ -2,7 +2,7 @@
  * Process identity checks for processes Stove does not parent (conmon is re-parented to init): a pid
  * plus its /proc start time identifies one process even after the pid has been reused.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
 /**
@@ -10,32 +10,133 @@ import { readFile } from 'node:fs/promises';
  * no such process exists.
  */
 export async function processStartTime(pid: number): Promise<bigint | undefined> {
-  return procStat(pid)?.startTime;
+  const startTime = procStat(pid)?.startTime;
+  return startTime === undefined ? undefined : BigInt(startTime);
 }
 
 /** True while the process with this pid is the one that had `startTime` (and is not a zombie). */
 export async function isSameProcessAlive(pid: number, startTime: bigint): Promise<boolean> {
   const stat = procStat(pid);
-  return stat !== undefined && stat.startTime === startTime && stat.state !== 'Z';
+  return stat !== undefined && stat.startTime === String(startTime) && stat.state !== 'Z';
 }
 
 /**
- * State and start time from /proc/<pid>/stat, read synchronously: the kernel makes the text on the
- * spot and never blocks, and status RPCs that ask this on every call are cheaper without four thread
- * pool round trips. Undefined when no such process exists.
+ * State and start time (as its decimal text) from /proc/<pid>/stat, read synchronously: the kernel
+ * makes the text on the spot and never blocks, and status RPCs that ask this on every call are cheaper
+ * without four thread pool round trips. Undefined when no such process exists.
  */
-function procStat(pid: number): { state: string; startTime: bigint } | undefined {
+function procStat(pid: number): StatFields | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  let stat: string;
+  let fd: number;
   try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    fd = openSync(`/proc/${pid}/stat`, 'r');
   } catch {
     return undefined;
   }
-  // The command name (field 2) may contain spaces and parentheses: count fields after the last ')'.
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const startTime = rest[22 - 3];
-  return startTime === undefined ? undefined : { state: rest[0]!, startTime: BigInt(startTime) };
+  try {
+    return readStat(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+interface StatFields {
+  /** Field 3: R, S, D, Z, … */
+  state: string;
+  /** Field 22, clock ticks since boot, as written (compared as text: no bigint per check). */
+  startTime: string;
+}
+
+/** One stat line is well under this (52 fields of at most 20 digits and a 64-byte command name). */
+const STAT_MAX_BYTES = 2048;
+const statBuffer = Buffer.alloc(STAT_MAX_BYTES);
+
+/** Reads a /proc/<pid>/stat fd from offset 0 (pread); undefined once its process is reaped (ESRCH). */
+function readStat(fd: number): StatFields | undefined {
+  let length: number;
+  try {
+    length = readSync(fd, statBuffer, 0, STAT_MAX_BYTES, 0);
+  } catch {
+    return undefined;
+  }
+  return parseStat(statBuffer.toString('latin1', 0, length));
+}
+
+/**
+ * The command name (field 2) may contain spaces and parentheses: fields are counted from the last ')'.
+ * Walks to field 22 with indexOf instead of splitting the whole line.
+ */
+export function parseStat(line: string): StatFields | undefined {
+  const close = line.lastIndexOf(')');
+  if (close < 0) return undefined;
+  const stateAt = close + 2;
+  let at = stateAt;
+  for (let field = 3; field < 22; field++) {
+    const space = line.indexOf(' ', at);
+    if (space < 0) return undefined;
+    at = space + 1;
+  }
+  const end = line.indexOf(' ', at);
+  const startTime = line.slice(at, end < 0 ? line.length : end).trimEnd();
+  if (stateAt >= line.length || !/^\d+$/.test(startTime)) return undefined;
+  return { state: line[stateAt]!, startTime };
+}
+
+/**
+ * Liveness of long-lived processes (pause processes, asked on every PodSandboxStatus) through a
+ * /proc/<pid>/stat fd kept open per process: one pread per check instead of open, fstat, two reads and
+ * close. The fd names the process it was opened on, never a later one that reuses the pid: once that
+ * process is reaped, reads on it fail. It is opened (after checking the start time) on the first check,
+ * so a restarted daemon reopens them lazily, and closed when a check finds the process dead or by
+ * `release` when its owner destroys it.
+ */
+export class ProcessProbes {
+  private readonly held = new Map<number, { startTime: bigint; startText: string; fd: number }>();
+
+  /** As isSameProcessAlive: same pid and start time, not a zombie. */
+  isAlive(pid: number, startTime: bigint): boolean {
+    const probe = this.held.get(pid);
+    if (probe?.startTime === startTime) {
+      const stat = readStat(probe.fd);
+      if (stat !== undefined && stat.startTime === probe.startText && stat.state !== 'Z') return true;
+      this.release(pid);
+      return false;
+    }
+    return this.open(pid, startTime);
+  }
+
+  /** Closes the fd held for this process, if any. */
+  release(pid: number): void {
+    const probe = this.held.get(pid);
+    if (!probe) return;
+    this.held.delete(pid);
+    closeSync(probe.fd);
+  }
+
+  /** How many fds are held (for tests). */
+  get size(): number {
+    return this.held.size;
+  }
+
+  private open(pid: number, startTime: bigint): boolean {
+    if (!Number.isInteger(pid) || pid <= 0) return false;
+    let fd: number;
+    try {
+      fd = openSync(`/proc/${pid}/stat`, 'r');
+    } catch {
+      return false;
+    }
+    const startText = String(startTime);
+    const stat = readStat(fd);
+    if (stat === undefined || stat.startTime !== startText || stat.state === 'Z') {
+      closeSync(fd);
+      return false;
+    }
+    // The pid now names the process asked for, so one held under it before has been reaped.
+    this.release(pid);
+    this.held.set(pid, { startTime, startText, fd });
+    return true;
+  }
 }
 
 /** Reads a pid file as written by runc (`--pid-file`) or conmon (`-P`); undefined if absent or empty. */

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Monitor } from '../monitor/monitor.js';
 import type { ExitRecord } from '../monitor/exits.js';
-import { isSameProcessAlive, signalProcess } from '../monitor/process.js';
+import { isSameProcessAlive, ProcessProbes, signalProcess } from '../monitor/process.js';
 import { specToJson, type Spec } from '../oci/index.js';
 import type { RuntimeHandlerSet } from '../runtime/handlers.js';
 
@@ -69,6 +69,9 @@ const EXIT_RECORD_WAIT_MS = 2000;
 
 /** The pause container through conmon and the runtime handlers. */
 export class ConmonPauseRuntime implements PauseRuntime {
+  /** An open /proc stat fd per pause process, which status calls check on every call. */
+  private readonly probes = new ProcessProbes();
+
   constructor(
     private readonly monitor: Monitor,
     private readonly runtimes: RuntimeHandlerSet,
@@ -99,17 +102,22 @@ export class ConmonPauseRuntime implements PauseRuntime {
   }
 
   async destroy(id: string, handler: string, refs: PauseRefs = {}): Promise<ExitRecord | undefined> {
-    const runtime = this.runtimes.get(handler);
-    let exit: ExitRecord | undefined;
-    // Signalling directly saves a process spawn and `runc delete --force`'s fixed 100 ms poll; the
-    // start time makes sure the pid still names the pause process.
-    if (refs.pause && (await isSameProcessAlive(refs.pause.pid, refs.pause.startTime))) {
-      signalProcess(refs.pause.pid, 'SIGKILL');
+    try {
+      const runtime = this.runtimes.get(handler);
+      let exit: ExitRecord | undefined;
+      // Signalling directly saves a process spawn and `runc delete --force`'s fixed 100 ms poll; the
+      // start time makes sure the pid still names the pause process.
+      if (refs.pause && (await isSameProcessAlive(refs.pause.pid, refs.pause.startTime))) {
+        signalProcess(refs.pause.pid, 'SIGKILL');
+      }
+      if (refs.conmon) exit = await this.waitForExitRecord(id, refs.conmon);
+      // Stopped: delete only; still running (no refs, or the kill did not land): runc kills it first.
+      await runtime.delete(id, true);
+      return exit ?? (await this.monitor.readExit(id));
+    } finally {
+      // Last, so that a status call during the stop cannot leave an fd held on the pause process.
+      if (refs.pause) this.probes.release(refs.pause.pid);
     }
-    if (refs.conmon) exit = await this.waitForExitRecord(id, refs.conmon);
-    // Stopped: delete only; still running (no refs, or the kill did not land): runc kills it first.
-    await runtime.delete(id, true);
-    return exit ?? (await this.monitor.readExit(id));
   }
 
   forget(id: string): Promise<void> {
@@ -121,7 +129,7 @@ export class ConmonPauseRuntime implements PauseRuntime {
   }
 
   isAlive(pid: number, startTime: bigint): Promise<boolean> {
-    return isSameProcessAlive(pid, startTime);
+    return Promise.resolve(this.probes.isAlive(pid, startTime));
   }
 
   /** conmon writes the exit record once it has reaped the pause process, then exits. */
