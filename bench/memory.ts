@@ -56,9 +56,9 @@ const bench = new PodBench();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function sample(rt: Runtime, label: string): Promise<void> {
-  const { rss } = await memoryOf(rt.pid);
+  const { rss, anonymous } = await memoryOf(rt.pid);
   rt.rss.push([label, rss]);
-  process.stderr.write(`  ${rt.name}: ${label}: ${mib(rss)}\n`);
+  process.stderr.write(`  ${rt.name}: ${label}: ${mib(rss)} (anonymous ${mib(anonymous)}, file-backed ${mib(rss - anonymous)})\n`);
 }
 
 /** Runs `count` containers, PER_POD to a pod; returns what to remove. */
