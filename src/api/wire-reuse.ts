@@ -5,6 +5,7 @@
  * replaced on every change, and so are the messages built from them).
  */
 import type { ServiceDefinition } from '@grpc/grpc-js';
+import { oncePerObject } from '../common/memo.js';
 
 /** null: marked, not sent yet; an array: the message is the concatenation of these parts. */
 const marks = new WeakMap<object, Buffer | null | readonly object[]>();
@@ -57,13 +58,5 @@ export function withWireReuse(definition: ServiceDefinition): ServiceDefinition 
  * `key` alone, so a changed record (a new object) gets a new response.
  */
 export function responsePerKey<K extends object, T extends object>(build: (key: K) => T): (key: K) => T {
-  const built = new WeakMap<K, T>();
-  return (key) => {
-    let message = built.get(key);
-    if (!message) {
-      message = encodeOnce(build(key));
-      built.set(key, message);
-    }
-    return message;
-  };
+  return oncePerObject((key: K) => encodeOnce(build(key)));
 }

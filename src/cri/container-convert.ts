@@ -3,6 +3,7 @@ import { Container, ContainerState, ContainerStatus } from '../gen/runtime/v1/ap
 import { DEFAULT_STOP_SIGNAL, toCriSignal } from '../container/stop-signal.js';
 import { statusMounts } from '../container/image-volumes.js';
 import { containerConfigOf, resourcesOf, type ContainerRecord, type ContainerStateName } from '../container/model.js';
+import { oncePerObject } from '../common/memo.js';
 
 const STATES: Record<ContainerStateName, ContainerState> = {
   created: ContainerState.CONTAINER_CREATED,
@@ -15,22 +16,11 @@ export function criState(state: ContainerStateName): ContainerState {
   return STATES[state];
 }
 
-const statuses = new WeakMap<ContainerRecord, ContainerStatus>();
-
 /**
  * ContainerStatus as the kubelet reads it (containerd's field choices), built once per record object
  * like toCriContainer (the kubelet asks for it far more often than a container changes).
  */
-export function toContainerStatus(record: ContainerRecord): ContainerStatus {
-  let status = statuses.get(record);
-  if (!status) {
-    status = buildContainerStatus(record);
-    statuses.set(record, status);
-  }
-  return status;
-}
-
-function buildContainerStatus(record: ContainerRecord): ContainerStatus {
+export const toContainerStatus = oncePerObject((record: ContainerRecord): ContainerStatus => {
   const config = containerConfigOf(record);
   const resources = resourcesOf(record);
   return ContainerStatus.fromPartial({
@@ -60,24 +50,13 @@ function buildContainerStatus(record: ContainerRecord): ContainerStatus {
       },
     },
   });
-}
-
-const listed = new WeakMap<ContainerRecord, Container>();
+});
 
 /**
  * The ListContainers entry of a record, built once per record object (records are replaced on every
  * change, so the cache never goes stale; callers must not modify the result).
  */
-export function toCriContainer(record: ContainerRecord): Container {
-  let entry = listed.get(record);
-  if (!entry) {
-    entry = buildCriContainer(record);
-    listed.set(record, entry);
-  }
-  return entry;
-}
-
-function buildCriContainer(record: ContainerRecord): Container {
+export const toCriContainer = oncePerObject((record: ContainerRecord): Container => {
   const config = containerConfigOf(record);
   return Container.fromPartial({
     id: record.id,
@@ -91,4 +70,4 @@ function buildCriContainer(record: ContainerRecord): Container {
     labels: config.labels,
     annotations: config.annotations,
   });
-}
+});

@@ -9,6 +9,7 @@ import type { LifecycleEventType } from '../container/deps.js';
 import type { LifecycleEvent, LifecycleEvents } from '../pod/events.js';
 import { toContainerStatus } from './container-convert.js';
 import { toPodSandboxStatus } from './sandbox-convert.js';
+import { oncePerObject } from '../common/memo.js';
 
 export function getContainerEvents(events: LifecycleEvents, _req: GetEventsRequest, sink: StreamSink<ContainerEventResponse>): void {
   events.subscribe({
@@ -28,20 +29,14 @@ const EVENT_TYPES: Record<LifecycleEventType, ContainerEventType> = {
   deleted: ContainerEventType.CONTAINER_DELETED_EVENT,
 };
 
-const converted = new WeakMap<LifecycleEvent, ContainerEventResponse>();
-
-/** The event in the CRI's terms (a pod's own event carries its sandbox ID as container_id). */
-function toContainerEventResponse(event: LifecycleEvent): ContainerEventResponse {
-  let response = converted.get(event);
-  if (!response) {
-    response = ContainerEventResponse.fromPartial({
+/** The event in the CRI's terms (a pod's own event carries its sandbox ID as container_id), built once per event. */
+const toContainerEventResponse = oncePerObject(
+  (event: LifecycleEvent): ContainerEventResponse =>
+    ContainerEventResponse.fromPartial({
       containerId: event.id,
       containerEventType: EVENT_TYPES[event.type],
       createdAt: event.createdAt,
       podSandboxStatus: event.sandbox ? toPodSandboxStatus(event.sandbox) : undefined,
       containersStatuses: event.containers.map(toContainerStatus),
-    });
-    converted.set(event, response);
-  }
-  return response;
-}
+    }),
+);
