@@ -281,12 +281,12 @@ export function serveStream(
   }
   readOneMessage(stream, limits.maxReceiveBytes, (err, bytes) => {
     if (err) return call.fail(err);
+    if (call.isFinished) return; // the deadline passed or the client left while the request arrived
     try {
       call.request = route.decode(bytes!);
     } catch (e) {
       return call.fail({ code: status.INTERNAL, details: `failed to parse the request: ${(e as Error).message}` });
     }
-    if (call.isFinished) return; // the deadline passed or the client left while the request arrived
     try {
       if (route.responseStream) {
         stream.on('drain', () => call.emit('drain'));
