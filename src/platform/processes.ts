@@ -71,7 +71,9 @@ export function runCommand(file: string, options: RunCommandOptions): Promise<Co
         } catch {
           child.kill('SIGKILL');
         }
-        child.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
+        // The command may have exited already, with a straggler outside its group holding the pipes.
+        if (child.exitCode !== null || child.signalCode !== null) finish({ exitCode: child.exitCode, signal: child.signalCode });
+        else child.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => finish({ exitCode, signal }));
       }, options.timeoutMs);
     }
     child.stdout!.on('data', (d: Buffer) => out.add(d));

@@ -57,6 +57,16 @@ describe('platform/processes', function () {
       assert.equal(commandFailure(r), 'timed out');
     });
 
+    it('answers at the timeout when the command exited but a straggler outside its group holds its output', async () => {
+      const pidFile = join(dir, 'session-straggler');
+      const started = Date.now();
+      const r = await runCommand('sh', { args: ['-c', `setsid sleep 30 & echo $! > ${pidFile}; exit 0`], timeoutMs: 300 });
+      const waited = Date.now() - started;
+      process.kill(Number(await readFile(pidFile, 'utf8')), 'SIGKILL');
+      assert.deepEqual([r.timedOut, r.exitCode, r.signal], [true, 0, null]);
+      assert.ok(waited < 10_000, `answered after ${waited} ms, not at the timeout`);
+    });
+
     it('keeps the first maxOutputBytes of each stream and lets the command finish', async () => {
       const r = await runCommand('sh', { args: ['-c', 'head -c 1000000 /dev/zero | tr "\\0" x; echo done >&2'], timeoutMs: 10_000, maxOutputBytes: 1000 });
       assert.deepEqual([r.exitCode, r.stdout, r.stderr, r.truncated], [0, 'x'.repeat(1000), 'done\n', true]);
