@@ -8,6 +8,7 @@
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { parse } from 'acorn';
 import { build } from 'esbuild';
 
 const outdir = 'dist/bundle';
@@ -15,24 +16,24 @@ const outdir = 'dist/bundle';
 /**
  * V8 keeps each script's source for lazy compilation, one byte per character unless a single character
  * is above U+00FF: then two bytes for all of it (the registry client's chunk: 1 MB, so 2 MiB resident).
- * esbuild escapes strings, templates and regular expressions to ASCII, so what remains above U+00FF is
- * in comments (an arrow, a typographic apostrophe): each UTF-16 unit of it becomes `?`, which keeps
- * every column of the source maps. A character left elsewhere is reported, not changed.
+ * esbuild escapes most strings to ASCII, and what remains above U+00FF is mostly in comments (an arrow,
+ * a typographic apostrophe). acorn finds the comments, so a tagged template's raw text or a regular
+ * expression that looks like one is never touched; each UTF-16 unit above U+00FF in a comment becomes
+ * `?`, which keeps every column of the source maps. A character left elsewhere is reported, not changed.
  */
 function oneByteSource(path, text) {
-  const lines = text.split('\n');
-  let left = 0;
-  for (let i = 0; i < lines.length; i++) {
-    if (!/[^\u0000-\u00ff]/.test(lines[i])) continue;
-    const comment = /^\s*(\/\*|\*|\/\/)/.test(lines[i]) ? 0 : lines[i].indexOf('//');
-    if (comment < 0 || /[^\u0000-\u00ff]/.test(lines[i].slice(0, comment))) {
-      left++;
-      continue;
-    }
-    lines[i] = lines[i].slice(0, comment) + lines[i].slice(comment).replace(/[^\u0000-\u00ff]/g, (c) => '?'.repeat(c.length));
+  const comments = [];
+  parse(text, { ecmaVersion: 'latest', sourceType: 'module', onComment: (_block, _text, start, end) => comments.push([start, end]) });
+  let out = '';
+  let from = 0;
+  for (const [start, end] of comments) {
+    out += text.slice(from, start) + text.slice(start, end).replace(/[^\u0000-\u00ff]/g, '?');
+    from = end;
   }
-  if (left) console.warn(`bundle: ${path}: ${left} line(s) with characters above U+00FF outside comments; V8 holds it at two bytes a character`);
-  return lines.join('\n');
+  out += text.slice(from);
+  const left = out.match(/[^\u0000-\u00ff]/g)?.length ?? 0;
+  if (left) console.warn(`bundle: ${path}: ${left} character(s) above U+00FF outside comments; V8 holds it at two bytes a character`);
+  return out;
 }
 
 await rm(outdir, { recursive: true, force: true });
