@@ -1,7 +1,7 @@
 /**
  * The import rules of docs/architecture.md, checked over src/: `make lint` runs this file as it is
  * (Node strips the types) and fails on any violation. TypeScript's own parser reads the imports:
- * `import` and `import type`, re-exports and `import()`, all of which count.
+ * `import` and `import type`, re-exports, `import()` and `typeof import()`, all of which count.
  *
  * A module is a directory under src/ (`cri`, `sandbox`, …); src/daemon.ts and src/main.ts are the
  * modules `daemon` and `main`.
@@ -65,6 +65,8 @@ export function importsOf(file: string, text: string): Import[] {
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       const [arg] = node.arguments;
       if (arg && ts.isStringLiteral(arg)) add(arg.text);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+      add(node.argument.literal.text);
     }
     ts.forEachChild(node, visit);
   };

@@ -6,7 +6,7 @@ import { cycles, importsOf, readImports, violations, type Import } from '../../l
 const imp = (from: string, to: string): Import => ({ from, to });
 
 describe('import rules', () => {
-  it('reads imports, type-only ones, re-exports and dynamic imports, and leaves packages alone', () => {
+  it('reads imports, type-only ones, re-exports, dynamic imports and import types, and leaves packages alone', () => {
     const text = [
       "import { a } from './a.js';",
       "import type { B } from '../b/b.js';",
@@ -17,6 +17,7 @@ describe('import rules', () => {
       "export type { H } from './h.js';",
       "import ts from 'typescript';",
       "const lazy = () => import('../lazy/x.js');",
+      "type Lazy = typeof import('../lazy/y.js');",
     ].join('\n');
     assert.deepEqual(importsOf('m/x.ts', text), [
       imp('m/x.ts', 'm/a.ts'),
@@ -27,6 +28,7 @@ describe('import rules', () => {
       imp('m/x.ts', 'm/g.ts'),
       imp('m/x.ts', 'm/h.ts'),
       imp('m/x.ts', 'lazy/x.ts'),
+      imp('m/x.ts', 'lazy/y.ts'),
     ]);
   });
 
