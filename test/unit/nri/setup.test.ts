@@ -10,7 +10,7 @@ import { defaultConfig, durationMs } from '../../../src/config/schema.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { discoverPlugins, NriAdaptation, pluginConfig } from '../../../src/nri/adaptation.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
-import { eventually } from '../../integration/sandbox/world.js';
+import { eventually } from '../../helpers/wait.js';
 
 describe('nri setup', () => {
   let dir: string;
@@ -20,6 +20,20 @@ describe('nri setup', () => {
   afterEach(async () => {
     await rm(dir, { recursive: true, force: true });
   });
+
+  /** An adaptation with its socket, plugins and drop-ins in the test's dir, over a host holding `containers`. */
+  function adaptation(options: { disableConnections: boolean; timeouts: { registrationMs: number; requestMs: number } }, containers: Container[] = []): NriAdaptation {
+    return new NriAdaptation({
+      ...options,
+      socketPath: join(dir, 'nri.sock'),
+      pluginPath: join(dir, 'plugins'),
+      pluginConfigPath: join(dir, 'conf.d'),
+      runtimeName: 'stove',
+      runtimeVersion: 'test',
+      host: { snapshot: async () => ({ pods: [], containers }), updateContainer: async () => {} },
+      log: silentLogger,
+    });
+  }
 
   it('has containerd’s keys and defaults, off by default', () => {
     assert.deepEqual(defaultConfig().nri, {
@@ -73,17 +87,7 @@ describe('nri setup', () => {
   });
 
   it('with disable_connections, listens on no socket', async () => {
-    const nri = new NriAdaptation({
-      socketPath: join(dir, 'nri.sock'),
-      pluginPath: join(dir, 'plugins'),
-      pluginConfigPath: join(dir, 'conf.d'),
-      disableConnections: true,
-      timeouts: { registrationMs: 500, requestMs: 500 },
-      runtimeName: 'stove',
-      runtimeVersion: 'test',
-      host: { snapshot: async () => ({ pods: [], containers: [] }), updateContainer: async () => {} },
-      log: silentLogger,
-    });
+    const nri = adaptation({ disableConnections: true, timeouts: { registrationMs: 500, requestMs: 500 } });
     await nri.start();
     assert.equal(existsSync(join(dir, 'nri.sock')), false);
     await nri.stop();
@@ -91,17 +95,7 @@ describe('nri setup', () => {
 
   it('synchronizes in several messages when the state is over the message limit', async () => {
     const big = Array.from({ length: 30 }, (_, i) => Container.fromPartial({ id: `c${i}`, env: [`X=${'x'.repeat(300_000)}`] }));
-    const nri = new NriAdaptation({
-      socketPath: join(dir, 'nri.sock'),
-      pluginPath: join(dir, 'plugins'),
-      pluginConfigPath: join(dir, 'conf.d'),
-      disableConnections: false,
-      timeouts: { registrationMs: 2000, requestMs: 5000 },
-      runtimeName: 'stove',
-      runtimeVersion: 'test',
-      host: { snapshot: async () => ({ pods: [], containers: big }), updateContainer: async () => {} },
-      log: silentLogger,
-    });
+    const nri = adaptation({ disableConnections: false, timeouts: { registrationMs: 2000, requestMs: 5000 } }, big);
     await nri.start();
     const p = await TestPlugin.connect(join(dir, 'nri.sock'), { name: 'big', index: '10' });
     try {
