@@ -12,6 +12,7 @@
 import { PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { PodFiles } from './pod-files.js';
 import { hostIdOf, type IdRange } from '../storage/idshift.js';
+import { oncePerObject } from '../common/memo.js';
 
 export type SandboxState = 'ready' | 'notready';
 
@@ -84,18 +85,8 @@ export function sandboxName(meta: { name: string; namespace: string; uid: string
   return `${meta.name}_${meta.namespace}_${meta.uid}_${meta.attempt}`;
 }
 
-/** The CRI config a record was created from. */
-const parsedConfigs = new WeakMap<object, PodSandboxConfig>();
-
 /** The record's pod config, parsed once per record object (callers must not modify it). */
-export function podConfigOf(record: Pick<SandboxRecord, 'config'>): PodSandboxConfig {
-  let config = parsedConfigs.get(record);
-  if (!config) {
-    config = PodSandboxConfig.fromJSON(record.config);
-    parsedConfigs.set(record, config);
-  }
-  return config;
-}
+export const podConfigOf = oncePerObject((record: Pick<SandboxRecord, 'config'>): PodSandboxConfig => PodSandboxConfig.fromJSON(record.config));
 
 /**
  * The host gid of a user-namespaced pod's root (in-namespace gid 0), which may pass through the pod's
