@@ -11,6 +11,7 @@
  */
 import { extname } from 'node:path';
 import { failedPrecondition, invalidArgument, messageOf } from '../common/errors.js';
+import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
 import type { Spec } from '../oci/types.js';
@@ -122,7 +123,7 @@ export class CdiRegistry {
 
   private async load(path: string): Promise<Loaded> {
     try {
-      const { MAX_SPEC_BYTES, parseSpecText } = await import('./spec-file.js');
+      const { MAX_SPEC_BYTES, parseSpecText } = await loadPart('CDI spec parser', () => import('./spec-file.js'));
       const spec = parseSpecText(await readSmallFile(path, MAX_SPEC_BYTES));
       this.o.log.info('CDI spec file loaded', { path, kind: spec.kind, cdiVersion: spec.version, devices: spec.devices.map((d) => d.name) });
       return spec;

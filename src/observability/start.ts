@@ -4,6 +4,7 @@
  */
 import type { Server } from 'node:http';
 import { StoveError, messageOf } from '../common/errors.js';
+import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { parseHostPort } from '../config/load.js';
 import { NO_METRICS, NO_TRACING, installObservability } from './hooks.js';
@@ -49,7 +50,7 @@ class ObservabilityRuntime implements Observability {
   /** Loads what `next` turns on (only then), installs it behind the hooks; the listener waits for listen(). */
   async apply(next: ObservabilityConfig): Promise<void> {
     if (next.metrics.address && !this.metrics) {
-      const { StoveMetrics } = await import('./metrics.js');
+      const { StoveMetrics } = await loadPart('metrics', () => import('./metrics.js'));
       this.metrics = new StoveMetrics();
       if (this.source) this.metrics.setStateSource(this.source);
     }
@@ -59,7 +60,7 @@ class ObservabilityRuntime implements Observability {
       this.tracing = undefined;
       await old?.shutdown().catch((err: unknown) => this.log.warn('tracing: could not send the last spans', { error: messageOf(err) }));
       if (next.tracing.endpoint) {
-        const { OtelTracing } = await import('./tracing.js');
+        const { OtelTracing } = await loadPart('tracing', () => import('./tracing.js'));
         this.tracing = new OtelTracing({ ...next.tracing, serviceVersion: this.version, log: this.log });
         this.log.info('tracing on', { endpoint: next.tracing.endpoint, sampleRatio: next.tracing.sampleRatio });
       } else if (old) this.log.info('tracing off');
@@ -99,7 +100,7 @@ class ObservabilityRuntime implements Observability {
   /** A listener for `address` over the existing (or a new) registry. */
   private async serveFor(address: string): Promise<Server> {
     if (!this.metrics) {
-      const { StoveMetrics } = await import('./metrics.js');
+      const { StoveMetrics } = await loadPart('metrics', () => import('./metrics.js'));
       this.metrics = new StoveMetrics();
       this.metrics.setStateSource(this.source!);
     }

@@ -7,6 +7,7 @@
 import { access, constants } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { messageOf } from '../common/errors.js';
+import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
 import type { Spec } from '../oci/types.js';
@@ -56,7 +57,7 @@ export class OciHookRegistry {
   async inject(spec: Spec, ctx: Omit<HookContext, 'command'>): Promise<string[]> {
     const { hooks } = await this.current();
     if (!hooks.length) return [];
-    const { matches } = await import('./hook-file.js');
+    const { matches } = await loadPart('OCI hook file parser', () => import('./hook-file.js'));
     const context: HookContext = { ...ctx, command: spec.process?.args[0] ?? '' };
     const applied: string[] = [];
     for (const entry of hooks) {
@@ -70,7 +71,7 @@ export class OciHookRegistry {
 
   private async load(path: string): Promise<Loaded> {
     try {
-      const { MAX_HOOK_FILE_BYTES, parseHookFile } = await import('./hook-file.js');
+      const { MAX_HOOK_FILE_BYTES, parseHookFile } = await loadPart('OCI hook file parser', () => import('./hook-file.js'));
       const hook = parseHookFile(await readSmallFile(path, MAX_HOOK_FILE_BYTES));
       await access(hook.hook.path, constants.X_OK).catch((err: unknown) => {
         throw new Error(`hook program ${hook.hook.path}: ${messageOf(err)}`);
