@@ -93,7 +93,7 @@ export class StatsReader {
     const cgroups = [pause, ...(await Promise.all(live.map((c) => this.cgroupStats(c.cgroupsPath))))];
     const total = sumStats(cgroups);
     // Pressure cannot be summed: it is the pod cgroup's own, when the pod has one (cgroup_parent).
-    const pressure = (await this.podCgroupStats(sandbox))?.pressure;
+    const pressure = await this.podPressure(sandbox);
     if (total && pressure) total.pressure = pressure;
     const timestamp = nowNs();
     return { sandbox, timestamp, cgroup: total, nanoCores: this.cpuRate(`pod:${sandbox.id}`, total, timestamp), network, containers: containerStats };
@@ -114,12 +114,12 @@ export class StatsReader {
     }
   }
 
-  /** The stats of the pod's own cgroup (its cgroup_parent), if its config names one. */
-  private async podCgroupStats(sandbox: SandboxRecord): Promise<CgroupStats | undefined> {
+  /** The pressure of the pod's own cgroup (its cgroup_parent), if its config names one; v1 has none. */
+  private async podPressure(sandbox: SandboxRecord): Promise<CgroupStats['pressure']> {
     const parent = podConfigOf(sandbox).linux?.cgroupParent;
-    if (!parent) return undefined;
+    if (!parent || this.o.cgroups.version !== 2) return undefined;
     try {
-      return await this.cgroupStats(cgroupOfParent(parent, sandbox.cgroupsPath.includes(':') ? 'systemd' : 'cgroupfs'));
+      return (await this.cgroupStats(cgroupOfParent(parent, sandbox.cgroupsPath.includes(':') ? 'systemd' : 'cgroupfs')))?.pressure;
     } catch {
       return undefined;
     }
