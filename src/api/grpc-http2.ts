@@ -62,6 +62,12 @@ export interface Route {
 export interface TransportLimits {
   maxReceiveBytes: number;
   maxSendBytes: number;
+  /**
+   * How long the request message (and the end of the request) may take to arrive after its headers.
+   * A call has its handler run only once its request is complete, so a client that stalls the body
+   * would otherwise hold its stream until it leaves; grpc-timeout may be shorter, never longer.
+   */
+  requestTimeoutMs: number;
 }
 
 const PREFIX_BYTES = 5;
@@ -115,6 +121,7 @@ class Call extends EventEmitter implements ServerStreamCall {
   private finished = false;
   private trailers: CallStatus = { code: status.OK, details: '' };
   private deadline: NodeJS.Timeout | undefined;
+  private requestDeadline: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -157,6 +164,18 @@ class Call extends EventEmitter implements ServerStreamCall {
 
   setDeadline(ms: number): void {
     this.deadline = setTimeout(() => this.fail({ code: status.DEADLINE_EXCEEDED, details: 'Deadline exceeded' }), ms);
+  }
+
+  /** Fails the call unless requestArrived() is called within `ms`. */
+  setRequestDeadline(ms: number): void {
+    this.requestDeadline = setTimeout(
+      () => this.fail({ code: status.DEADLINE_EXCEEDED, details: `the request message did not arrive within ${ms / 1000}s of its headers` }),
+      ms,
+    );
+  }
+
+  requestArrived(): void {
+    clearTimeout(this.requestDeadline);
   }
 
   sendHeaders(): void {
@@ -210,6 +229,7 @@ class Call extends EventEmitter implements ServerStreamCall {
     if (this.finished) return;
     this.finished = true;
     clearTimeout(this.deadline);
+    clearTimeout(this.requestDeadline);
     const stream = this.stream;
     if (!stream.destroyed && !stream.closed) {
       if (this.headersSent) {
@@ -236,6 +256,7 @@ class Call extends EventEmitter implements ServerStreamCall {
 
   private closed(): void {
     clearTimeout(this.deadline);
+    clearTimeout(this.requestDeadline);
     if (!this.finished) {
       // The client went away (RST_STREAM or the connection closed) before the call ended.
       this.finished = true;
@@ -275,11 +296,14 @@ export function serveStream(
   const timeout = headers['grpc-timeout'];
   if (timeout !== undefined) {
     const ms = parseGrpcTimeout(String(timeout));
+    // INTERNAL, as grpc-go (operateHeaders) and grpc-js answer a malformed grpc-timeout.
     if (ms === undefined) return call.fail({ code: status.INTERNAL, details: `malformed grpc-timeout "${String(timeout)}"` });
     // Beyond what a timer can hold (about 24 days) is no deadline in practice.
     if (ms <= MAX_TIMER_MS) call.setDeadline(ms);
   }
+  call.setRequestDeadline(limits.requestTimeoutMs);
   readOneMessage(stream, limits.maxReceiveBytes, (err, bytes) => {
+    call.requestArrived();
     if (err) return call.fail(err);
     if (call.isFinished) return; // the deadline passed or the client left while the request arrived
     try {

@@ -4,7 +4,9 @@
  * root-equivalent, so it is never wider than 0660, not even between bind and chmod (the umask is
  * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
  * one else can write to (else anyone could put their own socket in its place). One connection may
- * have at most MAX_CONCURRENT_STREAMS calls in flight. Responses marked for reuse (wire-reuse.ts) are
+ * have at most MAX_CONCURRENT_STREAMS calls in flight; at most MAX_CONNECTIONS connections are open; a
+ * request must arrive within REQUEST_TIMEOUT_MS of its headers; a connection without calls is closed
+ * (FIRST_CALL_TIMEOUT_MS, IDLE_CONNECTION_TIMEOUT_MS). Responses marked for reuse (wire-reuse.ts) are
  * encoded once.
  */
 import type { ServiceDefinition } from '@grpc/grpc-js';
@@ -29,6 +31,32 @@ const MAX_HEADER_LIST_BYTES = 16 << 10;
  * few messages at the 16 MiB limit, not a way for one client to take the node's memory.
  */
 const MAX_SESSION_MEMORY_MB = 64;
+/**
+ * Open connections at most; one more is closed at once (net.Server's maxConnections) and logged. The
+ * kubelet holds two (runtime and image service), each crictl call one or two: room for many tools, not
+ * for a client that opens connections until the daemon runs out of file descriptors or memory (each
+ * may buffer up to MAX_SESSION_MEMORY_MB).
+ */
+const MAX_CONNECTIONS = 128;
+/**
+ * A request message must arrive within this long after its headers. Not a config key: no client has a
+ * reason to send a CRI request (16 MiB at most, over a local socket) slowly, and only a stalled or
+ * hostile one ever reaches it.
+ */
+const REQUEST_TIMEOUT_MS = 30_000;
+/** A connection that has not opened a call this long after connecting is closed. */
+const FIRST_CALL_TIMEOUT_MS = 30_000;
+/**
+ * A connection with no call in flight for this long is closed gracefully (GOAWAY), as grpc-go's
+ * keepalive.MaxConnectionIdle does: a gRPC client reconnects on its next call, so a quiet kubelet loses
+ * nothing (it polls every few seconds anyway, and grpc-go clients close their own connection after 30
+ * minutes without calls). A connection with a call open (a GetContainerEvents stream that has been
+ * quiet for hours) is never idle. No PING liveness: on a unix socket the kernel closes the socket of a
+ * peer that died, so a connection never outlives its client unnoticed.
+ */
+const IDLE_CONNECTION_TIMEOUT_MS = 10 * 60_000;
+/** At most one log line per this long about refused connections (a client in a loop must not flood the log). */
+const REFUSED_LOG_INTERVAL_MS = 60_000;
 /** While binding: the socket is created at most 0660. */
 const BIND_UMASK = 0o117;
 
@@ -106,19 +134,79 @@ function routesOf(services: ServiceBinding[]): Map<string, Route> {
   return routes;
 }
 
+/** The transport's time and connection limits; the defaults above, smaller ones in tests. */
+export interface ConnectionLimits {
+  maxConnections: number;
+  requestTimeoutMs: number;
+  firstCallTimeoutMs: number;
+  idleConnectionTimeoutMs: number;
+}
+
+const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  maxConnections: MAX_CONNECTIONS,
+  requestTimeoutMs: REQUEST_TIMEOUT_MS,
+  firstCallTimeoutMs: FIRST_CALL_TIMEOUT_MS,
+  idleConnectionTimeoutMs: IDLE_CONNECTION_TIMEOUT_MS,
+};
+
+/**
+ * Closes `session` gracefully once it has had no call in flight for `idleMs` (`firstCallMs` before
+ * its first call). One timer per connection, re-armed when its last call ends.
+ */
+function closeWhenIdle(session: http2.ServerHttp2Session, limits: ConnectionLimits, log: Logger): void {
+  let open = 0;
+  const expire = (why: string) => () => {
+    if (open > 0 || session.closed || session.destroyed) return;
+    log.debug('closing an idle CRI connection', { reason: why });
+    session.close();
+  };
+  let timer = setTimeout(expire('no call since it connected'), limits.firstCallTimeoutMs).unref();
+  let called = false;
+  session.on('stream', (stream: http2.ServerHttp2Stream) => {
+    open++;
+    if (!called) {
+      called = true;
+      clearTimeout(timer);
+      timer = setTimeout(expire('no call in flight'), limits.idleConnectionTimeoutMs).unref();
+    }
+    stream.once('close', () => {
+      if (--open === 0) timer.refresh();
+    });
+  });
+  session.once('close', () => clearTimeout(timer));
+}
+
 /** Serves `services` on the unix socket at `socketPath`. */
-export async function serveGrpc(socketPath: string, services: ServiceBinding[], log: Logger): Promise<GrpcEndpoint> {
+export async function serveGrpc(
+  socketPath: string,
+  services: ServiceBinding[],
+  log: Logger,
+  connectionLimits: Partial<ConnectionLimits> = {},
+): Promise<GrpcEndpoint> {
   await ensureSocketFree(socketPath);
   const routes = routesOf(services);
-  const limits = { maxReceiveBytes: MAX_MESSAGE_BYTES, maxSendBytes: MAX_MESSAGE_BYTES };
+  const conn = { ...DEFAULT_CONNECTION_LIMITS, ...connectionLimits };
+  const limits = { maxReceiveBytes: MAX_MESSAGE_BYTES, maxSendBytes: MAX_MESSAGE_BYTES, requestTimeoutMs: conn.requestTimeoutMs };
   const server = http2.createServer({
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES },
     maxSessionMemory: MAX_SESSION_MEMORY_MB,
+  });
+  server.maxConnections = conn.maxConnections;
+  let refused = 0;
+  let refusedLoggedAt = -Infinity;
+  server.on('drop', () => {
+    refused++;
+    const now = performance.now();
+    if (now - refusedLoggedAt < REFUSED_LOG_INTERVAL_MS) return;
+    log.warn('refused CRI connections: too many open', { maxConnections: conn.maxConnections, refused });
+    refused = 0;
+    refusedLoggedAt = now;
   });
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (session) => {
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
+    closeWhenIdle(session, conn, log);
     // A client that breaks the protocol loses its connection, never the daemon.
     session.on('error', (err: Error) => log.debug('CRI connection failed', { error: err.message }));
   });

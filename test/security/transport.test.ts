@@ -1,0 +1,156 @@
+/**
+ * The CRI transport against slow and hostile clients: streams whose request never arrives are ended
+ * with DEADLINE_EXCEEDED after the request deadline while other clients are answered at once;
+ * connections beyond the cap are refused (and logged); a connection that never calls, or has had no
+ * call in flight for the idle timeout, is closed, and a gRPC client on such a connection simply
+ * reconnects; a quiet connection with a call open is left alone. The limits are made small here.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import http2 from 'node:http2';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { status } from '@grpc/grpc-js';
+import { serveGrpc, type ConnectionLimits, type GrpcEndpoint } from '../../src/api/server.js';
+import { criServices } from '../../src/api/services.js';
+import type { RuntimeHandlers } from '../../src/api/handlers.js';
+import { createLogger } from '../../src/common/logger.js';
+import { VersionResponse } from '../../src/gen/runtime/v1/api.js';
+import { criClients, type CriClients } from '../helpers/cri-client.js';
+import { eventually } from '../helpers/wait.js';
+
+const REQUEST_TIMEOUT_MS = 1000;
+
+interface Stalled {
+  started: number;
+  ended?: number;
+  headers: http2.IncomingHttpHeaders;
+}
+
+describe('security: the CRI transport and slow or hostile clients', function () {
+  this.timeout(30_000);
+  let dir: string;
+  let endpoint: GrpcEndpoint | undefined;
+  const sessions: http2.ClientHttp2Session[] = [];
+  const clients: CriClients[] = [];
+  const logLines: string[] = [];
+  const log = createLogger('debug', (line) => logLines.push(line));
+  const handlers: Partial<RuntimeHandlers> = {
+    version: async () => VersionResponse.fromPartial({ version: '0.1.0', runtimeName: 'stove-test', runtimeApiVersion: 'v1' }),
+    getContainerEvents: () => {},
+  };
+
+  async function serve(limits: Partial<ConnectionLimits>): Promise<string> {
+    const sock = join(dir, 'cri.sock');
+    endpoint = await serveGrpc(sock, criServices(handlers, {}, log), log, limits);
+    return sock;
+  }
+
+  function connect(sock: string): http2.ClientHttp2Session {
+    const session = http2.connect('http://localhost', { createConnection: () => net.connect(sock) });
+    session.on('error', () => {});
+    sessions.push(session);
+    return session;
+  }
+
+  function client(sock: string): CriClients {
+    const c = criClients(sock);
+    clients.push(c);
+    return c;
+  }
+
+  /** A call whose request never completes: headers only, or a prefix promising bytes that never come. */
+  function stall(session: http2.ClientHttp2Session, body: Buffer | undefined): Stalled {
+    const req = session.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/Version', 'content-type': 'application/grpc', te: 'trailers' });
+    const s: Stalled = { started: performance.now(), headers: {} };
+    req.on('response', (h) => (s.headers = h));
+    req.on('error', () => {});
+    req.on('close', () => (s.ended = performance.now()));
+    if (body) req.write(body);
+    return s;
+  }
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'stove-transport-'));
+    logLines.length = 0;
+  });
+  afterEach(async () => {
+    for (const s of sessions.splice(0)) s.destroy();
+    for (const c of clients.splice(0)) c.close();
+    await endpoint?.shutdown(200);
+    endpoint = undefined;
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('ends stalled requests with DEADLINE_EXCEEDED after the request deadline, answering others at once meanwhile', async () => {
+    const sock = await serve({ requestTimeoutMs: REQUEST_TIMEOUT_MS });
+    // Connected (and grpc-js loaded) before the clock starts.
+    const { runtime } = client(sock);
+    await runtime.version({ version: 'v1' });
+    const promise = Buffer.alloc(5);
+    promise.writeUInt32BE(1 << 20, 1);
+    const stalled: Stalled[] = [];
+    for (let c = 0; c < 4; c++) {
+      const session = connect(sock);
+      // Headers without a body, a prefix without its message, half a prefix.
+      for (let i = 0; i < 50; i++) stalled.push(stall(session, [undefined, promise, promise.subarray(0, 2)][i % 3]));
+    }
+    // A PING is answered after the frames before it: the server holds every stalled call now.
+    await Promise.all(sessions.map((s) => new Promise((resolve) => s.ping(resolve))));
+    const started = performance.now();
+    assert.equal((await runtime.version({ version: 'v1' })).runtimeName, 'stove-test');
+    const took = performance.now() - started;
+    assert.ok(took < REQUEST_TIMEOUT_MS / 2, `Version took ${took.toFixed(0)} ms beside ${stalled.length} stalled calls`);
+
+    await eventually('every stalled call ended', () => stalled.every((s) => s.ended !== undefined), 10_000);
+    for (const s of stalled) {
+      assert.equal(s.headers['grpc-status'], String(status.DEADLINE_EXCEEDED));
+      assert.match(decodeURIComponent(String(s.headers['grpc-message'])), /the request message did not arrive within 1s of its headers/);
+      assert.ok(s.ended! - s.started >= REQUEST_TIMEOUT_MS - 20, `ended after ${(s.ended! - s.started).toFixed(0)} ms, before the deadline`);
+    }
+    assert.ok(sessions.every((s) => !s.closed), 'the connections themselves stay open');
+    assert.equal((await runtime.version({ version: 'v1' })).runtimeName, 'stove-test');
+  });
+
+  it('refuses connections beyond the cap with a log line, and takes new ones once some closed', async () => {
+    const sock = await serve({ maxConnections: 3 });
+    const held = [connect(sock), connect(sock), connect(sock)];
+    await Promise.all(held.map((s) => new Promise((resolve) => s.once('remoteSettings', resolve))));
+    const extra = connect(sock);
+    await new Promise<void>((resolve) => extra.once('close', () => resolve()));
+    assert.ok(!held.some((s) => s.closed), 'the connections within the cap stay');
+    await eventually('the refusal was logged', () => logLines.some((l) => l.includes('refused CRI connections: too many open') && l.includes('"maxConnections":3')));
+    held[0]!.destroy();
+    await eventually('a new client is served once a connection closed', async () => (await client(sock).runtime.version({ version: 'v1' })).runtimeName === 'stove-test');
+  });
+
+  it('closes a connection that never calls, and one idle after its calls; a gRPC client reconnects, a quiet open call keeps its connection', async () => {
+    const sock = await serve({ firstCallTimeoutMs: 200, idleConnectionTimeoutMs: 500 });
+    const silent = connect(sock);
+    await new Promise<void>((resolve) => silent.once('close', () => resolve()));
+    assert.ok(logLines.some((l) => l.includes('closing an idle CRI connection') && l.includes('no call since it connected')));
+
+    // One connection with an events stream open, one that made a call and then went quiet.
+    const watching = connect(sock);
+    const events = watching.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/GetContainerEvents', 'content-type': 'application/grpc', te: 'trailers' });
+    events.on('error', () => {});
+    events.end(Buffer.alloc(5));
+    await new Promise((resolve) => events.once('response', resolve));
+    const quiet = connect(sock);
+    const goaway = new Promise<void>((resolve) => quiet.once('goaway', () => resolve()));
+    const call = quiet.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/Version', 'content-type': 'application/grpc', te: 'trailers' });
+    call.on('error', () => {});
+    call.end(Buffer.alloc(5));
+    call.resume();
+    await new Promise((resolve) => call.once('close', resolve));
+    await goaway;
+    await new Promise<void>((resolve) => (quiet.closed ? resolve() : quiet.once('close', () => resolve())));
+    assert.ok(!watching.closed && !events.closed, 'the connection with a call open is not idle, however quiet');
+
+    const { runtime } = client(sock);
+    await runtime.version({ version: 'v1' });
+    await eventually('the client connection was closed for idleness', () => logLines.filter((l) => l.includes('no call in flight')).length >= 2, 5000);
+    assert.equal((await runtime.version({ version: 'v1' })).runtimeName, 'stove-test', 'the client reconnected for its next call');
+  });
+});
