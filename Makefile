@@ -14,8 +14,9 @@ build: rootfs relay mount-helper spawn-helper
 	@$(TSC) -p tsconfig.json
 	@$(MAKE) --no-print-directory bundle
 
-# The daemon's bundle (scripts/bundle.mjs), which `bin/stove serve` runs. Without esbuild (node_modules
-# from before it was added) there is none and the daemon runs from dist/src.
+# The daemon's bundle (scripts/bundle.mjs), which `bin/stove serve` runs: dist/bundle-<hash>/, linked as
+# dist/bundle, so that a rebuild never changes the files of a running daemon. Without esbuild
+# (node_modules from before it was added) there is none and the daemon runs from dist/src.
 bundle:
 	@if [ -d node_modules/esbuild ]; then $(NODE) scripts/bundle.mjs; else rm -rf dist/bundle; echo 'bundle: esbuild is missing (run make setup): stove serve runs dist/src unbundled'; fi
 

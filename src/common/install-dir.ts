@@ -1,7 +1,8 @@
 /**
  * Where Stove is installed: the directory of its package.json (the repository, or /opt/stove). Found by
- * walking up from this module, so the compiled tree (dist/src/…) and the daemon's bundle (dist/bundle/,
- * see scripts/bundle.mjs) both find the helpers, the pause root filesystem and the seccomp profile.
+ * walking up from this module, so the compiled tree (dist/src/…) and the daemon's bundle
+ * (dist/bundle-<hash>/, see scripts/bundle.mjs) both find the helpers, the pause root filesystem and the
+ * seccomp profile.
  */
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';

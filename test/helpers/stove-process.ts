@@ -36,6 +36,8 @@ export interface StoveOptions {
   /** Reuse an existing dir (same socket/root/state), e.g. to restart a daemon. */
   dir?: string;
   extraArgs?: string[];
+  /** The launcher to run instead of the repository's bin/stove (a copy in another install dir). */
+  bin?: string;
 }
 
 /** Runs the stove CLI once and returns its exit code and output. */
@@ -65,7 +67,7 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   const configDir = join(dir, 'stove.d');
   await mkdir(configDir, { recursive: true });
   const child = spawn(
-    STOVE_BIN,
+    options.bin ?? STOVE_BIN,
     ['serve', '--config', configPath, '--config-dir', configDir, '--socket', socket, '--root', root, '--state', state, '--log-level', 'debug', ...(options.extraArgs ?? [])],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );

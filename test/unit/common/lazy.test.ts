@@ -16,6 +16,6 @@ describe('loadPart', () => {
       (e: unknown) => e,
     );
     assert.ok(isKind(err, 'Internal'));
-    assert.match((err as Error).message, /^cannot load Stove's registry client \(were its files replaced while the daemon runs\? restart it\): .*no-such-chunk-0000\.js/);
+    assert.match((err as Error).message, /^cannot load Stove's registry client \(were its files removed while the daemon runs\? restart it\): .*no-such-chunk-0000\.js/);
   });
 });
