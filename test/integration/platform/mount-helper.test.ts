@@ -12,6 +12,7 @@ import { DEFAULT_MOUNT_HELPER, MountHelper, SyscallError, setMountHelper } from 
 import { makeNode } from '../../../src/platform/mknod.js';
 import { isMountPoint, mount, unmount } from '../../../src/platform/mount.js';
 import { isNetns } from '../../../src/network/netns.js';
+import { pidExists } from '../../helpers/process.js';
 import { eventually } from '../../helpers/wait.js';
 
 const MS_NOSUID = 0x2;
@@ -21,14 +22,7 @@ async function helperPids(): Promise<number[]> {
   const r = await execa('pgrep', ['-P', String(process.pid), '-f', 'stove-mount-helper'], { reject: false });
   return r.stdout.split('\n').filter(Boolean).map(Number);
 }
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+
 const MNT_DETACH = 2;
 
 describe('mount helper (real mounts)', function () {
@@ -120,7 +114,7 @@ describe('mount helper (real mounts)', function () {
     assert.ok(pids.length >= 1, 'the helper runs as a child of this process');
     for (const pid of pids) process.kill(Number(pid), 'SIGKILL');
     // Gone means reaped (a zombie still answers signal 0): by then this process has seen its exit.
-    await eventually('the killed helper to be reaped', () => pids.every((pid) => !processExists(pid)), 10_000);
+    await eventually('the killed helper to be reaped', () => pids.every((pid) => !pidExists(pid)), 10_000);
     await helper.umount(target, 0);
     assert.ok(!(await isMountPoint(target)));
   });

@@ -42,20 +42,11 @@ export async function rejectsWith(p: Promise<unknown>, code: keyof typeof status
 }
 
 export { eventually } from '../../helpers/wait.js';
+export { pidAlive } from '../../helpers/process.js';
 
 /** The inode of a namespace file (the same for a pin and /proc/<pid>/ns/* of a member). */
 export async function nsInode(path: string): Promise<number> {
   return (await stat(path)).ino;
-}
-
-export async function pidAlive(pid: number): Promise<boolean> {
-  try {
-    process.kill(pid, 0);
-    const st = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return st.slice(st.lastIndexOf(')') + 2, st.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
 }
 
 export class PodWorld {

@@ -18,6 +18,7 @@ import type { RuntimeHandlers } from '../../../src/api/handlers.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { attach, exec, portForward } from '../../../src/cri/streaming.js';
 import { StreamingServer } from '../../../src/streaming/server.js';
+import { pidExists } from '../../helpers/process.js';
 import { HostBackend } from '../../helpers/host-backend.js';
 import { eventually, waitFor } from '../../helpers/wait.js';
 
@@ -247,9 +248,9 @@ describe('streaming server with the real crictl', function () {
     const pidFile = join(dir, 'sleeper.pid');
     const child = spawn(CRICTL, [...globalArgs, 'exec', 'ctr1', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 60`], { stdio: 'ignore' });
     const pid = await waitFor('the exec to start', async () => Number(await readFile(pidFile, 'utf8')) || undefined, 15_000);
-    assert.ok(alive(pid));
+    assert.ok(pidExists(pid));
     child.kill('SIGKILL');
-    await eventually(`pid ${pid} to die with its client`, () => !alive(pid), 15_000);
+    await eventually(`pid ${pid} to die with its client`, () => !pidExists(pid), 15_000);
   });
 
   it('answers NOT_FOUND for an unknown container', async () => {
@@ -258,15 +259,6 @@ describe('streaming server with the real crictl', function () {
     assert.match(r.stderr, /NotFound|not found/);
   });
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {

@@ -9,21 +9,13 @@ import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commandFailure, runCommand, startProcess, type SpawnedProcess } from '../../../src/platform/processes.js';
+import { pidExists } from '../../helpers/process.js';
 import { eventually } from '../../helpers/wait.js';
 
 /** The parent pid of `pid`, from /proc/<pid>/stat (the field after the parenthesised name). */
 async function parentOf(pid: number): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('platform/processes', function () {
@@ -53,7 +45,7 @@ describe('platform/processes', function () {
       const r = await runCommand('sh', { args: ['-c', `sleep 30 & echo $! > ${pidFile}; wait`], timeoutMs: 300 });
       assert.deepEqual([r.timedOut, r.exitCode, r.signal], [true, null, 'SIGKILL']);
       const straggler = Number(await readFile(pidFile, 'utf8'));
-      await eventually('the background sleep to die with its group', () => !alive(straggler));
+      await eventually('the background sleep to die with its group', () => !pidExists(straggler));
       assert.equal(commandFailure(r), 'timed out');
     });
 
