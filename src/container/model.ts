@@ -13,6 +13,7 @@
  */
 import { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import type { ExitReason } from '../monitor/exits.js';
+import { oncePerObject } from '../common/memo.js';
 
 export type ContainerStateName = 'created' | 'running' | 'exited';
 
@@ -87,20 +88,8 @@ export function containerName(
   return [meta.name, pod.name, pod.namespace, pod.uid, String(meta.attempt)].join('_');
 }
 
-const parsedConfigs = new WeakMap<object, ContainerConfig>();
-
-/**
- * The CRI config a record was created from. Parsed once per record object (records are replaced, never
- * changed in place, so the cache cannot go stale); callers must not modify the result.
- */
-export function containerConfigOf(record: Pick<ContainerRecord, 'config'>): ContainerConfig {
-  let config = parsedConfigs.get(record);
-  if (!config) {
-    config = ContainerConfig.fromJSON(record.config);
-    parsedConfigs.set(record, config);
-  }
-  return config;
-}
+/** The CRI config a record was created from, parsed once per record object (callers must not modify it). */
+export const containerConfigOf = oncePerObject((record: Pick<ContainerRecord, 'config'>): ContainerConfig => ContainerConfig.fromJSON(record.config));
 
 /** The record's current resources. */
 export function resourcesOf(record: Pick<ContainerRecord, 'resources'>): LinuxContainerResources | undefined {
