@@ -14,7 +14,7 @@ import { writeChunked } from '../api/stream-chunks.js';
 import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
-import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
+import { podConfigOf, type PauseState, type SandboxRecord } from '../sandbox/model.js';
 import { criPodState, toPodSandboxStatus } from './sandbox-convert.js';
 import type { PodLifecycle } from '../pod/lifecycle.js';
 import type { SandboxService } from '../sandbox/service.js';
@@ -30,18 +30,19 @@ export async function podSandboxStatus(
   d: { pods: Pick<PodLifecycle, 'status'>; sandboxes: SandboxReads },
   req: PodSandboxStatusRequest,
 ): Promise<PodSandboxStatusResponse> {
-  const record = await d.pods.status(requiredString(req.podSandboxId, 'pod_sandbox_id'));
+  const { record, pause } = await d.pods.status(requiredString(req.podSandboxId, 'pod_sandbox_id'));
   const info: Record<string, string> = {};
-  if (req.verbose) info.info = JSON.stringify(await verboseInfo(d.sandboxes, record));
+  if (req.verbose) info.info = JSON.stringify(await verboseInfo(d.sandboxes, record, pause));
   // The status is encoded once per record; the timestamp (and info) of each call follow it.
   const brief = statusPart(record);
   const fresh = PodSandboxStatusResponse.fromPartial({ info, timestamp: nowNs() });
   return encodeAsParts({ ...fresh, status: brief.status }, [brief, fresh]);
 }
 
-async function verboseInfo(sandboxes: SandboxReads, record: SandboxRecord): Promise<Record<string, unknown>> {
+/** `pause`: the state of the pause process if the status call checked it already. */
+async function verboseInfo(sandboxes: SandboxReads, record: SandboxRecord, pause: PauseState | undefined): Promise<Record<string, unknown>> {
   const [processStatus, runtimeSpec, network] = await Promise.all([
-    sandboxes.pauseState(record),
+    pause ?? sandboxes.pauseState(record),
     sandboxes.pauseSpec(record),
     sandboxes.networkStatus(record.id),
   ]);

@@ -21,7 +21,7 @@ import { KeyedMutex } from '../common/locks.js';
 import type { LifecycleEventType } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
 import type { ExitRecord } from '../monitor/exits.js';
-import type { SandboxRecord } from '../sandbox/model.js';
+import type { PauseState, SandboxRecord } from '../sandbox/model.js';
 
 /**
  * What the pod lifecycle needs of the sandbox service: lock-free steps on one pod by full ID, each
@@ -33,7 +33,7 @@ export interface PodSandboxes {
   /** NotFound for an unknown pod. */
   get(idOrPrefix: string): SandboxRecord;
   /** Whether the pause process runs, exited or is deleted (no lock: a read). */
-  pauseState(record: SandboxRecord): Promise<'running' | 'stopped' | 'deleted'>;
+  pauseState(record: SandboxRecord): Promise<PauseState>;
   /** Stops the pause container and the network (the containers are stopped already). */
   stop(id: string): Promise<void>;
   /** Removes a pod whose containers are gone. */
@@ -152,13 +152,16 @@ export class PodLifecycle {
   /**
    * The pod's record for PodSandboxStatus, after checking that the pause process of a READY pod still
    * runs: one that died without an exit file (its conmon was killed too) makes the pod NOTREADY here.
+   * `pause` is what that check found, for the verbose answer (none for a pod that was not READY).
    * NotFound for an unknown pod.
    */
-  async status(idOrPrefix: string): Promise<SandboxRecord> {
+  async status(idOrPrefix: string): Promise<{ record: SandboxRecord; pause?: PauseState }> {
     const record = this.o.sandboxes.get(idOrPrefix);
-    if (record.state !== 'ready' || (await this.o.sandboxes.pauseState(record)) === 'running') return record;
+    if (record.state !== 'ready') return { record };
+    const pause = await this.o.sandboxes.pauseState(record);
+    if (pause === 'running') return { record, pause };
     await this.locks.run(record.id, () => this.notePauseExit(record.id));
-    return this.o.sandboxes.find(record.id) ?? record;
+    return { record: this.o.sandboxes.find(record.id) ?? record, pause };
   }
 
   /** One exit file from conmon's exit dir: a pause container's goes to the pod, others to their container. */

@@ -16,6 +16,9 @@ import { oncePerObject } from '../common/memo.js';
 
 export type SandboxState = 'ready' | 'notready';
 
+/** A pod's pause process: running, exited, or deleted with its runtime container. */
+export type PauseState = 'running' | 'stopped' | 'deleted';
+
 /** Where a pod's containers find its namespaces; absent = the host's (or, for pid, a new one). */
 export interface SandboxNamespaces {
   /** The pinned network namespace (pod network only). */

@@ -19,7 +19,7 @@ import type { ExitRecord } from '../monitor/exits.js';
 import type { PodNetworkResult } from '../network/pod-network.js';
 import { linuxResources } from '../oci/index.js';
 import type { SandboxServiceOptions } from './deps.js';
-import { podConfigOf, type SandboxRecord } from './model.js';
+import { podConfigOf, type PauseState, type SandboxRecord } from './model.js';
 import { pauseRefs } from './pause.js';
 import { collectGarbage } from './recover.js';
 import { runSandbox } from './run.js';
@@ -59,7 +59,7 @@ export class SandboxService {
   }
 
   /** The pause process: running, exited (runtime container still there) or deleted. */
-  async pauseState(record: SandboxRecord): Promise<'running' | 'stopped' | 'deleted'> {
+  async pauseState(record: SandboxRecord): Promise<PauseState> {
     if (record.pausePid === 0) return 'deleted';
     return (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime)) ? 'running' : 'stopped';
   }

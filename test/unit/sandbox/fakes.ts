@@ -80,6 +80,8 @@ export class FakePause implements PauseRuntime {
   readonly exits = new Map<string, ExitRecord>();
   failCreate?: Error;
   failStart?: Error;
+  /** How often isAlive looked at a process. */
+  aliveChecks = 0;
   private nextPid = 1000;
 
   constructor(private readonly calls: CallLog) {}
@@ -112,6 +114,7 @@ export class FakePause implements PauseRuntime {
     return this.exits.get(id);
   }
   async isAlive(pid: number): Promise<boolean> {
+    this.aliveChecks++;
     return [...this.containers.values()].some((c) => c.pid === pid && c.alive);
   }
   /** The pause process dies; conmon writes the exit record. */

@@ -367,6 +367,15 @@ describe('sandbox service', () => {
     assert.equal(info.processStatus, 'running');
     await rejectsKind(status({ podSandboxId: '', verbose: false }), 'InvalidArgument', /pod_sandbox_id/);
 
+    // A verbose status looks at the pause process at most once: a READY pod's check serves both the
+    // liveness reconciliation and processStatus; a stopped pod's pause is deleted, nothing to look at.
+    for (const [p, processStatus, looks] of [[a, 'running', 1], [b, 'deleted', 0]] as const) {
+      const before = h.pause.aliveChecks;
+      const verbose = JSON.parse((await status({ podSandboxId: p.id, verbose: true })).info.info!) as { processStatus: string };
+      assert.equal(verbose.processStatus, processStatus);
+      assert.equal(h.pause.aliveChecks - before, looks, `pause checks for the ${processStatus} pod`);
+    }
+
     const ids = async (filter: object | undefined) => (await listPodSandbox(h.service, { filter: filter as never })).items.map((i) => i.id);
     assert.deepEqual(await ids(undefined), [a.id, b.id]);
     assert.deepEqual(await ids({ id: b.id.slice(0, 6), labelSelector: {} }), [b.id]);
