@@ -7,12 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { chmod, chown, lstat, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
-import http2 from 'node:http2';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { checkSocketDir, MAX_CONCURRENT_STREAMS, serveGrpc } from '../../src/api/server.js';
+import { checkSocketDir, serveGrpc } from '../../src/api/server.js';
+import { criServices } from '../../src/api/services.js';
 import { parseJson, stringifyJson } from '../../src/common/json.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { configToToml, parseConfig } from '../../src/config/load.js';
@@ -22,6 +22,96 @@ import { MountHelper, SyscallError } from '../../src/platform/mount-helper.js';
 import { DEFAULT_SPAWN_HELPER, SpawnHelper } from '../../src/platform/spawn-helper.js';
 import { pullCredentials } from '../../src/cli/images.js';
 import { runStoveCli } from '../helpers/stove-process.js';
+import { waitFor } from '../helpers/wait.js';
+import { VersionRequest, VersionResponse } from '../../src/gen/runtime/v1/api.js';
+
+/** Calls one connection may have in flight, as docs/security.md states. */
+const CALLS_IN_FLIGHT = 1000;
+
+const [HEADERS, RST_STREAM, SETTINGS, GOAWAY, DATA] = [0x1, 0x3, 0x4, 0x7, 0x0];
+const [END_STREAM, END_HEADERS] = [0x1, 0x4];
+const SETTINGS_MAX_CONCURRENT_STREAMS = 0x3;
+const REFUSED_STREAM = 0x7;
+
+interface SeenFrame {
+  type: number;
+  stream: number;
+  /** The error code of RST_STREAM and GOAWAY. */
+  code?: number;
+  endStream?: boolean;
+}
+
+/**
+ * An HTTP/2 client written by hand, which does what Node's own never does: it opens streams beyond the
+ * server's SETTINGS_MAX_CONCURRENT_STREAMS (and never acknowledges the SETTINGS). It records the frames
+ * the server sends.
+ */
+class RawHttp2Peer {
+  readonly frames: SeenFrame[] = [];
+  readonly settings = new Map<number, number>();
+  private buffered = Buffer.alloc(0);
+
+  private constructor(private readonly socket: net.Socket) {
+    socket.on('data', (chunk: Buffer) => this.take(chunk));
+    socket.on('error', () => {});
+  }
+
+  static async connect(path: string): Promise<RawHttp2Peer> {
+    const socket = net.connect(path);
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    socket.write('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+    const peer = new RawHttp2Peer(socket);
+    peer.send(SETTINGS, 0, 0, Buffer.alloc(0));
+    return peer;
+  }
+
+  /** HEADERS of a gRPC call, its request still to come. */
+  openCall(stream: number, path: string): void {
+    // HPACK: :method POST and :scheme http from the static table, the others as literals.
+    const literal = (nameIndex: number, value: string) => {
+      const prefix = nameIndex < 15 ? [nameIndex] : [15, nameIndex - 15];
+      return Buffer.concat([Buffer.from(prefix), Buffer.from([value.length]), Buffer.from(value)]);
+    };
+    const block = Buffer.concat([Buffer.from([0x83, 0x86]), literal(4, path), literal(1, 'localhost'), literal(31, 'application/grpc')]);
+    this.send(HEADERS, END_HEADERS, stream, block);
+  }
+
+  /** The call's request message, which ends the client's side of the stream. */
+  sendRequest(stream: number, message: Uint8Array): void {
+    const prefix = Buffer.alloc(5);
+    prefix.writeUInt32BE(message.length, 1);
+    this.send(DATA, END_STREAM, stream, Buffer.concat([prefix, message]));
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  private send(type: number, flags: number, stream: number, payload: Buffer): void {
+    const header = Buffer.alloc(9);
+    header.writeUIntBE(payload.length, 0, 3);
+    header[3] = type;
+    header[4] = flags;
+    header.writeUInt32BE(stream, 5);
+    this.socket.write(Buffer.concat([header, payload]));
+  }
+
+  private take(chunk: Buffer): void {
+    this.buffered = Buffer.concat([this.buffered, chunk]);
+    while (this.buffered.length >= 9) {
+      const length = this.buffered.readUIntBE(0, 3);
+      if (this.buffered.length < 9 + length) return;
+      const [type, flags] = [this.buffered[3]!, this.buffered[4]!];
+      const stream = this.buffered.readUInt32BE(5) & 0x7fffffff;
+      const payload = this.buffered.subarray(9, 9 + length);
+      this.buffered = this.buffered.subarray(9 + length);
+      if (type === SETTINGS) for (let at = 0; at + 6 <= payload.length; at += 6) this.settings.set(payload.readUInt16BE(at), payload.readUInt32BE(at + 2));
+      else if (type === RST_STREAM) this.frames.push({ type, stream, code: payload.readUInt32BE(0) });
+      else if (type === GOAWAY) this.frames.push({ type, stream: payload.readUInt32BE(0) & 0x7fffffff, code: payload.readUInt32BE(4) });
+      else this.frames.push({ type, stream, endStream: (flags & END_STREAM) !== 0 });
+    }
+  }
+}
 
 describe('security: smaller guarantees', function () {
   this.timeout(30_000);
@@ -52,16 +142,30 @@ describe('security: smaller guarantees', function () {
         assert.ok(seen.length >= 1 && (seen[0]! & 0o117) === 0o117, `umask during bind: ${seen.map((m) => m.toString(8))}`);
         assert.equal(real(), 0, 'the umask is restored');
         assert.equal((await lstat(join(dir, 'cri.sock'))).mode & 0o777, 0o660);
-        // One connection may have at most MAX_CONCURRENT_STREAMS calls in flight (HTTP/2 SETTINGS).
-        const session = http2.connect('http://localhost', { createConnection: () => net.connect(join(dir, 'cri.sock')) });
-        const settings = await new Promise<http2.Settings>((resolve, reject) => {
-          session.once('remoteSettings', resolve);
-          session.once('error', reject);
-        });
-        session.destroy();
-        assert.equal(settings.maxConcurrentStreams, MAX_CONCURRENT_STREAMS);
       } finally {
         real(before);
+        await endpoint.shutdown(100);
+      }
+    });
+
+    it(`refuses call ${CALLS_IN_FLIGHT + 1} in flight on one connection, and answers the others`, async () => {
+      const services = criServices({ version: async () => VersionResponse.fromPartial({ runtimeName: 'stove-test' }) }, {}, silentLogger);
+      const endpoint = await serveGrpc(join(dir, 'cri.sock'), services, silentLogger);
+      const peer = await RawHttp2Peer.connect(join(dir, 'cri.sock'));
+      try {
+        // Version calls whose request never comes: each stays in flight. Node's own client would hold
+        // back the last one itself, as the server's SETTINGS ask; this one does not.
+        const last = 2 * CALLS_IN_FLIGHT + 1;
+        for (let stream = 1; stream <= last; stream += 2) peer.openCall(stream, '/runtime.v1.RuntimeService/Version');
+        const refusal = await waitFor(`stream ${last} to be refused`, () => peer.frames.find((f) => (f.type === RST_STREAM || f.type === GOAWAY) && f.code !== 0), 15_000);
+        assert.equal(peer.settings.get(SETTINGS_MAX_CONCURRENT_STREAMS), CALLS_IN_FLIGHT);
+        assert.deepEqual(refusal, { type: RST_STREAM, stream: last, code: REFUSED_STREAM });
+        // The calls before it are live: the first one's request comes, and it is answered.
+        peer.sendRequest(1, VersionRequest.encode({ version: 'v1' }).finish());
+        await waitFor('the answer on stream 1', () => peer.frames.find((f) => f.stream === 1 && f.type === HEADERS && f.endStream));
+        assert.deepEqual(peer.frames.filter((f) => f.type === RST_STREAM || f.type === GOAWAY), [refusal]);
+      } finally {
+        peer.destroy();
         await endpoint.shutdown(100);
       }
     });
