@@ -12,6 +12,7 @@ import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
+import { stopChild } from '../../helpers/child.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, skipReason as worldSkipReason } from '../container/world.js';
 
@@ -79,7 +80,7 @@ describe('NRI: the published containerd/nri v0.8.0 plugins (by hand)', function 
     tidy: () => world.removeAll().catch(() => {}),
     leftovers: () => world.leftovers(),
     cleanup: async () => {
-      for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+      await Promise.all(children.map((c) => stopChild(c)));
       await world.cleanup();
       if (dir) await rm(dir, { recursive: true, force: true });
     },
