@@ -44,21 +44,25 @@ describe('monitor/process probes', () => {
   });
 
   it('a zombie is dead, for the held fd and for a fresh check', async () => {
-    // sh starts a short child, then becomes a sleep that never reaps it.
-    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // sh starts a child, then becomes a sleep that never reaps it: the child, killed once the probe
+    // holds its fd, stays a zombie. (Killed while sh still runs, it could be reaped by sh.)
+    const parent = spawn('sh', ['-c', 'sleep 30 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(parent);
     let out = '';
     parent.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     const pid = await waitFor('the child pid', () => (out.includes('\n') ? Number.parseInt(out, 10) : undefined));
+    await eventually('sh to become sleep', () => readFileSync(`/proc/${parent.pid}/comm`, 'latin1') === 'sleep\n');
     const start = await processStartTime(pid);
     assert.notEqual(start, undefined);
     const probes = new ProcessProbes();
-    const heldWhileRunning = probes.isAlive(pid, start!);
+    assert.equal(probes.isAlive(pid, start!), true, 'the running child');
+    assert.equal(probes.size, 1, 'its fd is held, so the next check reads that fd');
+    process.kill(pid, 'SIGKILL');
     await eventually('the child to be a zombie', () => parseStat(readFileSync(`/proc/${pid}/stat`, 'latin1'))?.state === 'Z');
-    assert.equal(probes.isAlive(pid, start!), false, heldWhileRunning ? 'held fd' : 'fresh open');
+    assert.equal(probes.isAlive(pid, start!), false, 'held fd of a zombie');
+    assert.equal(probes.size, 0, 'and let go');
     assert.equal(new ProcessProbes().isAlive(pid, start!), false, 'fresh open of a zombie');
     assert.equal(await isSameProcessAlive(pid, start!), false);
-    assert.equal(probes.size, 0);
   });
 
   it('release closes the fd; the next check reopens it', async () => {
