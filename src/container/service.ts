@@ -8,7 +8,8 @@
  * lifecycle order. StopContainer holds the lock while it waits: it watches the exit file itself instead
  * of waiting for the exit handler, which queues behind it and then finds nothing left to do.
  */
-import { readFile, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { LinuxContainerResources, type ContainerConfig, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { withCleanup } from '../common/cleanup.js';
@@ -124,10 +125,14 @@ export class ContainerService {
     return containerConfigOf(record);
   }
 
-  /** The OCI spec in the container's bundle, if the bundle is still there. */
+  /**
+   * The OCI spec in the container's bundle, if the bundle is still there. Read synchronously: verbose
+   * ContainerStatus reads it, and through the thread pool it waits behind the fsyncs of concurrent
+   * lifecycles.
+   */
   async specOf(record: ContainerRecord): Promise<Spec | undefined> {
     try {
-      return JSON.parse(await readFile(join(record.bundleDir, 'config.json'), 'utf8')) as Spec;
+      return JSON.parse(readFileSync(join(record.bundleDir, 'config.json'), 'utf8')) as Spec;
     } catch {
       return undefined;
     }

@@ -9,7 +9,7 @@
  */
 import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readJsonFile, writeJsonAtomic, type WriteOptions } from '../persist/atomic-file.js';
+import { readJsonFile, readJsonFileSync, writeJsonAtomic, type WriteOptions } from '../persist/atomic-file.js';
 import type { CniNetwork } from './cni-list.js';
 import type { CniResult } from './cni-result.js';
 
@@ -43,6 +43,12 @@ export class CniCache {
 
   async get(containerId: string, ifName: string): Promise<CniCacheEntry | undefined> {
     const entry = await readJsonFile<CniCacheEntry>(this.path(containerId, ifName));
+    return entry?.kind === CACHE_KIND ? entry : undefined;
+  }
+
+  /** `get` for the status path (PodSandboxStatus with `verbose`), without the thread pool. */
+  getSync(containerId: string, ifName: string): CniCacheEntry | undefined {
+    const entry = readJsonFileSync<CniCacheEntry>(this.path(containerId, ifName));
     return entry?.kind === CACHE_KIND ? entry : undefined;
   }
 

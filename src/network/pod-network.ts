@@ -169,7 +169,7 @@ export class PodNetworkManager {
 
   /** The recorded result of a successful setup, or undefined (after a restart, too). */
   async status(sandboxId: string): Promise<PodNetworkResult | undefined> {
-    const entry = await this.cache.get(sandboxId, IF_NAME);
+    const entry = this.cache.getSync(sandboxId, IF_NAME);
     return entry?.result ? toPodNetworkResult(entry.network.name, entry.result) : undefined;
   }
 

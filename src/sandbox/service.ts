@@ -9,7 +9,8 @@
  * per-pod lock, which is the one lock of a pod; each step re-reads the record it changes. The lookups
  * read the in-memory store and are safe from anywhere.
  */
-import { readFile, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LinuxPodSandboxConfig, PodSandboxConfig, type LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
@@ -64,10 +65,13 @@ export class SandboxService {
     return (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime)) ? 'running' : 'stopped';
   }
 
-  /** The pause container's OCI spec as written to its bundle, if it is still there. */
+  /**
+   * The pause container's OCI spec as written to its bundle, if it is still there. Read synchronously:
+   * through the thread pool it waits behind the fsyncs of concurrent lifecycles (verbose status).
+   */
   async pauseSpec(record: SandboxRecord): Promise<unknown> {
     try {
-      return JSON.parse(await readFile(join(record.bundleDir, 'config.json'), 'utf8')) as unknown;
+      return JSON.parse(readFileSync(join(record.bundleDir, 'config.json'), 'utf8')) as unknown;
     } catch {
       return undefined;
     }
