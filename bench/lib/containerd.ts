@@ -27,6 +27,8 @@ export interface Containerd {
 export interface ContainerdOptions {
   /** Registry hosts (`host:port`) pulled from over plain http. */
   registries?: string[];
+  /** Registry hosts pulled through a mirror instead (`registry.k8s.io` → `http://127.0.0.1:5000`). */
+  mirrors?: Record<string, string>;
   /** `host:port/repo:tag` of the pause image (its registry host is reached over plain http too). */
   sandboxImage?: string;
   /** Default: an empty dir of its own (no pod networks). */
@@ -39,7 +41,9 @@ function config(dir: string, o: ContainerdOptions): string {
   const hosts = new Set(o.registries ?? []);
   if (o.sandboxImage) hosts.add(o.sandboxImage.split('/')[0]!);
   const mirrors = [...hosts]
-    .map((host) => `        [plugins."io.containerd.grpc.v1.cri".registry.mirrors."${host}"]\n          endpoint = ["http://${host}"]\n`)
+    .map((host) => [host, `http://${host}`])
+    .concat(Object.entries(o.mirrors ?? {}))
+    .map(([host, endpoint]) => `        [plugins."io.containerd.grpc.v1.cri".registry.mirrors."${host}"]\n          endpoint = ["${endpoint}"]\n`)
     .join('');
   return `version = 2
 root = "${dir}/root"

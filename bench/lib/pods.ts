@@ -14,7 +14,7 @@ import { startRegistry, type TestRegistry } from '../../test/helpers/registry.js
 import { pushImage } from '../../test/helpers/image-builder.js';
 import { REPO_ROOT, startStove, type StoveProcess } from '../../test/helpers/stove-process.js';
 import { TestNet } from '../../test/integration/network/host-net.js';
-import { startContainerd, type Containerd } from './containerd.js';
+import { startContainerd, type Containerd, type ContainerdOptions } from './containerd.js';
 import { median, ms } from './stats.js';
 
 export class PodBench {
@@ -25,6 +25,8 @@ export class PodBench {
   registry?: TestRegistry;
   stove?: StoveProcess;
   containerd?: Containerd;
+  /** containerd's pause image, once startContainerd pushed it. */
+  pauseImage?: string;
   private readonly nets: TestNet[] = [];
   private transientNet?: TestNet;
 
@@ -33,9 +35,12 @@ export class PodBench {
     return this.registry;
   }
 
-  /** Stove with `--log-level info` (its per-step timings) on a bridge of its own; `extraToml` adds tables. */
-  async startStove(extraToml = ''): Promise<StoveProcess> {
-    this.stove = await this.startStoveOn(await this.net(), extraToml);
+  /**
+   * Stove with `--log-level info` (its per-step timings; `debug` adds each RPC's handler time) on a
+   * bridge of its own; `extraToml` adds tables.
+   */
+  async startStove(extraToml = '', logLevel: 'info' | 'debug' = 'info'): Promise<StoveProcess> {
+    this.stove = await this.startStoveOn(await this.net(), extraToml, logLevel);
     return this.stove;
   }
 
@@ -45,21 +50,22 @@ export class PodBench {
    */
   async startTransientStove(): Promise<StoveProcess> {
     this.transientNet ??= await this.net();
-    return this.startStoveOn(this.transientNet, '');
+    return this.startStoveOn(this.transientNet, '', 'info');
   }
 
-  private startStoveOn(net: TestNet, extraToml: string): Promise<StoveProcess> {
+  private startStoveOn(net: TestNet, extraToml: string, logLevel: string): Promise<StoveProcess> {
     return startStove({
       configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n${extraToml}`,
-      extraArgs: ['--log-level', 'info'],
+      extraArgs: ['--log-level', logLevel],
     });
   }
 
-  /** containerd with the pause image pushed to the registry (started if need be), on a bridge of its own. */
-  async startContainerd(): Promise<Containerd> {
+  /** containerd with the pause image pushed to the registry (started if need be), on a bridge of its own; `options` add to that. */
+  async startContainerd(options: ContainerdOptions = {}): Promise<Containerd> {
     const sandboxImage = await pushPauseImage(await this.startRegistry());
+    this.pauseImage = sandboxImage;
     const net = await this.net();
-    this.containerd = await startContainerd({ sandboxImage, cniConfDir: net.confDir, cniBinDir: '/usr/lib/cni' });
+    this.containerd = await startContainerd({ ...options, sandboxImage, cniConfDir: net.confDir, cniBinDir: '/usr/lib/cni' });
     return this.containerd;
   }
 
