@@ -6,9 +6,8 @@
  * config` never prints registry passwords; `stove pull` never takes a password from argv.
  */
 import assert from 'node:assert/strict';
-import { chmod, chown, lstat, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, symlink, writeFile } from 'node:fs/promises';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { checkSocketDir, serveGrpc } from '../../src/api/server.js';
@@ -24,6 +23,7 @@ import { pullCredentials } from '../../src/cli/images.js';
 import { runStoveCli } from '../helpers/stove-process.js';
 import { waitFor } from '../helpers/wait.js';
 import { VersionRequest, VersionResponse } from '../../src/gen/runtime/v1/api.js';
+import { tempDirPerTest } from '../helpers/temp-dir.js';
 
 /** Calls one connection may have in flight, as docs/security.md states. */
 const CALLS_IN_FLIGHT = 1000;
@@ -115,13 +115,7 @@ class RawHttp2Peer {
 
 describe('security: smaller guarantees', function () {
   this.timeout(30_000);
-  let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-sec-'));
-  });
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  const dir = tempDirPerTest('stove-sec-');
 
   describe('the CRI socket', () => {
     it('is bound under a umask that keeps it within 0660, and the process umask comes back', async () => {
@@ -134,14 +128,14 @@ describe('security: smaller guarantees', function () {
       };
       let endpoint;
       try {
-        endpoint = await serveGrpc(join(dir, 'cri.sock'), [], silentLogger);
+        endpoint = await serveGrpc(join(dir(), 'cri.sock'), [], silentLogger);
       } finally {
         (process as { umask: (mask?: number) => number }).umask = real;
       }
       try {
         assert.ok(seen.length >= 1 && (seen[0]! & 0o117) === 0o117, `umask during bind: ${seen.map((m) => m.toString(8))}`);
         assert.equal(real(), 0, 'the umask is restored');
-        assert.equal((await lstat(join(dir, 'cri.sock'))).mode & 0o777, 0o660);
+        assert.equal((await lstat(join(dir(), 'cri.sock'))).mode & 0o777, 0o660);
       } finally {
         real(before);
         await endpoint.shutdown(100);
@@ -150,8 +144,8 @@ describe('security: smaller guarantees', function () {
 
     it(`refuses call ${CALLS_IN_FLIGHT + 1} in flight on one connection, and answers the others`, async () => {
       const services = criServices({ version: async () => VersionResponse.fromPartial({ runtimeName: 'stove-test' }) }, {}, silentLogger);
-      const endpoint = await serveGrpc(join(dir, 'cri.sock'), services, silentLogger);
-      const peer = await RawHttp2Peer.connect(join(dir, 'cri.sock'));
+      const endpoint = await serveGrpc(join(dir(), 'cri.sock'), services, silentLogger);
+      const peer = await RawHttp2Peer.connect(join(dir(), 'cri.sock'));
       try {
         // Version calls whose request never comes: each stays in flight. Node's own client would hold
         // back the last one itself, as the server's SETTINGS ask; this one does not.
@@ -171,18 +165,18 @@ describe('security: smaller guarantees', function () {
     });
 
     it('refuses a socket directory that others could write to, that is not root\'s, or that is a symlink', async () => {
-      const open = join(dir, 'open');
+      const open = join(dir(), 'open');
       await mkdir(open);
       await chmod(open, 0o777);
       await assert.rejects(checkSocketDir(open), /the socket directory .*\/open is writable by others \(mode 0777\)/);
-      const theirs = join(dir, 'theirs');
+      const theirs = join(dir(), 'theirs');
       await mkdir(theirs, { mode: 0o755 });
       await chown(theirs, 65534, 65534);
       await assert.rejects(checkSocketDir(theirs), /the socket directory .*\/theirs is owned by uid 65534/);
-      const link = join(dir, 'link');
+      const link = join(dir(), 'link');
       await symlink(theirs, link);
       await assert.rejects(checkSocketDir(link), /the socket directory .*\/link is not a directory/);
-      const fine = join(dir, 'fine');
+      const fine = join(dir(), 'fine');
       await checkSocketDir(fine);
       assert.equal((await lstat(fine)).mode & 0o777, 0o755);
     });
@@ -203,7 +197,7 @@ describe('security: smaller guarantees', function () {
 
   it('a mount request that hangs fails after the timeout; the others go on meanwhile', async () => {
     // A stand-in helper speaking the same protocol that never answers a request naming "hang".
-    const script = join(dir, 'fake-helper.mjs');
+    const script = join(dir(), 'fake-helper.mjs');
     await writeFile(
       script,
       `let buf = Buffer.alloc(0);
@@ -222,16 +216,16 @@ process.stdin.on('data', (c) => {
 });
 `,
     );
-    const wrapper = join(dir, 'fake-helper');
+    const wrapper = join(dir(), 'fake-helper');
     await writeFile(wrapper, `#!/bin/sh\nexec '${process.execPath}' '${script}'\n`, { mode: 0o755 });
     const helper = new MountHelper(wrapper, 1500);
-    const hung = helper.mount('x', join(dir, 'hang'), 'tmpfs', 0, '');
+    const hung = helper.mount('x', join(dir(), 'hang'), 'tmpfs', 0, '');
     hung.catch(() => {});
     const started = performance.now();
-    for (let i = 0; i < 5; i++) await helper.mount('x', join(dir, `ok${i}`), 'tmpfs', 0, '');
+    for (let i = 0; i < 5; i++) await helper.mount('x', join(dir(), `ok${i}`), 'tmpfs', 0, '');
     assert.ok(performance.now() - started < 1000, 'mounts behind the hung one were held up');
     await assert.rejects(hung, (err: unknown) => err instanceof SyscallError && err.errno === 110 && /within 1\.5s; the helper was replaced/.test(err.message));
-    await helper.umount(join(dir, 'ok0'), 0);
+    await helper.umount(join(dir(), 'ok0'), 0);
   });
 
   it('a spawn request over the helper\'s limits is E2BIG; the helper and its other sessions live on', async () => {
@@ -273,7 +267,7 @@ process.stdin.on('data', (c) => {
     assert.doesNotMatch(printed, /hunter2|YWxpY2U6aHVudGVyMg==|tok-secret/);
     assert.match(printed, /password = "<redacted>"/);
     assert.match(printed, /username = "alice"/);
-    const file = join(dir, 'stove.toml');
+    const file = join(dir(), 'stove.toml');
     await writeFile(file, toml);
     for (const args of [['config'], ['config', '--origin']]) {
       const r = await runStoveCli([...args, '--config', file]);
@@ -292,7 +286,7 @@ process.stdin.on('data', (c) => {
     });
     assert.equal(await pullCredentials({ passwordStdin: false }, {}, new PassThrough()), undefined);
     await assert.rejects(pullCredentials({ username: 'alice', passwordStdin: false }, {}, new PassThrough()), /--username needs --password-stdin/);
-    const r = await runStoveCli(['pull', 'busybox', '--creds', 'alice:hunter2', '--socket', join(dir, 'none.sock')]);
+    const r = await runStoveCli(['pull', 'busybox', '--creds', 'alice:hunter2', '--socket', join(dir(), 'none.sock')]);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /--creds is gone: it put the password on the command line/);
   });

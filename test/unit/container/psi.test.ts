@@ -3,8 +3,7 @@
  * absence (not zeros) where the kernel gives none, as on cgroup v1.
  */
 import assert from 'node:assert/strict';
-import { cp, mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cp, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig, PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import type { SandboxRecord } from '../../../src/sandbox/model.js';
@@ -14,15 +13,12 @@ import { toContainerStats, toPodSandboxStats } from '../../../src/cri/stats-conv
 import type { ContainerRecord } from '../../../src/container/model.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { REPO_ROOT } from '../../helpers/stove-process.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 const FIXTURES = join(REPO_ROOT, 'test/fixtures');
 
 describe('PSI and IoUsage', () => {
-  let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-psi-'));
-  });
-  afterEach(() => rm(dir, { recursive: true, force: true }));
+  const dir = tempDirPerTest('stove-psi-');
 
   it('parses *.pressure files, skipping what it does not understand', () => {
     assert.deepEqual(parsePressure('some avg10=1.50 avg60=0.75 avg300=0.20 total=123\n'), { some: { avg10: 1.5, avg60: 0.75, avg300: 0.2, total: 123n } });
@@ -35,12 +31,12 @@ describe('PSI and IoUsage', () => {
   const record = (cgroupsPath: string) =>
     ({ id: 'c1', name: 'c1', cgroupsPath, config: ContainerConfig.toJSON(ContainerConfig.fromPartial({ metadata: { name: 'c1' } })) }) as unknown as ContainerRecord;
   const reader = (cgroups: CgroupLayout) =>
-    new StatsReader({ cgroups, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }) }, containerDir: (id) => join(dir, 'containers', id), log: silentLogger });
+    new StatsReader({ cgroups, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }) }, containerDir: (id) => join(dir(), 'containers', id), log: silentLogger });
 
   it('reports cpu, memory and io pressure from a cgroup v2 tree, uint64 totals exact', async () => {
-    await mkdir(join(dir, 'v2/pods'), { recursive: true });
-    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir, 'v2/pods/c1'), { recursive: true });
-    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir, 'v2'), root: '/' }] };
+    await mkdir(join(dir(), 'v2/pods'), { recursive: true });
+    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir(), 'v2/pods/c1'), { recursive: true });
+    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir(), 'v2'), root: '/' }] };
     const raw = await readCgroupStats(layout, '/pods/c1');
     assert.equal(raw.pressure!.memory!.some!.total, 18446744073709551615n);
 
@@ -57,10 +53,10 @@ describe('PSI and IoUsage', () => {
   });
 
   it("gives a pod the pressure of its own cgroup (its cgroup_parent), not a sum over containers", async () => {
-    await mkdir(join(dir, 'v2'), { recursive: true });
-    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir, 'v2/kubepods/pod1'), { recursive: true });
-    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir, 'v2/kubepods/pod1/pause'), { recursive: true });
-    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir, 'v2'), root: '/' }] };
+    await mkdir(join(dir(), 'v2'), { recursive: true });
+    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir(), 'v2/kubepods/pod1'), { recursive: true });
+    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir(), 'v2/kubepods/pod1/pause'), { recursive: true });
+    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir(), 'v2'), root: '/' }] };
     const sandbox = (cgroupParent: string) =>
       ({
         id: 'p1',
@@ -80,12 +76,12 @@ describe('PSI and IoUsage', () => {
   });
 
   it('leaves PSI and IoUsage out on cgroup v1, where the kernel has none', async () => {
-    for (const c of ['cpu', 'memory']) await cp(join(FIXTURES, 'cgroup-v1'), join(dir, 'v1', c, 'pods/c1'), { recursive: true });
+    for (const c of ['cpu', 'memory']) await cp(join(FIXTURES, 'cgroup-v1'), join(dir(), 'v1', c, 'pods/c1'), { recursive: true });
     const layout: CgroupLayout = {
       version: 1,
       hierarchies: [
-        { version: 1, controllers: ['cpu', 'cpuacct'], mountPoint: join(dir, 'v1/cpu'), root: '/' },
-        { version: 1, controllers: ['memory'], mountPoint: join(dir, 'v1/memory'), root: '/' },
+        { version: 1, controllers: ['cpu', 'cpuacct'], mountPoint: join(dir(), 'v1/cpu'), root: '/' },
+        { version: 1, controllers: ['memory'], mountPoint: join(dir(), 'v1/memory'), root: '/' },
       ],
     };
     const stats = toContainerStats(await reader(layout).containerStats(record('/pods/c1')));

@@ -1,42 +1,36 @@
 /** Certs dir lookups and the messages for TLS failures. */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile, utimes } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rm, writeFile, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertsDirs, type HostTls } from '../../../src/images/trust/certs.js';
 import { describeTlsFailure } from '../../../src/images/trust/tls.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 const tlsError = (code: string, message = code) => Object.assign(new Error(message), { code });
 
 describe('registry TLS: certs dirs', () => {
-  let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-certs-unit-'));
-  });
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  const dir = tempDirPerTest('stove-certs-unit-');
 
   it('finds nothing for hosts without a dir, or names that are not hosts', async () => {
-    const certs = new CertsDirs([join(dir, 'none'), dir]);
+    const certs = new CertsDirs([join(dir(), 'none'), dir()]);
     assert.equal(await certs.forHost('registry.example'), undefined);
-    await mkdir(join(dir, 'x'));
+    await mkdir(join(dir(), 'x'));
     for (const host of ['..', '.', 'x/..', '']) assert.equal(await certs.forHost(host), undefined, host);
   });
 
   it('re-reads a host dir only when a file in it changes', async () => {
-    await mkdir(join(dir, 'r.example'));
-    const certs = new CertsDirs([dir]);
+    await mkdir(join(dir(), 'r.example'));
+    const certs = new CertsDirs([dir()]);
     const empty = await certs.forHost('r.example');
     assert.equal(empty?.ca.length, 0);
     assert.equal(await certs.forHost('r.example'), empty, 'unchanged: the same object');
-    await writeFile(join(dir, 'r.example/ca.crt'), 'no certificate here');
+    await writeFile(join(dir(), 'r.example/ca.crt'), 'no certificate here');
     await assert.rejects(certs.forHost('r.example'), /CA file .*ca\.crt holds no PEM certificate/);
-    await writeFile(join(dir, 'r.example/ca.crt'), '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
-    await utimes(join(dir, 'r.example/ca.crt'), new Date(), new Date(Date.now() + 5000));
+    await writeFile(join(dir(), 'r.example/ca.crt'), '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
+    await utimes(join(dir(), 'r.example/ca.crt'), new Date(), new Date(Date.now() + 5000));
     await assert.rejects(certs.forHost('r.example'), /not a valid certificate/);
-    await rm(join(dir, 'r.example/ca.crt'));
-    await writeFile(join(dir, 'r.example/client.key'), 'k');
+    await rm(join(dir(), 'r.example/ca.crt'));
+    await writeFile(join(dir(), 'r.example/client.key'), 'k');
     await assert.rejects(certs.forHost('r.example'), /missing client certificate .*client\.cert for key .*client\.key/);
   });
 });

@@ -1,11 +1,11 @@
 /** Exit files as conmon writes them (temp file renamed over `<id>`), watched and read back. */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createLogger, silentLogger } from '../../../src/common/logger.js';
 import { eventually } from '../../helpers/wait.js';
 import { ExitWatcher, exitReason, listExits, readExit, waitForExit, wasOomKilled, type ExitRecord } from '../../../src/monitor/exits.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 /** What conmon's g_file_set_contents does: write `<id>.XXXXXX`, then rename it over `<id>`. */
 async function conmonWritesExit(dir: string, id: string, code: number): Promise<void> {
@@ -16,35 +16,27 @@ async function conmonWritesExit(dir: string, id: string, code: number): Promise<
 }
 
 describe('monitor/exits', () => {
-  let dir: string;
-
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-exits-'));
-  });
-
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  const dir = tempDirPerTest('stove-exits-');
 
   it('readExit: code from the content, finish time from the mtime in ns', async () => {
-    await conmonWritesExit(dir, 'c1', 137);
-    const record = await readExit(dir, 'c1');
-    const info = await stat(join(dir, 'c1'), { bigint: true });
+    await conmonWritesExit(dir(), 'c1', 137);
+    const record = await readExit(dir(), 'c1');
+    const info = await stat(join(dir(), 'c1'), { bigint: true });
     assert.deepEqual(record, { id: 'c1', exitCode: 137, finishedAtNs: info.mtimeNs });
-    assert.equal(await readExit(dir, 'none'), undefined);
+    assert.equal(await readExit(dir(), 'none'), undefined);
   });
 
   it('the watcher reports each exit once, promptly, and ignores temp names', async () => {
     const seen: { record: ExitRecord; at: number }[] = [];
-    const watcher = new ExitWatcher({ exitsDir: dir, onExit: (record) => void seen.push({ record, at: Date.now() }), log: silentLogger });
+    const watcher = new ExitWatcher({ exitsDir: dir(), onExit: (record) => void seen.push({ record, at: Date.now() }), log: silentLogger });
     await watcher.start();
     try {
       const wrote = Date.now();
-      await conmonWritesExit(dir, 'c1', 0);
-      await conmonWritesExit(dir, 'c2', 2);
+      await conmonWritesExit(dir(), 'c1', 0);
+      await conmonWritesExit(dir(), 'c2', 2);
       // A later exit as a marker: once it is reported, a repeat of the first two would have been too.
       await eventually('c1 and c2 reported', () => seen.length >= 2);
-      await conmonWritesExit(dir, 'marker', 0);
+      await conmonWritesExit(dir(), 'marker', 0);
       await eventually('the marker reported', () => seen.some((s) => s.record.id === 'marker'));
       assert.deepEqual(seen.filter((s) => s.record.id !== 'marker').map((s) => [s.record.id, s.record.exitCode]).sort(), [['c1', 0], ['c2', 2]]);
       assert.ok(seen.every((s) => s.at - wrote < 1000));
@@ -54,17 +46,17 @@ describe('monitor/exits', () => {
   });
 
   it('existing exits are reported only with emitExisting; forget() allows a new report', async () => {
-    await conmonWritesExit(dir, 'old', 1);
-    await conmonWritesExit(dir, 'probe', 0);
+    await conmonWritesExit(dir(), 'old', 1);
+    await conmonWritesExit(dir(), 'probe', 0);
     const quiet: string[] = [];
-    const w1 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void quiet.push(r.id), log: silentLogger });
+    const w1 = new ExitWatcher({ exitsDir: dir(), onExit: (r) => void quiet.push(r.id), log: silentLogger });
     await w1.start();
-    await conmonWritesExit(dir, 'marker', 0);
+    await conmonWritesExit(dir(), 'marker', 0);
     await eventually('the marker reported', () => quiet.includes('marker'));
     w1.stop();
     assert.deepEqual(quiet, ['marker']);
     const loud: string[] = [];
-    const w2 = new ExitWatcher({ exitsDir: dir, onExit: (r) => void loud.push(r.id), log: silentLogger, rescanMs: 20 });
+    const w2 = new ExitWatcher({ exitsDir: dir(), onExit: (r) => void loud.push(r.id), log: silentLogger, rescanMs: 20 });
     await w2.start({ emitExisting: true });
     await eventually('the existing exits reported', () => loud.includes('old') && loud.includes('probe'));
     // Rescans as markers: only a rescan reports a forgotten exit again, so each further report of the
@@ -87,17 +79,17 @@ describe('monitor/exits', () => {
       if (record.id === 'c1') throw new Error('boom');
       handled.push(record.id);
     };
-    const watcher = new ExitWatcher({ exitsDir: dir, onExit, log });
+    const watcher = new ExitWatcher({ exitsDir: dir(), onExit, log });
     await watcher.start();
     try {
-      await conmonWritesExit(dir, 'c1', 0);
+      await conmonWritesExit(dir(), 'c1', 0);
       await eventually('the failure logged', () => lines.some((l) => l.msg === 'exit handler failed'));
       assert.deepEqual(
         lines.filter((l) => l.msg === 'exit handler failed').map((l) => [l.level, l.id, l.error]),
         [['error', 'c1', 'boom']],
       );
       // The watcher carries on with the next exit.
-      await conmonWritesExit(dir, 'c2', 0);
+      await conmonWritesExit(dir(), 'c2', 0);
       await eventually('the next exit handled', () => handled.includes('c2'));
     } finally {
       watcher.stop();
@@ -105,23 +97,23 @@ describe('monitor/exits', () => {
   });
 
   it('listExits and waitForExit', async () => {
-    await conmonWritesExit(dir, 'a', 0);
-    await writeFile(join(dir, 'b.XyZ123'), '5');
-    assert.deepEqual((await listExits(dir)).map((r) => r.id), ['a']);
-    assert.deepEqual(await listExits(join(dir, 'missing')), []);
+    await conmonWritesExit(dir(), 'a', 0);
+    await writeFile(join(dir(), 'b.XyZ123'), '5');
+    assert.deepEqual((await listExits(dir())).map((r) => r.id), ['a']);
+    assert.deepEqual(await listExits(join(dir(), 'missing')), []);
     // Waiting before the file exists: it is written while waitForExit polls.
-    const late = waitForExit(dir, 'late', 5000);
-    await conmonWritesExit(dir, 'late', 9);
+    const late = waitForExit(dir(), 'late', 5000);
+    await conmonWritesExit(dir(), 'late', 9);
     assert.equal((await late)?.exitCode, 9);
-    assert.equal(await waitForExit(dir, 'never', 50), undefined);
+    assert.equal(await waitForExit(dir(), 'never', 50), undefined);
   });
 
   it('OOM and the CRI reason', async () => {
-    const persist = join(dir, 'persist');
+    const persist = join(dir(), 'persist');
     await mkdir(persist);
     assert.equal(await wasOomKilled(persist), false);
     await writeFile(join(persist, 'oom'), '');
-    assert.equal(await wasOomKilled(join(dir, 'nope'), persist), true);
+    assert.equal(await wasOomKilled(join(dir(), 'nope'), persist), true);
     assert.equal(exitReason(0, false), 'Completed');
     assert.equal(exitReason(1, false), 'Error');
     assert.equal(exitReason(137, true), 'OOMKilled');

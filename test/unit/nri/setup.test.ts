@@ -1,8 +1,7 @@
 /** NRI's configuration, plugin discovery and drop-in configs, and a socket-less adaptation. */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Container } from '../../../src/gen/nri/api.js';
 import { parseConfig } from '../../../src/config/load.js';
@@ -11,23 +10,18 @@ import { silentLogger } from '../../../src/common/logger.js';
 import { discoverPlugins, NriAdaptation, pluginConfig } from '../../../src/nri/adaptation.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
 import { eventually } from '../../helpers/wait.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 describe('nri setup', () => {
-  let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-nri-setup-'));
-  });
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  const dir = tempDirPerTest('stove-nri-setup-');
 
   /** An adaptation with its socket, plugins and drop-ins in the test's dir, over a host holding `containers`. */
   function adaptation(options: { disableConnections: boolean; timeouts: { registrationMs: number; requestMs: number } }, containers: Container[] = []): NriAdaptation {
     return new NriAdaptation({
       ...options,
-      socketPath: join(dir, 'nri.sock'),
-      pluginPath: join(dir, 'plugins'),
-      pluginConfigPath: join(dir, 'conf.d'),
+      socketPath: join(dir(), 'nri.sock'),
+      pluginPath: join(dir(), 'plugins'),
+      pluginConfigPath: join(dir(), 'conf.d'),
       runtimeName: 'stove',
       runtimeVersion: 'test',
       host: { snapshot: async () => ({ pods: [], containers }), updateContainer: async () => {} },
@@ -67,29 +61,29 @@ describe('nri setup', () => {
       ['1-short', 0o755],
       ['xx-letters', 0o755],
     ] as const) {
-      await writeFile(join(dir, name), '#!/bin/sh\n');
-      await chmod(join(dir, name), mode);
+      await writeFile(join(dir(), name), '#!/bin/sh\n');
+      await chmod(join(dir(), name), mode);
     }
-    await mkdir(join(dir, '30-dir'));
+    await mkdir(join(dir(), '30-dir'));
     assert.deepEqual(
-      (await discoverPlugins(dir)).map((p) => `${p.index}/${p.name}`),
+      (await discoverPlugins(dir())).map((p) => `${p.index}/${p.name}`),
       ['05/first', '10/good'],
     );
-    assert.deepEqual(await discoverPlugins(join(dir, 'missing')), []);
+    assert.deepEqual(await discoverPlugins(join(dir(), 'missing')), []);
   });
 
   it('reads <idx>-<name>.conf before <name>.conf, and nothing when neither exists', async () => {
-    await writeFile(join(dir, 'logger.conf'), 'plain');
-    assert.equal(await pluginConfig(dir, '10', 'logger'), 'plain');
-    await writeFile(join(dir, '10-logger.conf'), 'indexed');
-    assert.equal(await pluginConfig(dir, '10', 'logger'), 'indexed');
-    assert.equal(await pluginConfig(dir, '10', 'other'), '');
+    await writeFile(join(dir(), 'logger.conf'), 'plain');
+    assert.equal(await pluginConfig(dir(), '10', 'logger'), 'plain');
+    await writeFile(join(dir(), '10-logger.conf'), 'indexed');
+    assert.equal(await pluginConfig(dir(), '10', 'logger'), 'indexed');
+    assert.equal(await pluginConfig(dir(), '10', 'other'), '');
   });
 
   it('with disable_connections, listens on no socket', async () => {
     const nri = adaptation({ disableConnections: true, timeouts: { registrationMs: 500, requestMs: 500 } });
     await nri.start();
-    assert.equal(existsSync(join(dir, 'nri.sock')), false);
+    assert.equal(existsSync(join(dir(), 'nri.sock')), false);
     await nri.stop();
   });
 
@@ -97,7 +91,7 @@ describe('nri setup', () => {
     const big = Array.from({ length: 30 }, (_, i) => Container.fromPartial({ id: `c${i}`, env: [`X=${'x'.repeat(300_000)}`] }));
     const nri = adaptation({ disableConnections: false, timeouts: { registrationMs: 2000, requestMs: 5000 } }, big);
     await nri.start();
-    const p = await TestPlugin.connect(join(dir, 'nri.sock'), { name: 'big', index: '10' });
+    const p = await TestPlugin.connect(join(dir(), 'nri.sock'), { name: 'big', index: '10' });
     try {
       await eventually('the plugin to be synchronized', async () => nri.list().length === 1, 10_000);
       assert.ok(p.syncs.length > 1, `${p.syncs.length} messages`);

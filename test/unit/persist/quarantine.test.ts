@@ -1,20 +1,16 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { silentLogger } from '../../../src/common/logger.js';
 import { Quarantine, readQuarantine } from '../../../src/persist/quarantine.js';
 import { RecordStore } from '../../../src/persist/record-store.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 describe('persist/quarantine: unreadable records are kept, and so is what they describe', () => {
-  let dir = '';
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-quarantine-'));
-  });
-  afterEach(() => rm(dir, { recursive: true, force: true }));
+  const dir = tempDirPerTest('stove-quarantine-');
 
   it('moves an unreadable or foreign record away, keeps its dir, and still removes dirs of interrupted creates', async () => {
-    const records = join(dir, 'containers');
+    const records = join(dir(), 'containers');
     const write = async (id: string, text?: string) => {
       await mkdir(join(records, id, 'fs'), { recursive: true });
       if (text !== undefined) await writeFile(join(records, id, 'container.json'), text);
@@ -23,7 +19,7 @@ describe('persist/quarantine: unreadable records are kept, and so is what they d
     await write('garbage', '{"id": "garb');
     await write('foreign', JSON.stringify({ id: 'someone-else' }));
     await write('interrupted');
-    const quarantine = new Quarantine(join(dir, 'quarantine'), silentLogger);
+    const quarantine = new Quarantine(join(dir(), 'quarantine'), silentLogger);
     await quarantine.load();
     const store = new RecordStore<{ id: string }>(records, 'container.json', 'container', quarantine);
     assert.deepEqual((await store.load(silentLogger)).map((r) => r.id), ['good']);
@@ -32,13 +28,13 @@ describe('persist/quarantine: unreadable records are kept, and so is what they d
     assert.deepEqual(await readdir(join(records, 'garbage')), ['fs']);
 
     // A later start: the entries still protect their dirs, and are listed with where they came from.
-    const entries = await readQuarantine(join(dir, 'quarantine'));
+    const entries = await readQuarantine(join(dir(), 'quarantine'));
     assert.deepEqual(entries.map((e) => [e.kind, e.id, e.from]).sort(), [
       ['container', 'foreign', join(records, 'foreign', 'container.json')],
       ['container', 'garbage', join(records, 'garbage', 'container.json')],
     ]);
     assert.equal(await readFile(entries.find((e) => e.id === 'garbage')!.path, 'utf8'), '{"id": "garb');
-    const again = new Quarantine(join(dir, 'quarantine'), silentLogger);
+    const again = new Quarantine(join(dir(), 'quarantine'), silentLogger);
     await again.load();
     const next = new RecordStore<{ id: string }>(records, 'container.json', 'container', again);
     await next.load(silentLogger);

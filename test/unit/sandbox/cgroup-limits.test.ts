@@ -1,19 +1,15 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sharesToWeight, v1Writes, v2Writes, writeCgroupLimits } from '../../../src/sandbox/cgroup-limits.js';
 import type { CgroupLayout } from '../../../src/platform/cgroups.js';
 import { StoveError } from '../../../src/common/errors.js';
 import { podLimits } from '../../../src/sandbox/resize.js';
 import { LinuxContainerResources } from '../../../src/gen/runtime/v1/api.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 describe('cgroup limits', () => {
-  let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-cgl-'));
-  });
-  afterEach(() => rm(dir, { recursive: true, force: true }));
+  const dir = tempDirPerTest('stove-cgl-');
 
   it("converts shares to v2 weight as runc does", () => {
     assert.equal(sharesToWeight(2), 1);
@@ -43,11 +39,11 @@ describe('cgroup limits', () => {
   });
 
   it('writes an existing cgroup of a v2 tree, and refuses a missing one', async () => {
-    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: dir, root: '/' }] };
-    await mkdir(join(dir, 'kubepods/pod1'), { recursive: true });
+    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: dir(), root: '/' }] };
+    await mkdir(join(dir(), 'kubepods/pod1'), { recursive: true });
     await writeCgroupLimits(layout, '/kubepods/pod1', { cpu: { shares: 1024 }, memory: { limit: 4096 } });
-    assert.equal(await readFile(join(dir, 'kubepods/pod1/cpu.weight'), 'utf8'), '39');
-    assert.equal(await readFile(join(dir, 'kubepods/pod1/memory.max'), 'utf8'), '4096');
+    assert.equal(await readFile(join(dir(), 'kubepods/pod1/cpu.weight'), 'utf8'), '39');
+    assert.equal(await readFile(join(dir(), 'kubepods/pod1/memory.max'), 'utf8'), '4096');
     await assert.rejects(writeCgroupLimits(layout, '/kubepods/pod2', { cpu: { shares: 2 } }), (e: unknown) => e instanceof StoveError && e.kind === 'FailedPrecondition' && /does not exist/.test(e.message));
   });
 
@@ -55,16 +51,16 @@ describe('cgroup limits', () => {
     const layout: CgroupLayout = {
       version: 1,
       hierarchies: [
-        { version: 1, controllers: ['cpu', 'cpuacct'], mountPoint: join(dir, 'cpu'), root: '/' },
-        { version: 1, controllers: ['memory'], mountPoint: join(dir, 'memory'), root: '/' },
+        { version: 1, controllers: ['cpu', 'cpuacct'], mountPoint: join(dir(), 'cpu'), root: '/' },
+        { version: 1, controllers: ['memory'], mountPoint: join(dir(), 'memory'), root: '/' },
       ],
     };
-    for (const c of ['cpu', 'memory']) await mkdir(join(dir, c, 'pod'), { recursive: true });
-    await writeFile(join(dir, 'memory/pod/memory.memsw.limit_in_bytes'), '');
+    for (const c of ['cpu', 'memory']) await mkdir(join(dir(), c, 'pod'), { recursive: true });
+    await writeFile(join(dir(), 'memory/pod/memory.memsw.limit_in_bytes'), '');
     await writeCgroupLimits(layout, '/pod', { cpu: { quota: 20000, period: 100000 }, memory: { limit: 100, swap: 200 } });
-    assert.equal(await readFile(join(dir, 'cpu/pod/cpu.cfs_quota_us'), 'utf8'), '20000');
-    assert.equal(await readFile(join(dir, 'memory/pod/memory.limit_in_bytes'), 'utf8'), '100');
-    assert.equal(await readFile(join(dir, 'memory/pod/memory.memsw.limit_in_bytes'), 'utf8'), '200');
+    assert.equal(await readFile(join(dir(), 'cpu/pod/cpu.cfs_quota_us'), 'utf8'), '20000');
+    assert.equal(await readFile(join(dir(), 'memory/pod/memory.limit_in_bytes'), 'utf8'), '100');
+    assert.equal(await readFile(join(dir(), 'memory/pod/memory.memsw.limit_in_bytes'), 'utf8'), '200');
     await assert.rejects(writeCgroupLimits(layout, '/pod', { hugepageLimits: [{ pageSize: '2MB', limit: 0 }] }), /hugetlb cgroup controller is not mounted/);
   });
 

@@ -1,23 +1,17 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { installPauseRootfs } from '../../../src/sandbox/pause-rootfs.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 describe('pause root filesystem install', () => {
-  let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-pause-rootfs-'));
-  });
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  const dir = tempDirPerTest('stove-pause-rootfs-');
 
   it('copies the pause program into the state dir, readable and traversable by any uid', async () => {
-    const source = join(dir, 'src');
+    const source = join(dir(), 'src');
     await mkdir(join(source, 'bin'), { recursive: true });
     await writeFile(join(source, 'bin/pause'), 'binary', { mode: 0o700 });
-    const state = join(dir, 'state');
+    const state = join(dir(), 'state');
     await mkdir(state);
     const root = await installPauseRootfs(state, source);
     assert.equal(root, join(state, 'pause-rootfs'));
@@ -31,6 +25,6 @@ describe('pause root filesystem install', () => {
   });
 
   it('names the missing program and the command that builds it', async () => {
-    await assert.rejects(installPauseRootfs(dir, join(dir, 'nowhere')), /pause program .*bin\/pause is missing: run "make build"/);
+    await assert.rejects(installPauseRootfs(dir(), join(dir(), 'nowhere')), /pause program .*bin\/pause is missing: run "make build"/);
   });
 });
