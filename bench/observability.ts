@@ -19,6 +19,7 @@ import { startOtlpReceiver, type OtlpReceiver } from '../test/helpers/otlp-recei
 import { metricsAddressOf } from '../test/helpers/prometheus.js';
 import type { StoveProcess } from '../test/helpers/stove-process.js';
 import { PodBench, runCycles, timed } from './lib/pods.js';
+import { cpuMsOf } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, p90, table } from './lib/stats.js';
 
@@ -84,13 +85,6 @@ async function cycle(d: Daemon, image: string, i: number, record: boolean): Prom
   } finally {
     await removeCgroup(layout, config.linux!.cgroupParent).catch(() => {});
   }
-}
-
-/** User + system CPU time of a process (not its children), in ms: steadier than wall time on a busy machine. */
-async function cpuMsOf(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in USER_HZ (100)
 }
 
 async function rssKiB(pid: number): Promise<number> {

@@ -9,13 +9,12 @@
  * Stove/containerd ratio of the latency, and the daemon's own CPU time per call (user + system, from
  * /proc/<pid>/stat, over the whole run of an RPC), which a busy machine disturbs far less than latency.
  */
-import { readFile } from 'node:fs/promises';
 import { ImageStatusRequest, PullImageRequest } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
 import { PodBench } from './lib/pods.js';
-import { sleepContainerConfig } from './lib/processes.js';
+import { cpuMsOf, sleepContainerConfig } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { comparisonRows, table } from './lib/stats.js';
 
@@ -49,14 +48,6 @@ interface Runtime {
 }
 
 const bench = new PodBench();
-const TICK_MS = 1000 / 100; // USER_HZ
-
-/** User + system CPU time of a process so far, in milliseconds (/proc/<pid>/stat fields 14 and 15). */
-async function cpuMs(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-}
 
 async function populate(rt: Runtime, image: string): Promise<void> {
   const r = rt.clients.runtime;
@@ -122,7 +113,7 @@ async function main(): Promise<void> {
       // Warm-up: connections, caches and JIT of both runtimes, and the garbage of populating them; the
       // kubelet polls for ever, so what counts is the steady state.
       for (const rt of runtimes) for (let i = 0; i < WARMUP; i++) await call(rt, rpc, i, image);
-      const cpuBefore = await Promise.all(runtimes.map((rt) => cpuMs(rt.pid)));
+      const cpuBefore = await Promise.all(runtimes.map((rt) => cpuMsOf(rt.pid)));
       for (let i = 0; i < CALLS; i++) {
         for (const rt of i % 2 === 0 ? runtimes : [...runtimes].reverse()) {
           const t = performance.now();
@@ -130,7 +121,7 @@ async function main(): Promise<void> {
           rt.times[rpc].push(performance.now() - t);
         }
       }
-      for (const [n, rt] of runtimes.entries()) rt.cpu[rpc] = (await cpuMs(rt.pid)) - cpuBefore[n]!;
+      for (const [n, rt] of runtimes.entries()) rt.cpu[rpc] = (await cpuMsOf(rt.pid)) - cpuBefore[n]!;
       process.stderr.write(`  ${rpc} done\n`);
     }
     const times = (name: Runtime['name']) => runtimes.find((r) => r.name === name)?.times;

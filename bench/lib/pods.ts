@@ -37,10 +37,10 @@ export class PodBench {
 
   /**
    * Stove with `--log-level info` (its per-step timings; `debug` adds each RPC's handler time) on a
-   * bridge of its own; `extraToml` adds tables.
+   * bridge of its own; `extraToml` adds tables, `env` variables to its environment.
    */
-  async startStove(extraToml = '', logLevel: 'info' | 'debug' = 'info'): Promise<StoveProcess> {
-    this.stove = await this.startStoveOn(await this.net(), extraToml, logLevel);
+  async startStove(extraToml = '', logLevel: 'info' | 'debug' = 'info', env: Record<string, string> = {}): Promise<StoveProcess> {
+    this.stove = await this.startStoveOn(await this.net(), extraToml, logLevel, env);
     return this.stove;
   }
 
@@ -53,8 +53,9 @@ export class PodBench {
     return this.startStoveOn(this.transientNet, '', 'info');
   }
 
-  private startStoveOn(net: TestNet, extraToml: string, logLevel: string): Promise<StoveProcess> {
+  private startStoveOn(net: TestNet, extraToml: string, logLevel: string, env: Record<string, string> = {}): Promise<StoveProcess> {
     return startStove({
+      env,
       configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n${extraToml}`,
       extraArgs: ['--log-level', logLevel],
     });

@@ -12,6 +12,57 @@ export async function memoryOf(pid: number): Promise<{ rss: number; pss: number;
   return { rss: field('Rss'), pss: field('Pss'), anonymous: field('Anonymous') };
 }
 
+/** One mapping of /proc/<pid>/smaps: its address range, name ('' for anonymous memory) and resident KiB. */
+export interface Mapping {
+  range: string;
+  name: string;
+  rss: number;
+  anonymous: number;
+}
+
+/**
+ * A process's resident memory by kind of mapping (KiB): malloc's main arena (`[heap]`, grown with brk),
+ * other anonymous mappings (V8's heap pages and code range, malloc's other arena and its large blocks,
+ * thread stacks), the main stack, file-backed pages; with every mapping, its open fds and its threads.
+ */
+export async function mappingsOf(
+  pid: number,
+): Promise<{ brk: number; anonMaps: number; codeRange: number; stack: number; fileBacked: number; mappings: Mapping[]; fds: number; threads: number }> {
+  const text = await readFile(`/proc/${pid}/smaps`, 'utf8').catch(() => '');
+  const mappings: Mapping[] = [];
+  for (const line of text.split('\n')) {
+    const header = /^([0-9a-f]+-[0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (header) mappings.push({ range: header[1]!, name: header[2]!, rss: 0, anonymous: 0 });
+    const field = /^(Rss|Anonymous):\s+(\d+) kB/.exec(line);
+    if (field && mappings.length) mappings[mappings.length - 1]![field[1] === 'Rss' ? 'rss' : 'anonymous'] = Number(field[2]);
+  }
+  const sum = (pick: (m: Mapping) => boolean, f: (m: Mapping) => number) => mappings.filter(pick).reduce((n, m) => n + f(m), 0);
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  return {
+    brk: sum((m) => m.name === '[heap]', (m) => m.rss),
+    anonMaps: sum((m) => m.name === '', (m) => m.rss),
+    // V8 reserves its code range (JIT code) in one piece of 128–512 MiB; malloc's arenas are at most 64 MiB.
+    codeRange: sum((m) => m.name === '' && sizeOf(m.range) > 64 << 20, (m) => m.rss),
+    stack: sum((m) => m.name === '[stack]', (m) => m.rss),
+    fileBacked: sum((m) => m.name.startsWith('/'), (m) => m.rss - m.anonymous),
+    mappings,
+    fds: (await readdir(`/proc/${pid}/fd`).catch(() => [])).length,
+    threads: Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? 0),
+  };
+}
+
+/** User + system CPU time of a process (not its children) so far, in ms: steadier than wall time on a busy machine. */
+export async function cpuMsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime (fields 14, 15) in USER_HZ (100)
+}
+
+function sizeOf(range: string): number {
+  const [start, end] = range.split('-').map((a) => Number.parseInt(a, 16));
+  return end! - start!;
+}
+
 /** Processes whose command line matches. */
 export async function pidsWhere(match: (argv: string[]) => boolean): Promise<number[]> {
   const out: number[] = [];

@@ -42,3 +42,38 @@ export function comparisonRows<K extends string>(
   }
   return rows;
 }
+
+/** How a series sampled along a run moves (in its own unit; `x` is e.g. the lifecycle count). */
+export interface Growth {
+  /** Last value minus first. */
+  change: number;
+  /** One-off moves between consecutive samples of at least the threshold: where they end and by how much. */
+  steps: { x: number; by: number }[];
+  /** Least-squares slope per unit of `x` of the series with those steps taken out. */
+  slope: number;
+}
+
+/**
+ * Separates a trend from one-off steps: every move of at least `stepAtLeast` (in either direction)
+ * between two consecutive samples is a step and is taken out of the series (the samples after it
+ * shifted back by its size); what remains is fitted with a least-squares line.
+ */
+export function growth(points: { x: number; y: number }[], stepAtLeast: number): Growth {
+  const steps: Growth['steps'] = [];
+  const level: { x: number; y: number }[] = [];
+  let shift = 0;
+  points.forEach((p, i) => {
+    const by = i > 0 ? p.y - points[i - 1]!.y : 0;
+    if (i > 0 && Math.abs(by) >= stepAtLeast) {
+      steps.push({ x: p.x, by });
+      shift += by;
+    }
+    level.push({ x: p.x, y: p.y - shift });
+  });
+  const n = level.length;
+  const mx = level.reduce((s, p) => s + p.x, 0) / n;
+  const my = level.reduce((s, p) => s + p.y, 0) / n;
+  const sxx = level.reduce((s, p) => s + (p.x - mx) ** 2, 0);
+  const slope = n > 1 && sxx > 0 ? level.reduce((s, p) => s + (p.x - mx) * (p.y - my), 0) / sxx : 0;
+  return { change: n ? points[n - 1]!.y - points[0]!.y : 0, steps, slope };
+}

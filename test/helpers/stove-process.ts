@@ -38,6 +38,8 @@ export interface StoveOptions {
   extraArgs?: string[];
   /** The launcher to run instead of the repository's bin/stove (a copy in another install dir). */
   bin?: string;
+  /** Added to the daemon's environment (which is otherwise this process's). */
+  env?: Record<string, string>;
 }
 
 /** Runs the stove CLI once and returns its exit code and output. */
@@ -69,7 +71,7 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   const child = spawn(
     options.bin ?? STOVE_BIN,
     ['serve', '--config', configPath, '--config-dir', configDir, '--socket', socket, '--root', root, '--state', state, '--log-level', 'debug', ...(options.extraArgs ?? [])],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...options.env } },
   );
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
