@@ -23,6 +23,8 @@ import { build } from 'esbuild';
 const dist = 'dist';
 const link = join(dist, 'bundle');
 const BUNDLE_DIR = /^bundle-[0-9a-f]{16}$/;
+/** A directory or link a build writes before renaming it into place, named with the build's pid. */
+const TEMP_NAME = /^\.bundle(?:-[0-9a-f]{16})?\.(\d+)$/;
 
 /**
  * V8 keeps each script's source for lazy compilation, one byte per character unless a single character
@@ -120,10 +122,14 @@ async function bundleDirsInUse(distDir) {
   return used;
 }
 
+/** Removes the bundle directories not in `keep` that no process runs from, and what interrupted builds left. */
 async function prune(keep) {
   const inUse = await bundleDirsInUse(await realpath(dist));
   for (const entry of await readdir(dist)) {
-    if (BUNDLE_DIR.test(entry) && !keep.includes(entry) && !inUse.has(entry)) await rm(join(dist, entry), { recursive: true, force: true });
+    const unused = BUNDLE_DIR.test(entry) && !keep.includes(entry) && !inUse.has(entry);
+    const builder = TEMP_NAME.exec(entry)?.[1];
+    const abandoned = builder !== undefined && !(await lstat(`/proc/${builder}`).then(() => true, () => false));
+    if (unused || abandoned) await rm(join(dist, entry), { recursive: true, force: true });
   }
 }
 

@@ -6,7 +6,8 @@
  * install dir whose compiled registry client the test changes, as an upgrade would.
  */
 import assert from 'node:assert/strict';
-import { appendFile, copyFile, cp, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { appendFile, copyFile, cp, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -16,7 +17,8 @@ import { startRegistry, type TestRegistry } from '../helpers/registry.js';
 import { REPO_ROOT, startStove, type StoveProcess } from '../helpers/stove-process.js';
 
 describe('stove serve across rebuilds', function () {
-  this.timeout(120_000);
+  // Four esbuild runs: about 3 s each on an idle machine, 12 s on a busy one.
+  this.timeout(300_000);
   let install: string;
   let registry: TestRegistry;
   let img: PushedImage;
@@ -55,7 +57,11 @@ describe('stove serve across rebuilds', function () {
   const registryClientChunk = async (dir: string) => (await readdir(join(install, 'dist', dir))).find((f) => /^undici-api-\w+\.js$/.test(f));
 
   it('loads parts from the build it started from after two rebuilds; the next build once it is gone removes that', async () => {
+    // dist/bundle as a plain directory, as builds made it before: replaced by the link.
+    await mkdir(join(install, 'dist/bundle'));
+    await writeFile(join(install, 'dist/bundle/main.js'), '');
     const first = await build();
+    assert.ok((await lstat(join(install, 'dist/bundle'))).isSymbolicLink());
     stove = await startStove({ bin: join(install, 'bin/stove') });
     const argv = (await readFile(`/proc/${stove.child.pid}/cmdline`, 'utf8')).split('\0');
     assert.ok(argv.includes(join(install, 'dist', first, 'main.js')), argv.join(' '));
@@ -75,8 +81,12 @@ describe('stove serve across rebuilds', function () {
     assert.doesNotMatch(stove.output(), /cannot load Stove's/);
 
     assert.equal(await stove.stop(), 0);
+    // What a build interrupted half-way leaves (its pid above any pid_max): removed by the next.
+    const abandoned = join(install, 'dist', `.${first}.99999999`);
+    await cp(join(install, 'dist', first), abandoned, { recursive: true });
     await upgradeRegistryClient(3);
     const fourth = await build();
     assert.deepEqual(await buildDirs(), [third, fourth].sort());
+    assert.equal(existsSync(abandoned), false);
   });
 });
