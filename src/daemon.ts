@@ -323,7 +323,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     streamContainers: (r, sink) => streamContainers(containers, sandboxes, r, sink),
     updateContainerResources: (r) => updateContainerResources(containers, r),
     reopenContainerLog: (r) => reopenContainerLog(containers, r),
-    execSync: (r) => execSync(containers, r),
+    execSync: (r, call) => execSync(containers, r, call.signal),
     exec: (r) => exec(streaming, r),
     attach: (r) => attach(streaming, r),
     portForward: (r) => portForward(streaming, r),
@@ -339,7 +339,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     getContainerEvents: (r, sink) => getContainerEvents(events, r, sink),
   };
   const imageHandlers: ImageHandlers = {
-    pullImage: (r) => pullImage(images, r),
+    pullImage: (r, call) => pullImage(images, r, call.signal),
     listImages: (r) => listImages(images, r),
     streamImages: (r, sink) => streamImages(images, r, sink),
     imageStatus: (r) => imageStatus(images, r),

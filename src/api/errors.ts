@@ -9,6 +9,7 @@ const CODES: Record<ErrorKind, status> = {
   FailedPrecondition: status.FAILED_PRECONDITION,
   ResourceExhausted: status.RESOURCE_EXHAUSTED,
   DeadlineExceeded: status.DEADLINE_EXCEEDED,
+  Cancelled: status.CANCELLED,
   Unavailable: status.UNAVAILABLE,
   Unimplemented: status.UNIMPLEMENTED,
   Internal: status.INTERNAL,

@@ -12,6 +12,7 @@
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { EventEmitter } from 'node:events';
 import { status } from '@grpc/grpc-js';
+import { StoveError } from '../common/errors.js';
 
 /** A call's request headers as gRPC metadata (lower-case keys, values as sent). */
 export interface CallMetadata {
@@ -24,7 +25,10 @@ export interface CallStatus {
   details: string;
 }
 
-/** A unary call: its request, metadata and a signal aborted when the client leaves or the deadline passes. */
+/**
+ * A unary call: its request, metadata and a signal aborted when the client leaves or the deadline passes
+ * (its reason a StoveError, Cancelled or DeadlineExceeded, saying which).
+ */
 export interface UnaryCall {
   readonly request: unknown;
   readonly metadata: CallMetadata;
@@ -116,7 +120,7 @@ class Call extends EventEmitter implements ServerStreamCall {
   request: unknown;
   readonly metadata: CallMetadata;
   private abortController: AbortController | undefined;
-  private aborted = false;
+  private abortReason: StoveError | undefined;
   private headersSent = false;
   private finished = false;
   private trailers: CallStatus = { code: status.OK, details: '' };
@@ -148,14 +152,14 @@ class Call extends EventEmitter implements ServerStreamCall {
   get signal(): AbortSignal {
     if (!this.abortController) {
       this.abortController = new AbortController();
-      if (this.aborted) this.abortController.abort();
+      if (this.abortReason) this.abortController.abort(this.abortReason);
     }
     return this.abortController.signal;
   }
 
-  private abort(): void {
-    this.aborted = true;
-    this.abortController?.abort();
+  private abort(reason: StoveError): void {
+    this.abortReason = reason;
+    this.abortController?.abort(reason);
   }
 
   get writableNeedDrain(): boolean {
@@ -250,7 +254,10 @@ class Call extends EventEmitter implements ServerStreamCall {
         if (!stream.readableEnded) stream.once('finish', () => stream.close(NGHTTP2_NO_ERROR));
       }
     }
-    if (result.code !== status.OK) this.abort();
+    if (result.code !== status.OK) {
+      const kind = result.code === status.DEADLINE_EXCEEDED ? 'DeadlineExceeded' : 'Cancelled';
+      this.abort(new StoveError(kind, `the call ended: ${result.details}`));
+    }
     this.emit('close');
   }
 
@@ -260,7 +267,7 @@ class Call extends EventEmitter implements ServerStreamCall {
     if (!this.finished) {
       // The client went away (RST_STREAM or the connection closed) before the call ended.
       this.finished = true;
-      this.abort();
+      this.abort(new StoveError('Cancelled', 'the client went away'));
       this.emit('close');
     }
   }

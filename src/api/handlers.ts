@@ -17,9 +17,18 @@ export interface StreamSink<T> {
   drained(): Promise<void>;
 }
 
+/**
+ * What a unary handler knows of its call besides the request. The signal is aborted when the client
+ * left or the deadline passed: a handler whose work is long and can stop (a pull, an exec) stops on
+ * it; the others need not look (the answer is dropped either way).
+ */
+export interface CallContext {
+  readonly signal: AbortSignal;
+}
+
 type HandlerOf<T> =
   T extends handleUnaryCall<infer Req, infer Res>
-    ? (request: Req) => Promise<Res>
+    ? (request: Req, call: CallContext) => Promise<Res>
     : T extends handleServerStreamingCall<infer Req, infer Res>
       ? // A handler that returns a promise has its stream ended when it resolves, failed when it rejects;
         // one that returns nothing (GetContainerEvents) ends the stream itself.

@@ -9,12 +9,12 @@ import { status } from '@grpc/grpc-js';
 import { ImageServiceService, RuntimeServiceService } from '../gen/runtime/v1/api.js';
 import type { Logger } from '../common/logger.js';
 import { toServiceError, statusName } from './errors.js';
-import type { ImageHandlers, RuntimeHandlers, StreamSink } from './handlers.js';
+import type { CallContext, ImageHandlers, RuntimeHandlers, StreamSink } from './handlers.js';
 import type { ServiceBinding } from './server.js';
 import type { CallMetadata, ServerStreamCall, ServerStreamImplementation, UnaryCall, UnaryCallback, UnaryImplementation } from './grpc-http2.js';
 import { metrics, tracer, NO_TRACING, type MetadataGetter, type SpanAttributes, type Tracer } from '../observability/hooks.js';
 
-type AnyUnary = (request: unknown) => Promise<unknown>;
+type AnyUnary = (request: unknown, call: CallContext) => Promise<unknown>;
 type AnyStream = (request: unknown, sink: StreamSink<unknown>) => void | Promise<void>;
 
 /** The RPC's name as the CRI spells it, from its path (`/runtime.v1.RuntimeService/Version`). */
@@ -53,7 +53,7 @@ function idAttributes(message: unknown): SpanAttributes {
 function traced(t: Tracer, method: string, call: UnaryCall, handler: AnyUnary): Promise<unknown> {
   return t.serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
     try {
-      const response = await handler(call.request);
+      const response = await handler(call.request, call);
       t.annotate({ ...idAttributes(response), 'rpc.grpc.status_code': status.OK });
       return response;
     } catch (err) {
@@ -64,9 +64,10 @@ function traced(t: Tracer, method: string, call: UnaryCall, handler: AnyUnary): 
 }
 
 /** The handler's answer, a synchronous throw (a handler not declared async) as a rejection. */
-function answer(handler: AnyUnary, request: unknown): Promise<unknown> {
+function answer(handler: AnyUnary, call: UnaryCall): Promise<unknown> {
   try {
-    return handler(request);
+    // The call itself as the context: its signal is made only if the handler asks for it.
+    return handler(call.request, call);
   } catch (err) {
     return Promise.reject(err as Error);
   }
@@ -83,7 +84,7 @@ function unary(log: Logger, method: string, handler: AnyUnary | undefined): Unar
     }
     // With tracing off (the default) a call is the handler alone: the kubelet polls the status RPCs.
     const t = tracer();
-    (t === NO_TRACING ? answer(handler, call.request) : traced(t, method, call, handler)).then(
+    (t === NO_TRACING ? answer(handler, call) : traced(t, method, call, handler)).then(
       (response) => {
         const seconds = (performance.now() - started) / 1000;
         metrics().criRequest(method, 'OK', seconds);

@@ -11,6 +11,7 @@ export type ErrorKind =
   | 'FailedPrecondition'
   | 'ResourceExhausted'
   | 'DeadlineExceeded'
+  | 'Cancelled'
   | 'Unavailable'
   | 'Unimplemented'
   | 'Internal';

@@ -471,15 +471,15 @@ export class ContainerService {
   /**
    * Runs `cmd` in a running container with its process settings (user, env, cwd, capabilities) and
    * returns the output (at most 16 MiB together; a truncation is noted at the end of stderr). A timeout
-   * kills the command and is DEADLINE_EXCEEDED.
+   * kills the command and is DEADLINE_EXCEEDED; so does `signal` (the caller left), as CANCELLED.
    */
-  async execSync(idOrPrefix: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncOutput> {
+  async execSync(idOrPrefix: string, cmd: string[], timeoutSeconds: number, signal?: AbortSignal): Promise<ExecSyncOutput> {
     const r = this.get(idOrPrefix);
     if (r.state !== 'running') throw failedPrecondition(`container "${r.id}" is not running (${r.state.toUpperCase()}): cannot exec in it`);
     const proc = execProcess(r.process, cmd, false);
     let result;
     try {
-      result = await this.o.monitor.execSync(this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name });
+      result = await this.o.monitor.execSync(this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name, signal });
       metrics().execSync(result.exitCode === 0 ? 'ok' : 'nonzero_exit');
     } catch (err) {
       metrics().execSync(isKind(err, 'DeadlineExceeded') ? 'timeout' : 'error');

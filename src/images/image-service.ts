@@ -183,13 +183,14 @@ export class ImageService {
 
   /**
    * Pulls an image (or finds it present) and returns its record. `namespace` is the pod's, when the
-   * pull carries a sandbox config: it selects a per-namespace signature policy.
+   * pull carries a sandbox config: it selects a per-namespace signature policy. `signal`: the caller
+   * left (Puller.pull says what stops).
    */
-  async pull(image: string, auth?: AuthConfigLike, namespace?: string): Promise<ImageRecord> {
+  async pull(image: string, auth?: AuthConfigLike, namespace?: string, signal?: AbortSignal): Promise<ImageRecord> {
     const ref = parseReference(image);
     const started = performance.now();
     try {
-      const record = await this.puller.pull(ref, credentialsFromAuthConfig(auth), namespace);
+      const record = await this.puller.pull(ref, credentialsFromAuthConfig(auth), namespace, signal);
       metrics().imagePull('success', (performance.now() - started) / 1000);
       return record;
     } catch (err) {

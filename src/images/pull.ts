@@ -55,9 +55,24 @@ export class Semaphore {
     this.free = size;
   }
 
-  async acquire(): Promise<() => void> {
+  /** Resolves with the release once a slot is free; rejects (waiting no more) when `signal` aborts first. */
+  async acquire(signal?: AbortSignal): Promise<() => void> {
+    signal?.throwIfAborted();
     if (this.free > 0) this.free--;
-    else await new Promise<void>((r) => this.waiting.push(r));
+    else {
+      await new Promise<void>((resolve, reject) => {
+        const granted = () => {
+          signal?.removeEventListener('abort', gaveUp);
+          resolve();
+        };
+        const gaveUp = () => {
+          this.waiting = this.waiting.filter((w) => w !== granted);
+          reject(signal!.reason as Error);
+        };
+        this.waiting.push(granted);
+        signal?.addEventListener('abort', gaveUp, { once: true });
+      });
+    }
     let released = false;
     return () => {
       if (released) return;
@@ -120,24 +135,26 @@ export class Puller {
 
   /**
    * Pulls (or finds) an image; concurrent pulls of one reference share the work. `namespace` (the
-   * pod's, when the pull carries a sandbox config) selects a per-namespace signature policy.
+   * pod's, when the pull carries a sandbox config) selects a per-namespace signature policy. When
+   * `signal` aborts this caller stops waiting; the downloads stop once no caller waits for them any
+   * more (the failure path removes what they left).
    */
-  pull(ref: ImageReference, creds?: Credentials, namespace?: string): Promise<ImageRecord> {
+  pull(ref: ImageReference, creds?: Credentials, namespace?: string, signal?: AbortSignal): Promise<ImageRecord> {
     const name = formatReference(ref);
     // Pulls under different namespaces may answer to different policies: they share nothing.
-    return this.pulls.run(`${name}\0${namespace ?? ''}`, async () => {
+    return this.pulls.run(`${name}\0${namespace ?? ''}`, async (wanted) => {
       const progress = new PullProgress(name, this.deps.progressFile?.(name), this.deps.log);
       try {
         const policy = await this.deps.policies?.forPull(ref, namespace);
         if (policy) refuseRejected(policy, ref);
-        const record = await this.pullOnce(ref, creds, progress, policy);
+        const record = await this.pullOnce(ref, creds, progress, policy, wanted);
         progress.finish(record.id);
         return record;
       } catch (err) {
         progress.fail(err);
         throw err;
       }
-    });
+    }, signal);
   }
 
   /** A record whose layers and blobs are all still on disk. */
@@ -161,7 +178,13 @@ export class Puller {
     return updated;
   }
 
-  private async pullOnce(ref: ImageReference, creds: Credentials | undefined, progress: PullProgress, policy: PullPolicy | undefined): Promise<ImageRecord> {
+  private async pullOnce(
+    ref: ImageReference,
+    creds: Credentials | undefined,
+    progress: PullProgress,
+    policy: PullPolicy | undefined,
+    signal: AbortSignal,
+  ): Promise<ImageRecord> {
     const { store } = this.deps;
     const name = formatReference(ref);
     // Signatures are checked for the top-level manifest digest before anything is stored.
@@ -183,7 +206,7 @@ export class Puller {
 
     // A tag: one HEAD tells whether it still points where it did.
     if (!ref.digest) {
-      const head = await session.headManifest(ref.tag!);
+      const head = await session.headManifest(ref.tag!, signal);
       if (head.digest) {
         const present = await this.complete(store.byRepoDigest(digestReference(ref, head.digest)));
         if (present) {
@@ -193,7 +216,7 @@ export class Puller {
       }
     }
 
-    const top = await session.getManifest(ref.digest ?? ref.tag!);
+    const top = await session.getManifest(ref.digest ?? ref.tag!, undefined, signal);
     const topDigest = digestOf(top.body, ref.digest ? digestAlgorithm(ref.digest) : 'sha256');
     if (ref.digest && topDigest !== ref.digest)
       throw internal(`manifest digest mismatch for "${name}": the registry sent content with digest ${topDigest}`);
@@ -204,7 +227,7 @@ export class Puller {
     for (let depth = 0; parsed.kind === 'index'; depth++) {
       if (depth >= MAX_INDEX_DEPTH) throw failedPrecondition(`"${name}": image indexes nested too deep`);
       const choice = selectPlatform(parsed, this.platform, `image index of "${name}"`);
-      const child = await session.getManifest(choice.digest);
+      const child = await session.getManifest(choice.digest, undefined, signal);
       const actual = digestOf(child.body, digestAlgorithm(choice.digest));
       if (actual !== choice.digest)
         throw internal(`manifest digest mismatch for "${name}" (${formatPlatform(this.platform)}): expected ${choice.digest}, got ${actual}`);
@@ -214,7 +237,7 @@ export class Puller {
     }
     const manifest: ImageManifest = parsed;
     const id = manifest.config.digest;
-    const config = await this.fetchConfig(session, manifest, name);
+    const config = await this.fetchConfig(session, manifest, name, signal);
     if (manifestBlobs.length === 1) this.checkPlatform(config, name);
 
     const diffIds = config.rootfs.diff_ids;
@@ -226,7 +249,7 @@ export class Puller {
     try {
       progress.setLayers(manifest.layers);
       try {
-        await this.fetchLayers(session, jobs, name, progress);
+        await this.fetchLayers(session, jobs, name, progress, signal);
         this.checkImageSize(jobs, name);
       } catch (err) {
         exhausted = isKind(err, 'ResourceExhausted');
@@ -280,7 +303,7 @@ export class Puller {
       );
   }
 
-  private async fetchConfig(session: RegistrySession, manifest: ImageManifest, name: string) {
+  private async fetchConfig(session: RegistrySession, manifest: ImageManifest, name: string, signal: AbortSignal) {
     const digest = manifest.config.digest;
     let body: Buffer;
     const release = this.deps.leases.acquire([digest]);
@@ -288,7 +311,7 @@ export class Puller {
       if (await this.deps.blobs.has(digest)) {
         body = await this.deps.blobs.read(digest);
       } else {
-        body = await session.getBlob(digest, MAX_CONFIG_BYTES);
+        body = await session.getBlob(digest, MAX_CONFIG_BYTES, signal);
         const actual = digestOf(body, digestAlgorithm(digest));
         if (actual !== digest) throw internal(`image config digest mismatch for "${name}": expected ${digest}, got ${actual}`);
         await this.deps.blobs.put(digest, body);
@@ -309,18 +332,25 @@ export class Puller {
       );
   }
 
-  private async fetchLayers(session: RegistrySession, jobs: LayerJob[], name: string, progress: PullProgress): Promise<void> {
-    const results = await Promise.allSettled(jobs.map((job) => this.ensureLayer(session, job, name, progress)));
+  private async fetchLayers(session: RegistrySession, jobs: LayerJob[], name: string, progress: PullProgress, signal: AbortSignal): Promise<void> {
+    const results = await Promise.allSettled(jobs.map((job) => this.ensureLayer(session, job, name, progress, signal)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }
 
-  /** Makes sure a layer is unpacked and its blob stored; one flight per chain ID. */
-  private ensureLayer(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress): Promise<void> {
+  /**
+   * Makes sure a layer is unpacked and its blob stored; one flight per chain ID, shared by the pulls
+   * of every image with that layer (and stopped only when all of them gave up).
+   */
+  private ensureLayer(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress, signal: AbortSignal): Promise<void> {
     const attributes = { 'layer.digest': job.desc.digest, 'layer.size': job.desc.size };
     return tracer()
       .span('pullLayer', attributes, () =>
-        this.layerFlights.run(job.chainId, () => this.deps.locks.run(job.chainId, () => this.ensureLayerLocked(session, job, name, progress))),
+        this.layerFlights.run(
+          job.chainId,
+          (wanted) => this.deps.locks.run(job.chainId, () => this.ensureLayerLocked(session, job, name, progress, wanted)),
+          signal,
+        ),
       )
       .then(
         () => {
@@ -334,7 +364,7 @@ export class Puller {
       );
   }
 
-  private async ensureLayerLocked(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress): Promise<void> {
+  private async ensureLayerLocked(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress, signal: AbortSignal): Promise<void> {
     const { layers, blobs } = this.deps;
     const { desc } = job;
     // Another chain with the same blob may be downloading it right now: wait, then use the stored copy.
@@ -344,14 +374,14 @@ export class Puller {
     const haveBlob = await blobs.has(desc.digest);
     if (haveLayer && haveBlob) return;
 
-    const releaseSlot = await this.slots.acquire();
+    const releaseSlot = await this.slots.acquire(signal);
     try {
       if (haveBlob) {
         progress.state(desc.digest, 'unpacking');
         await this.unpack(job, name, undefined);
       } else {
         progress.state(desc.digest, 'downloading');
-        const download = this.unpack(job, name, { session, progress, storeOnly: haveLayer });
+        const download = this.unpack(job, name, { session, progress, storeOnly: haveLayer, signal });
         this.blobFlights.set(desc.digest, download);
         try {
           await download;
@@ -373,7 +403,7 @@ export class Puller {
   private async unpack(
     job: LayerJob,
     name: string,
-    network: { session: RegistrySession; progress: PullProgress; storeOnly: boolean } | undefined,
+    network: { session: RegistrySession; progress: PullProgress; storeOnly: boolean; signal: AbortSignal } | undefined,
   ): Promise<void> {
     const { blobs, layers } = this.deps;
     const { desc } = job;
@@ -381,10 +411,15 @@ export class Puller {
     const temp = network?.storeOnly ? undefined : await layers.createTemp();
     const ingest = network ? blobs.ingestPath(desc.digest) : undefined;
     try {
-      const source = network?.session.blobStream(desc.digest, desc.size, (n) => {
-        metrics().imagePullBytes(n);
-        network.progress.bytes(desc.digest, n);
-      });
+      const source = network?.session.blobStream(
+        desc.digest,
+        desc.size,
+        (n) => {
+          metrics().imagePullBytes(n);
+          network.progress.bytes(desc.digest, n);
+        },
+        network.signal,
+      );
       const started = performance.now();
       const result = await tracer().span('unpack', { 'layer.digest': desc.digest, 'layer.source': network ? 'registry' : 'blob' }, () => this.deps.pool.run(
         {

@@ -5,6 +5,7 @@
  * blob downloads with Range, and fails a transfer that stalls.
  */
 import type { Agent, Dispatcher } from 'undici';
+import { setTimeout as wait } from 'node:timers/promises';
 import { undici } from './http.js';
 import { StoveError, messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -113,7 +114,8 @@ class EarlyEndError extends Error {}
 /** An HTTP-level answer (not a connection problem): worth reporting over a mirror's network error. */
 class HttpStatusError extends StoveError {}
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits `ms`, or rejects with the signal's reason once it aborts. */
+const sleep = (ms: number, signal?: AbortSignal) => wait(ms, undefined, { signal });
 
 export interface ManifestResponse {
   body: Buffer;
@@ -239,6 +241,8 @@ interface SendOptions {
   headers?: Record<string, string>;
   /** What is being fetched, for messages (`manifest latest`, `blob sha256:…`). */
   what: string;
+  /** Aborts the request, its body and any retry (the pull's callers all left). */
+  signal?: AbortSignal;
 }
 
 /** Everything one pull says to the registry (and its mirrors) for one repository. */
@@ -267,7 +271,7 @@ export class RegistrySession {
   }
 
   /** Tries each endpoint in turn; a mirror's failure moves on to the next. */
-  private async onEndpoints<T>(what: string, body: (endpoint: Endpoint) => Promise<T>): Promise<T> {
+  private async onEndpoints<T>(what: string, body: (endpoint: Endpoint) => Promise<T>, signal?: AbortSignal): Promise<T> {
     let best: unknown;
     for (const endpoint of this.endpoints) {
       try {
@@ -276,6 +280,7 @@ export class RegistrySession {
         return result;
       } catch (err) {
         if (err instanceof StallError) throw err;
+        signal?.throwIfAborted();
         // Prefer an HTTP answer (401, 404) over a connection error when reporting.
         if (best === undefined || (err instanceof HttpStatusError && !(best instanceof HttpStatusError))) best = err;
         if (this.endpoints.length > 1)
@@ -376,6 +381,7 @@ export class RegistrySession {
           continue;
         }
       } catch (err) {
+        opts.signal?.throwIfAborted();
         // A certificate problem does not go away by retrying: say which file is missing.
         const tlsProblem = await this.client.tlsFailure(err, endpoint);
         if (tlsProblem) throw new StoveError('FailedPrecondition', `${opts.what} from ${endpoint.base}: ${tlsProblem}`, { cause: err });
@@ -388,7 +394,7 @@ export class RegistrySession {
         attempt++;
         const delay = this.client.retryBaseMs * 2 ** (attempt - 1) * (0.75 + Math.random() / 2);
         this.log.warn('registry request failed, retrying', { url: this.url(endpoint, path), attempt, delayMs: Math.round(delay), error: messageOf(err) });
-        await sleep(delay);
+        await sleep(delay, opts.signal);
         continue;
       }
       if (response.statusCode >= 200 && response.statusCode < 300) return response;
@@ -401,7 +407,7 @@ export class RegistrySession {
           ? Math.min(retryAfter * 1000, 10_000)
           : this.client.retryBaseMs * 2 ** (attempt - 1) * (0.75 + Math.random() / 2);
         this.log.warn('registry answered an error, retrying', { url: this.url(endpoint, path), status: response.statusCode, attempt, delayMs: Math.round(delay) });
-        await sleep(delay);
+        await sleep(delay, opts.signal);
         continue;
       }
       const image = `${this.ref.domain}/${this.ref.path}`;
@@ -429,6 +435,7 @@ export class RegistrySession {
         headers,
         dispatcher: await this.client.dispatcher(endpoint),
         headersTimeout: this.client.options.stallTimeoutMs,
+        signal: opts.signal,
         // undici's body timeout runs even while a consumer applies backpressure: streams time themselves.
         bodyTimeout: opts.stream ? 0 : this.client.options.stallTimeoutMs,
       });
@@ -441,40 +448,41 @@ export class RegistrySession {
   }
 
   /** HEAD a manifest: its digest if the registry says, without fetching the body. */
-  async headManifest(reference: string): Promise<{ digest?: string; mediaType?: string }> {
+  async headManifest(reference: string, signal?: AbortSignal): Promise<{ digest?: string; mediaType?: string }> {
     return this.onEndpoints(`manifest ${reference}`, async (endpoint) => {
-      const res = await this.send(endpoint, `manifests/${reference}`, { method: 'HEAD', headers: { accept: ACCEPT }, what: `manifest "${reference}"` });
+      const res = await this.send(endpoint, `manifests/${reference}`, { method: 'HEAD', headers: { accept: ACCEPT }, what: `manifest "${reference}"`, signal });
       await discardBody(res.body, this.client.options.stallTimeoutMs);
       const digest = res.headers['docker-content-digest'];
       const type = res.headers['content-type'];
       return { digest: typeof digest === 'string' ? digest : undefined, mediaType: typeof type === 'string' ? type : undefined };
-    });
+    }, signal);
   }
 
   /** GET a manifest (tag or digest); the caller verifies digests. */
-  async getManifest(reference: string, maxBytes = MAX_MANIFEST_BYTES): Promise<ManifestResponse> {
+  async getManifest(reference: string, maxBytes = MAX_MANIFEST_BYTES, signal?: AbortSignal): Promise<ManifestResponse> {
     return this.onEndpoints(`manifest ${reference}`, async (endpoint) => {
-      const res = await this.send(endpoint, `manifests/${reference}`, { method: 'GET', headers: { accept: ACCEPT }, what: `manifest "${reference}"` });
+      const res = await this.send(endpoint, `manifests/${reference}`, { method: 'GET', headers: { accept: ACCEPT }, what: `manifest "${reference}"`, signal });
       const body = await readLimited(res.body, maxBytes, this.client.options.stallTimeoutMs, `manifest "${reference}"`);
       const type = res.headers['content-type'];
       return { body, mediaType: typeof type === 'string' ? type.split(';')[0]!.trim() : '', endpoint };
-    });
+    }, signal);
   }
 
   /** GET a small blob (an image config) into memory. */
-  async getBlob(digest: string, maxBytes: number): Promise<Buffer> {
+  async getBlob(digest: string, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
     return this.onEndpoints(`blob ${digest}`, async (endpoint) => {
-      const res = await this.send(endpoint, `blobs/${digest}`, { method: 'GET', what: `blob ${digest}` });
+      const res = await this.send(endpoint, `blobs/${digest}`, { method: 'GET', what: `blob ${digest}`, signal });
       return readLimited(res.body, maxBytes, this.client.options.stallTimeoutMs, `blob ${digest}`);
-    });
+    }, signal);
   }
 
   /**
    * A blob's bytes as they arrive. A broken connection is retried and resumed at the byte where it
    * broke (Range; a registry that ignores Range is re-read from the start and the known part
    * skipped), so the consumer sees one continuous stream. No bytes for the stall timeout → error.
+   * `signal` ends the download (the connection is closed) with its reason.
    */
-  async *blobStream(digest: string, size: number, onBytes?: (n: number) => void): AsyncGenerator<Buffer> {
+  async *blobStream(digest: string, size: number, onBytes?: (n: number) => void, signal?: AbortSignal): AsyncGenerator<Buffer> {
     let offset = 0;
     let failures = 0;
     const stallMs = this.client.options.stallTimeoutMs;
@@ -482,8 +490,8 @@ export class RegistrySession {
       const headers: Record<string, string> = {};
       if (offset > 0) headers.range = `bytes=${offset}-`;
       const res = await this.onEndpoints(`blob ${digest}`, (endpoint) =>
-        this.send(endpoint, `blobs/${digest}`, { method: 'GET', headers, what: `blob ${digest}`, stream: true }).then((r) => ({ r, endpoint })),
-      );
+        this.send(endpoint, `blobs/${digest}`, { method: 'GET', headers, what: `blob ${digest}`, stream: true, signal }).then((r) => ({ r, endpoint })),
+      signal);
       const { r: response, endpoint } = res;
       let skip = 0;
       if (offset > 0) {
@@ -531,6 +539,7 @@ export class RegistrySession {
         if (size >= 0 && offset < size) throw new EarlyEndError(`connection closed at byte ${offset} of ${size}`);
         return;
       } catch (err) {
+        signal?.throwIfAborted();
         const stalled = err instanceof StallError || (err as { cause?: unknown })?.cause instanceof StallError;
         if (stalled) throw err instanceof StallError ? err : (err as { cause: StallError }).cause;
         if (!isRetryable(err) || failures >= this.client.retries) {
@@ -540,7 +549,7 @@ export class RegistrySession {
         failures++;
         const delay = this.client.retryBaseMs * 2 ** (failures - 1);
         this.log.warn('blob download interrupted, resuming', { digest, offset, size, attempt: failures, error: messageOf(err) });
-        await sleep(delay);
+        await sleep(delay, signal);
       } finally {
         response.body.destroy();
       }

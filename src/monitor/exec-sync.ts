@@ -12,7 +12,7 @@
  */
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
-import { StoveError } from '../common/errors.js';
+import { StoveError, messageOf } from '../common/errors.js';
 import { runtimeErrorKind, runtimeMessage, type Runc } from '../runtime/runc.js';
 import { detachConmon, releaseConmon, spawnConmon, type ConmonConfig } from './conmon.js';
 import { parseCriLog } from './cri-log.js';
@@ -48,6 +48,8 @@ export interface ExecSyncResult {
 export interface ExecSyncOptions {
   /** Container name for conmon's messages (the ID when omitted). */
   name?: string;
+  /** The caller left: the command is killed as on a timeout, and the error is Cancelled. */
+  signal?: AbortSignal;
 }
 
 /** conmon's command line for an ExecSync (unit-tested). */
@@ -81,8 +83,9 @@ export function execSyncArgs(
 
 /**
  * Runs `proc` in the container and waits for it. A timeout (`timeoutSeconds` > 0) is a
- * DeadlineExceeded error with the message `command timed out`; a process that could not be started
- * is an error with the runtime's message; any exit code of the process itself is a result.
+ * DeadlineExceeded error with the message `command timed out`; an aborted `options.signal` kills the
+ * command the same way and is a Cancelled error; a process that could not be started is an error with
+ * the runtime's message; any exit code of the process itself is a result.
  */
 export async function execSync(
   config: ConmonConfig,
@@ -92,12 +95,13 @@ export async function execSync(
   timeoutSeconds: number,
   options: ExecSyncOptions = {},
 ): Promise<ExecSyncResult> {
+  options.signal?.throwIfAborted();
   const dir = await createExecDir(config.execDir, proc);
   try {
     const args = execSyncArgs(config, runtime, containerId, dir, proc.terminal === true, timeoutSeconds, options.name);
     const conmon = await spawnConmon(config, args, dir.dir);
     let exit;
-    const deadline = timeoutSeconds > 0 ? new ExecDeadline(conmon.child.pid!, timeoutSeconds) : undefined;
+    const deadline = timeoutSeconds > 0 || options.signal ? new ExecDeadline(conmon.child.pid!, timeoutSeconds, options.signal) : undefined;
     try {
       releaseConmon(conmon);
       exit = await waitWithSafetyNet(conmon.exited, timeoutSeconds, () => signalProcess(conmon.child.pid!, 'SIGKILL'));
@@ -106,6 +110,7 @@ export async function execSync(
         // conmon reaped the exec'd process before it exited; whatever that process started went to the
         // container's init: wait for all of it to be dead.
         await deadline.waitGone();
+        if (deadline.cancelled) throw new MonitorError('Cancelled', `exec in container "${containerId}" cancelled: ${messageOf(options.signal!.reason)}`, containerId);
         throw new MonitorError('DeadlineExceeded', TIMED_OUT, containerId);
       }
       const message = await conmon.sync.next(1000, () => new Error('no exit code'));
@@ -127,19 +132,36 @@ export async function execSync(
 }
 
 /**
- * The timeout of one ExecSync: when it expires, every process below conmon (runc while it starts the
- * process, the process, its children) is SIGKILLed, and again every KILL_INTERVAL_MS until stop().
+ * The timeout of one ExecSync, or its caller leaving: then every process below conmon (runc while it
+ * starts the process, the process, its children) is SIGKILLed, and again every KILL_INTERVAL_MS until
+ * stop().
  */
 class ExecDeadline {
   private readonly killed = new Map<number, bigint>();
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private killing = false;
+  /** True when the kill came from the signal, not the timeout. */
+  cancelled = false;
 
   constructor(
     private readonly conmonPid: number,
     timeoutSeconds: number,
+    private readonly signal?: AbortSignal,
   ) {
-    this.timer = setTimeout(() => void this.killLoop().catch(() => {}), timeoutSeconds * 1000);
+    if (timeoutSeconds > 0) this.timer = setTimeout(() => this.expire(), timeoutSeconds * 1000);
+    signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  private readonly onAbort = () => {
+    this.cancelled = true;
+    this.expire();
+  };
+
+  private expire(): void {
+    if (this.killing || this.stopped) return;
+    this.killing = true;
+    void this.killLoop().catch(() => {});
   }
 
   /** True once the deadline killed a process (a command that ended just in time keeps its result). */
@@ -150,6 +172,7 @@ class ExecDeadline {
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.signal?.removeEventListener('abort', this.onAbort);
   }
 
   private async killLoop(): Promise<void> {

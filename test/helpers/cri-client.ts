@@ -21,8 +21,12 @@ function promisify<T>(client: Client): T {
   }) as unknown as T;
 }
 
-/** The handlers of a table that answer with one message. */
-type Unary<T> = { [K in keyof T as T[K] extends (request: never) => Promise<unknown> ? K : never]: T[K] };
+/** The handlers of a table that answer with one message, as a client calls them (the request alone). */
+type Unary<T> = {
+  [K in keyof T as T[K] extends (request: never, call: never) => Promise<unknown> ? K : never]: T[K] extends (request: infer Req, call: never) => infer Res
+    ? (request: Req) => Res
+    : never;
+};
 
 /** Every message of a server-streaming call, once it ended (rejects with the call's error). */
 export function collect<T>(call: ClientReadableStream<T>): Promise<T[]> {

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { readFile, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ContainerStatsFilter, PodSandboxStatsFilter, UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { ContainerStatsFilter, ExecSyncRequest, PodSandboxStatsFilter, UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { execInNetns } from '../../../src/network/netns-exec.js';
 import { containerSuite, ContainerWorld, eventually, rejectsWith } from './world.js';
@@ -180,5 +181,22 @@ describe('containers: logs, stats, updates, OOM and ExecSync (real runc, conmon 
     await rejectsWith(rt.execSync({ containerId: 'f'.repeat(64), cmd: ['true'], timeout: 0n }), 'NOT_FOUND', /not found/);
     await rt.stopContainer({ containerId: id, timeout: 0n });
     await rejectsWith(rt.execSync({ containerId: id, cmd: ['true'], timeout: 0n }), 'FAILED_PRECONDITION', /not running/);
+  });
+
+  it('kills an ExecSync command once the client\'s deadline passed (no CRI timeout), as on its own timeout', async () => {
+    const id = await world.run(pod, world.config('app', { command: ['sleep', '3600'] }));
+    const running = async () => Number((await world.exec(id, ['sh', '-c', 'ps -o args | grep -c "^sleep 31"'])).stdout.trim());
+    const call = new Promise<ServiceError | null>((resolve) =>
+      world.daemon.clients.rawRuntime.execSync(
+        ExecSyncRequest.fromPartial({ containerId: id, cmd: ['sleep', '31'], timeout: 0n }),
+        new Metadata(),
+        { deadline: Date.now() + 3000 },
+        (e) => resolve(e),
+      ),
+    );
+    await eventually('the command started', async () => (await running()) === 1);
+    assert.equal((await call)?.code, status.DEADLINE_EXCEEDED);
+    // Without the kill, `sleep 31` would run on for half a minute after its caller left.
+    await eventually('the command of the call that ended was killed', async () => (await running()) === 0);
   });
 });

@@ -15,7 +15,7 @@ export interface ProxyOptions {
   cut?: { digest?: string; cutAfter: number; times: number };
   /** Drop Range headers (a registry without resume support). */
   ignoreRange?: boolean;
-  /** After this many bytes of a blob, stop sending without closing. */
+  /** After this many bytes of a blob, stop sending without closing (until releaseStalls()). */
   stall?: { digest?: string; after: number };
   /** GETs whose path matches: send the body one byte per `intervalMs` (never a full stall). */
   drip?: { path: RegExp; intervalMs: number };
@@ -35,6 +35,10 @@ export interface RegistryProxy {
   tokensIssued: number;
   /** Range headers received (for resume checks). */
   ranges: string[];
+  /** Blob GETs whose connection is still open (a client that stops a download closes it). */
+  openBlobGets(): number;
+  /** Stalled blobs send the rest of their bytes, and no blob stalls from now on. */
+  releaseStalls(): void;
   options: ProxyOptions;
   stop(): Promise<void>;
 }
@@ -45,7 +49,14 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
   const counts = new Map<string, number>();
   const cutsDone = new Map<string, number>();
   const sockets = new Set<Socket>();
-  const state = { tokensIssued: 0, ranges: [] as string[] };
+  const state = { tokensIssued: 0, ranges: [] as string[], openBlobGets: 0, stallsReleased: false, stalled: [] as (() => void)[] };
+  /** True once releaseStalls() was called, false when the client left first. */
+  const resumeOrLeave = (res: ServerResponse) =>
+    new Promise<boolean>((resolve) => {
+      if (res.destroyed) return resolve(false);
+      state.stalled.push(() => resolve(true));
+      res.once('close', () => resolve(false));
+    });
   let url = '';
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
@@ -112,7 +123,11 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
     const blob = /\/blobs\/(sha256:[a-f0-9]{64})$/.exec(path.split('?')[0]!)?.[1];
     const cut = options.cut;
     const doCut = blob && req.method === 'GET' && cut && (!cut.digest || cut.digest === blob) && (cutsDone.get(blob) ?? 0) < cut.times;
-    const stall = blob && req.method === 'GET' && options.stall && (!options.stall.digest || options.stall.digest === blob) ? options.stall : undefined;
+    let stall = blob && req.method === 'GET' && !state.stallsReleased && options.stall && (!options.stall.digest || options.stall.digest === blob) ? options.stall : undefined;
+    if (blob && req.method === 'GET') {
+      state.openBlobGets++;
+      res.once('close', () => state.openBlobGets--);
+    }
     if (doCut) cutsDone.set(blob, (cutsDone.get(blob) ?? 0) + 1);
     const drip = req.method === 'GET' && options.drip?.path.test(path.split('?')[0]!) ? options.drip : undefined;
     if (drip) {
@@ -128,7 +143,11 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
     for await (const chunk of upstream.body) {
       let data = chunk as Buffer;
       const limit = doCut ? cut.cutAfter : stall ? stall.after : Infinity;
-      if (sent + data.length > limit) data = data.subarray(0, limit - sent);
+      let rest: Buffer | undefined;
+      if (sent + data.length > limit) {
+        rest = data.subarray(limit - sent);
+        data = data.subarray(0, limit - sent);
+      }
       sent += data.length;
       const cutNow = doCut && sent >= limit;
       // Before a cut, wait until the last bytes have been handed to the socket, then drop it mid-body.
@@ -136,8 +155,16 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
       else if (data.length) res.write(data);
       if (sent >= limit) {
         if (cutNow) req.socket.destroy();
-        upstream.body.destroy();
-        return; // a stall: keep the connection open, send nothing more
+        // A stall keeps the connection open and sends nothing more, unless released.
+        if (cutNow || !(await resumeOrLeave(res))) {
+          upstream.body.destroy();
+          return;
+        }
+        stall = undefined;
+        if (rest?.length) {
+          res.write(rest);
+          sent += rest.length;
+        }
       }
     }
     res.end();
@@ -165,6 +192,11 @@ export async function startRegistryProxy(registry: TestRegistry, options: ProxyO
       return state.tokensIssued;
     },
     ranges: state.ranges,
+    openBlobGets: () => state.openBlobGets,
+    releaseStalls() {
+      state.stallsReleased = true;
+      for (const resume of state.stalled.splice(0)) resume();
+    },
     options,
     async stop() {
       for (const s of sockets) s.destroy();
