@@ -6,10 +6,8 @@
  * reconnects; a quiet connection with a call open is left alone. The limits are made small here.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { status } from '@grpc/grpc-js';
 import { serveGrpc, type ConnectionLimits, type GrpcEndpoint } from '../../src/api/server.js';
@@ -18,6 +16,7 @@ import type { RuntimeHandlers } from '../../src/api/handlers.js';
 import { createLogger } from '../../src/common/logger.js';
 import { VersionResponse } from '../../src/gen/runtime/v1/api.js';
 import { criClients, type CriClients } from '../helpers/cri-client.js';
+import { tempDirPerTest } from '../helpers/temp-dir.js';
 import { eventually } from '../helpers/wait.js';
 
 const REQUEST_TIMEOUT_MS = 1000;
@@ -30,7 +29,6 @@ interface Stalled {
 
 describe('security: the CRI transport and slow or hostile clients', function () {
   this.timeout(30_000);
-  let dir: string;
   let endpoint: GrpcEndpoint | undefined;
   const sessions: http2.ClientHttp2Session[] = [];
   const clients: CriClients[] = [];
@@ -42,7 +40,7 @@ describe('security: the CRI transport and slow or hostile clients', function () 
   };
 
   async function serve(limits: Partial<ConnectionLimits>): Promise<string> {
-    const sock = join(dir, 'cri.sock');
+    const sock = join(dir(), 'cri.sock');
     endpoint = await serveGrpc(sock, criServices(handlers, {}, log), log, limits);
     return sock;
   }
@@ -71,17 +69,17 @@ describe('security: the CRI transport and slow or hostile clients', function () 
     return s;
   }
 
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-transport-'));
+  beforeEach(() => {
     logLines.length = 0;
   });
+  // Registered before the temp dir's hooks, so the server stops before its dir goes.
   afterEach(async () => {
     for (const s of sessions.splice(0)) s.destroy();
     for (const c of clients.splice(0)) c.close();
     await endpoint?.shutdown(200);
     endpoint = undefined;
-    await rm(dir, { recursive: true, force: true });
   });
+  const dir = tempDirPerTest('stove-transport-');
 
   it('ends stalled requests with DEADLINE_EXCEEDED after the request deadline, answering others at once meanwhile', async () => {
     const sock = await serve({ requestTimeoutMs: REQUEST_TIMEOUT_MS });
