@@ -20,6 +20,8 @@
  *    (compiled code, which grows while the lifecycle path tiers up and then levels off) trends at most
  *    `growth-limit` MiB per 1000 lifecycles and fds, threads and libuv handles do not grow.
  *
+ * `--gc 0` leaves the daemon's heap alone (no probe, no full GC): what it does by itself, one-off steps
+ * as V8 resizes its heap included, which the collections every round would otherwise prevent.
  * `--dump DIR` keeps every sample's mappings and V8 figures, the daemon's output, and heap snapshots
  * after the lifecycles `--snapshots` lists; `--v8-flags` are set in the daemon at start-up
  * (v8.setFlagsFromString: tracing flags such as --trace-opt work, flags V8 reads only once do not).
@@ -40,7 +42,7 @@ import { benchOptions, heading, runBench } from './lib/run.js';
 import { growth, median, table } from './lib/stats.js';
 
 const USAGE =
-  'node dist/bench/memory.js [--fresh 5] [--running 100] [--cycles 1000] [--parallel 4] [--sample-every 50] [--growth-limit 1] [--idle-seconds 60] [--only stove|containerd] [--dump DIR [--snapshots 200,1000]] [--v8-flags FLAGS]';
+  'node dist/bench/memory.js [--fresh 5] [--running 100] [--cycles 1000] [--parallel 4] [--sample-every 50] [--growth-limit 1] [--idle-seconds 60] [--only stove|containerd] [--dump DIR [--snapshots 200,1000]] [--v8-flags FLAGS] [--gc 1|0]';
 const values = benchOptions(USAGE, {
   fresh: { type: 'string', default: '5' },
   running: { type: 'string', default: '100' },
@@ -52,6 +54,7 @@ const values = benchOptions(USAGE, {
   dump: { type: 'string' },
   snapshots: { type: 'string', default: '' },
   'v8-flags': { type: 'string', default: '' },
+  gc: { type: 'string', default: '1' },
   only: { type: 'string' },
 });
 const FRESH = Math.max(1, Number(values.fresh));
@@ -302,7 +305,7 @@ const SERIES: Series[] = [
   ['  V8 code range (compiled code)', (b) => b.afterGc?.codeRange, 'KiB'],
   ['  anonymous without the code range', (b) => b.afterGc && b.afterGc.anonymous - b.afterGc.codeRange, 'KiB'],
   ['  of which malloc [heap]', (b) => b.afterGc?.brk, 'KiB'],
-  ['  V8: JavaScript objects', (b) => b.afterGc && b.afterGc.heapUsed - b.afterGc.code, 'KiB'],
+  ['  V8 heap without code and bytecode', (b) => b.afterGc && b.afterGc.heapUsed - b.afterGc.code, 'KiB'],
   ['  V8: code and bytecode', (b) => b.afterGc?.code, 'KiB'],
   ['  V8: malloced', (b) => b.afterGc?.malloced, 'KiB'],
   ['  external (buffers, sources)', (b) => b.afterGc?.external, 'KiB'],
@@ -364,7 +367,7 @@ async function main(): Promise<void> {
     if (values.only !== 'containerd') {
       const idle = await freshIdle();
       const stove = await bench.startStove('', 'info', { NODE_OPTIONS: `--import=${PROBE_MODULE}`, STOVE_BENCH_PROBE: probeFile, STOVE_BENCH_V8_FLAGS: values['v8-flags'] });
-      runtimes.push({ name: 'stove', clients: stove.clients, pid: stove.child.pid!, rss: [], idle, burst: [], probe: () => probe(stove.child.pid!, probeFile), probeFile, output: () => stove.output() });
+      runtimes.push({ name: 'stove', clients: stove.clients, pid: stove.child.pid!, rss: [], idle, burst: [], probe: values.gc === '0' ? undefined : () => probe(stove.child.pid!, probeFile), probeFile, output: () => stove.output() });
     }
     if (values.only !== 'stove') {
       const containerd = await bench.startContainerd();
