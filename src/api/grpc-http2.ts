@@ -72,11 +72,16 @@ export interface TransportLimits {
    * would otherwise hold its stream until it leaves; grpc-timeout may be shorter, never longer.
    */
   requestTimeoutMs: number;
+  /**
+   * How long a response may wait for the client to take more of it (HTTP/2 flow control) before the
+   * stream is reset: a client that never reads would otherwise keep its answers buffered here.
+   */
+  responseStallMs: number;
 }
 
 const PREFIX_BYTES = 5;
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const { HTTP2_HEADER_STATUS, HTTP2_HEADER_CONTENT_TYPE, HTTP2_HEADER_METHOD, HTTP2_HEADER_PATH, NGHTTP2_NO_ERROR } = http2.constants;
+const { HTTP2_HEADER_STATUS, HTTP2_HEADER_CONTENT_TYPE, HTTP2_HEADER_METHOD, HTTP2_HEADER_PATH, NGHTTP2_NO_ERROR, NGHTTP2_CANCEL } = http2.constants;
 
 /** `grpc-message`: percent-encoded UTF-8, everything outside printable ASCII and '%' escaped (the gRPC spec). */
 export function encodeGrpcMessage(message: string): string {
@@ -126,6 +131,7 @@ class Call extends EventEmitter implements ServerStreamCall {
   private trailers: CallStatus = { code: status.OK, details: '' };
   private deadline: NodeJS.Timeout | undefined;
   private requestDeadline: NodeJS.Timeout | undefined;
+  private responseStall: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -182,6 +188,20 @@ class Call extends EventEmitter implements ServerStreamCall {
     clearTimeout(this.requestDeadline);
   }
 
+  /** Resets the stream unless the client takes what is buffered for it within responseStallMs. */
+  private watchResponseStall(): void {
+    if (this.responseStall) return;
+    const stream = this.stream;
+    const stalled = () => {
+      if (!stream.closed && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
+    };
+    this.responseStall = setTimeout(stalled, this.limits.responseStallMs);
+    stream.once('drain', () => {
+      clearTimeout(this.responseStall);
+      this.responseStall = undefined;
+    });
+  }
+
   sendHeaders(): void {
     if (this.headersSent || this.finished || this.stream.destroyed) return;
     this.headersSent = true;
@@ -193,7 +213,9 @@ class Call extends EventEmitter implements ServerStreamCall {
     const bytes = this.encodeChecked(message);
     if (!bytes) return false;
     this.sendHeaders();
-    return this.stream.write(framed(bytes));
+    const more = this.stream.write(framed(bytes));
+    if (!more) this.watchResponseStall();
+    return more;
   }
 
   /** A unary answer: one message and OK, in one go. */
@@ -240,6 +262,7 @@ class Call extends EventEmitter implements ServerStreamCall {
         this.trailers = result;
         if (last) stream.end(last);
         else stream.end();
+        if (stream.writableLength > 0) this.watchResponseStall();
       } else {
         // Trailers-Only: the status in the one and only HEADERS frame.
         const headers: http2.OutgoingHttpHeaders = {
@@ -264,6 +287,7 @@ class Call extends EventEmitter implements ServerStreamCall {
   private closed(): void {
     clearTimeout(this.deadline);
     clearTimeout(this.requestDeadline);
+    clearTimeout(this.responseStall);
     if (!this.finished) {
       // The client went away (RST_STREAM or the connection closed) before the call ended.
       this.finished = true;

@@ -5,9 +5,9 @@
  * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
  * one else can write to (else anyone could put their own socket in its place). One connection may
  * have at most MAX_CONCURRENT_STREAMS calls in flight; at most MAX_CONNECTIONS connections are open; a
- * request must arrive within REQUEST_TIMEOUT_MS of its headers; a connection without calls is closed
- * (FIRST_CALL_TIMEOUT_MS, IDLE_CONNECTION_TIMEOUT_MS). Responses marked for reuse (wire-reuse.ts) are
- * encoded once.
+ * request must arrive within REQUEST_TIMEOUT_MS of its headers, and a response be taken within
+ * RESPONSE_STALL_MS; a connection without calls is closed (FIRST_CALL_TIMEOUT_MS,
+ * IDLE_CONNECTION_TIMEOUT_MS). Responses marked for reuse (wire-reuse.ts) are encoded once.
  */
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import http2 from 'node:http2';
@@ -44,6 +44,12 @@ const MAX_CONNECTIONS = 128;
  * hostile one ever reaches it.
  */
 const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * A response (or the next message of a stream) the client does not take for this long has its stream
+ * reset: a client that stops reading must not keep its answers in the daemon's memory. The kubelet
+ * reads as it goes; a minute covers a node too loaded to schedule it for a while.
+ */
+const RESPONSE_STALL_MS = 60_000;
 /** A connection that has not opened a call this long after connecting is closed. */
 const FIRST_CALL_TIMEOUT_MS = 30_000;
 /**
@@ -138,6 +144,7 @@ function routesOf(services: ServiceBinding[]): Map<string, Route> {
 export interface ConnectionLimits {
   maxConnections: number;
   requestTimeoutMs: number;
+  responseStallMs: number;
   firstCallTimeoutMs: number;
   idleConnectionTimeoutMs: number;
 }
@@ -145,6 +152,7 @@ export interface ConnectionLimits {
 const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   maxConnections: MAX_CONNECTIONS,
   requestTimeoutMs: REQUEST_TIMEOUT_MS,
+  responseStallMs: RESPONSE_STALL_MS,
   firstCallTimeoutMs: FIRST_CALL_TIMEOUT_MS,
   idleConnectionTimeoutMs: IDLE_CONNECTION_TIMEOUT_MS,
 };
@@ -186,7 +194,12 @@ export async function serveGrpc(
   await ensureSocketFree(socketPath);
   const routes = routesOf(services);
   const conn = { ...DEFAULT_CONNECTION_LIMITS, ...connectionLimits };
-  const limits = { maxReceiveBytes: MAX_MESSAGE_BYTES, maxSendBytes: MAX_MESSAGE_BYTES, requestTimeoutMs: conn.requestTimeoutMs };
+  const limits = {
+    maxReceiveBytes: MAX_MESSAGE_BYTES,
+    maxSendBytes: MAX_MESSAGE_BYTES,
+    requestTimeoutMs: conn.requestTimeoutMs,
+    responseStallMs: conn.responseStallMs,
+  };
   const server = http2.createServer({
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES },
     maxSessionMemory: MAX_SESSION_MEMORY_MB,

@@ -150,7 +150,9 @@ class ExecDeadline {
     private readonly signal?: AbortSignal,
   ) {
     if (timeoutSeconds > 0) this.timer = setTimeout(() => this.expire(), timeoutSeconds * 1000);
-    signal?.addEventListener('abort', this.onAbort, { once: true });
+    // The caller may have left while conmon started.
+    if (signal?.aborted) this.onAbort();
+    else signal?.addEventListener('abort', this.onAbort, { once: true });
   }
 
   private readonly onAbort = () => {

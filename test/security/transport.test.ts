@@ -14,7 +14,7 @@ import { serveGrpc, type ConnectionLimits, type GrpcEndpoint } from '../../src/a
 import { criServices } from '../../src/api/services.js';
 import type { RuntimeHandlers } from '../../src/api/handlers.js';
 import { createLogger } from '../../src/common/logger.js';
-import { VersionResponse } from '../../src/gen/runtime/v1/api.js';
+import { ListContainersResponse, StreamContainersResponse, VersionResponse } from '../../src/gen/runtime/v1/api.js';
 import { criClients, type CriClients } from '../helpers/cri-client.js';
 import { tempDirPerTest } from '../helpers/temp-dir.js';
 import { eventually } from '../helpers/wait.js';
@@ -37,7 +37,17 @@ describe('security: the CRI transport and slow or hostile clients', function () 
   const handlers: Partial<RuntimeHandlers> = {
     version: async () => VersionResponse.fromPartial({ version: '0.1.0', runtimeName: 'stove-test', runtimeApiVersion: 'v1' }),
     getContainerEvents: () => {},
+    // Answers far larger than a client's flow-control window.
+    listContainers: async () => ListContainersResponse.fromPartial({ containers: [{ id: 'big', labels: { pad: 'x'.repeat(1 << 20) } }] }),
+    streamContainers: async (_r, sink) => {
+      for (let i = 0; i < 8 && !sink.closed; i++) {
+        sink.write(StreamContainersResponse.fromPartial({ containers: [{ id: String(i), labels: { pad: 'x'.repeat(256 << 10) } }] }));
+        await sink.drained();
+      }
+      streamEnded = sink.closed ? 'closed' : 'ended';
+    },
   };
+  let streamEnded: 'closed' | 'ended' | undefined;
 
   async function serve(limits: Partial<ConnectionLimits>): Promise<string> {
     const sock = join(dir(), 'cri.sock');
@@ -109,6 +119,30 @@ describe('security: the CRI transport and slow or hostile clients', function () 
     }
     assert.ok(sessions.every((s) => !s.closed), 'the connections themselves stay open');
     assert.equal((await runtime.version({ version: 'v1' })).runtimeName, 'stove-test');
+  });
+
+  it('resets the call of a client that stops taking its response, unary or streamed, and serves others meanwhile', async () => {
+    const sock = await serve({ responseStallMs: 300 });
+    // A client that grants no flow-control window: nothing of an answer's body can reach it.
+    const session = http2.connect('http://localhost', { createConnection: () => net.connect(sock), settings: { initialWindowSize: 0 } });
+    session.on('error', () => {});
+    sessions.push(session);
+    const unread = (path: string) => {
+      const req = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers' });
+      req.on('error', () => {});
+      req.end(Buffer.alloc(5));
+      const started = performance.now();
+      return new Promise<{ rstCode: number; ms: number }>((resolve) => req.on('close', () => resolve({ rstCode: req.rstCode!, ms: performance.now() - started })));
+    };
+    streamEnded = undefined;
+    const [unary, streamed] = [unread('/runtime.v1.RuntimeService/ListContainers'), unread('/runtime.v1.RuntimeService/StreamContainers')];
+    const { runtime } = client(sock);
+    assert.equal((await runtime.version({ version: 'v1' })).runtimeName, 'stove-test');
+    for (const r of [await unary, await streamed]) {
+      assert.equal(r.rstCode, http2.constants.NGHTTP2_CANCEL);
+      assert.ok(r.ms >= 280, `reset after ${r.ms.toFixed(0)} ms, before the stall limit`);
+    }
+    await eventually('the stream handler saw its call end', () => streamEnded === 'closed');
   });
 
   it('refuses connections beyond the cap with a log line, and takes new ones once some closed', async () => {
