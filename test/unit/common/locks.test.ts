@@ -16,14 +16,18 @@ function heldBody() {
   return { state, body };
 }
 
+/** One held run joined by two callers, each with a signal of its own. */
+function twoCallers() {
+  const flights = new SingleFlight<string>();
+  const { state, body } = heldBody();
+  const a = new AbortController();
+  const b = new AbortController();
+  return { flights, state, body, a, b, first: flights.run('k', body, a.signal), second: flights.run('k', body, b.signal) };
+}
+
 describe('common/locks: SingleFlight with callers that leave', () => {
   it('shares one run; one caller leaving rejects only that caller, and the run goes on for the other', async () => {
-    const flights = new SingleFlight<string>();
-    const { state, body } = heldBody();
-    const a = new AbortController();
-    const b = new AbortController();
-    const first = flights.run('k', body, a.signal);
-    const second = flights.run('k', body, b.signal);
+    const { state, a, first, second } = twoCallers();
     assert.equal(state.runs, 1);
     a.abort(new Error('a left'));
     await assert.rejects(first, /a left/);
@@ -33,12 +37,7 @@ describe('common/locks: SingleFlight with callers that leave', () => {
   });
 
   it('aborts the run once every caller left, and the next caller starts a new run', async () => {
-    const flights = new SingleFlight<string>();
-    const { state, body } = heldBody();
-    const a = new AbortController();
-    const b = new AbortController();
-    const first = flights.run('k', body, a.signal);
-    const second = flights.run('k', body, b.signal);
+    const { flights, state, body, a, b, first, second } = twoCallers();
     a.abort(new Error('a left'));
     b.abort(new Error('b left'));
     await assert.rejects(first, /a left/);
