@@ -56,6 +56,8 @@ export class PodBench {
   private startStoveOn(net: TestNet, extraToml: string, logLevel: string, env: Record<string, string> = {}): Promise<StoveProcess> {
     return startStove({
       env,
+      // Another build's launcher, to compare builds against the same containerd (bench/README.md).
+      bin: process.env.STOVE_BENCH_BIN || undefined,
       configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n${extraToml}`,
       extraArgs: ['--log-level', logLevel],
     });
