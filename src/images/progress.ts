@@ -115,7 +115,9 @@ export class PullProgress {
 
   private schedule(): void {
     this.dirty = true;
-    if (!this.file || this.timer) return;
+    // A pull that ended keeps the snapshot it ended with: a layer download it shared with another
+    // image's pull goes on after this pull's callers left, and still reports here.
+    if (!this.file || this.timer || this.snapshot.state === 'done' || this.snapshot.state === 'failed') return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.flush(false);
