@@ -8,7 +8,6 @@
  * lifecycle order. StopContainer holds the lock while it waits: it watches the exit file itself instead
  * of waiting for the exit handler, which queues behind it and then finds nothing left to do.
  */
-import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { LinuxContainerResources, type ContainerConfig, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
@@ -27,7 +26,7 @@ import { EXEC_SYNC_MAX_OUTPUT } from '../monitor/exec-sync.js';
 import { exitReason, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
 import { readOomKills, removeCgroup } from '../platform/cgroups.js';
 import { RuncError, type Runc } from '../runtime/runc.js';
-import { linuxResources, type Spec } from '../oci/index.js';
+import { linuxResources, readBundleSpec, specToJson, type Spec } from '../oci/index.js';
 import {
   checkRequest,
   stopSignalFor,
@@ -125,17 +124,9 @@ export class ContainerService {
     return containerConfigOf(record);
   }
 
-  /**
-   * The OCI spec in the container's bundle, if the bundle is still there. Read synchronously: verbose
-   * ContainerStatus reads it, and through the thread pool it waits behind the fsyncs of concurrent
-   * lifecycles.
-   */
+  /** The OCI spec in the container's bundle, if the bundle is still there. */
   async specOf(record: ContainerRecord): Promise<Spec | undefined> {
-    try {
-      return JSON.parse(readFileSync(join(record.bundleDir, 'config.json'), 'utf8')) as Spec;
-    } catch {
-      return undefined;
-    }
+    return readBundleSpec(record.bundleDir);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -446,7 +437,7 @@ export class ContainerService {
       if (spec) {
         spec.linux ??= {};
         spec.linux.resources = { ...(spec.linux.resources ?? {}), ...body };
-        await writeFileAtomic(join(r.bundleDir, 'config.json'), JSON.stringify(spec, null, 2) + '\n', 0o600);
+        await writeFileAtomic(join(r.bundleDir, 'config.json'), specToJson(spec), 0o600);
       }
       this.log.info('container resources updated', { id: shortId(id), resources: body });
       if (!opts.fromExtension) this.o.lifecycle?.containerEvent('updated', this.get(id));

@@ -11,6 +11,7 @@
  *                host.user is what ContainerStatus reports as user.linux.
  *   update:      linuxResources(criResources, settings.cgroups) → the body of `runc update --resources`.
  *   write:       specToJson(spec) → config.json text.
+ *   read:        readBundleSpec(bundleDir) → the spec in a bundle's config.json, if it is there.
  */
 export type { Spec, ImageConfig, ImageConfigFile, LinuxResources, Mount as OciMount, Hook as OciHook, Hooks as OciHooks, LinuxDevice as OciDevice, POSIXRlimit as OciRlimit } from './types.js';
 export type { SpecSettings } from './settings.js';
@@ -31,9 +32,24 @@ export { cgroupsPathFor, linuxResources } from './resources.js';
 export { prepareContainerHost, preparePauseHost } from './host-prepare.js';
 export { detectSpecSettings, reloadSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
 
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Spec } from './types.js';
 
 /** config.json text for a spec. */
 export function specToJson(spec: Spec): string {
   return JSON.stringify(spec, null, 2) + '\n';
+}
+
+/**
+ * The spec in a bundle's config.json, or undefined when it is gone or unreadable. Read synchronously:
+ * verbose status calls read it, and through the thread pool it waits behind the fsyncs of concurrent
+ * lifecycles.
+ */
+export function readBundleSpec(bundleDir: string): Spec | undefined {
+  try {
+    return JSON.parse(readFileSync(join(bundleDir, 'config.json'), 'utf8')) as Spec;
+  } catch {
+    return undefined;
+  }
 }

@@ -9,16 +9,14 @@
  * per-pod lock, which is the one lock of a pod; each step re-reads the record it changes. The lookups
  * read the in-memory store and are safe from anywhere.
  */
-import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { LinuxPodSandboxConfig, PodSandboxConfig, type LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { nowNs } from '../common/clock.js';
 import { failedPrecondition, wrap } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { PodNetworkResult } from '../network/pod-network.js';
-import { linuxResources } from '../oci/index.js';
+import { linuxResources, readBundleSpec } from '../oci/index.js';
 import type { SandboxServiceOptions } from './deps.js';
 import { podConfigOf, type PauseState, type SandboxRecord } from './model.js';
 import { pauseRefs } from './pause.js';
@@ -65,16 +63,9 @@ export class SandboxService {
     return (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime)) ? 'running' : 'stopped';
   }
 
-  /**
-   * The pause container's OCI spec as written to its bundle, if it is still there. Read synchronously:
-   * through the thread pool it waits behind the fsyncs of concurrent lifecycles (verbose status).
-   */
+  /** The pause container's OCI spec as written to its bundle, if it is still there. */
   async pauseSpec(record: SandboxRecord): Promise<unknown> {
-    try {
-      return JSON.parse(readFileSync(join(record.bundleDir, 'config.json'), 'utf8')) as unknown;
-    } catch {
-      return undefined;
-    }
+    return readBundleSpec(record.bundleDir);
   }
 
   // ---------------------------------------------------------------------------------------------
