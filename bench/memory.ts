@@ -204,13 +204,12 @@ async function burst(rt: Runtime, image: string): Promise<void> {
 
 async function burstSample(rt: Runtime, cycle: number, cpuMs: number): Promise<BurstSample> {
   const before = await mappingsOf(rt.pid);
-  if (values.dump && SNAPSHOTS.includes(cycle)) await writeFile(`${rt.probeFile}.snapshot`, join(values.dump, `${rt.name}-${cycle}.heapsnapshot`));
+  if (values.dump) await mkdir(values.dump, { recursive: true });
+  // Only a daemon with the probe writes snapshots (it does on the probe's signal, into the dump dir).
+  if (values.dump && rt.probe && SNAPSHOTS.includes(cycle)) await writeFile(`${rt.probeFile}.snapshot`, join(values.dump, `${rt.name}-${cycle}.heapsnapshot`));
   const probe = rt.probe ? await rt.probe() : undefined;
   const after = probe ? await mappingsOf(rt.pid) : undefined;
-  if (values.dump) {
-    await mkdir(values.dump, { recursive: true });
-    await writeFile(join(values.dump, `${rt.name}-${cycle}.json`), JSON.stringify({ before, after, probe }));
-  }
+  if (values.dump) await writeFile(join(values.dump, `${rt.name}-${cycle}.json`), JSON.stringify({ before, after, probe }));
   const kinds = (m: Awaited<ReturnType<typeof mappingsOf>>) => ({ brk: m.brk, anonMaps: m.anonMaps, codeRange: m.codeRange, fileBacked: m.fileBacked });
   return {
     cycle,
