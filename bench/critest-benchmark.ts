@@ -29,6 +29,7 @@ import { cgroupDirs, detectCgroups, removeCgroup } from '../src/platform/cgroups
 import type { CriClients } from '../test/helpers/cri-client.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import { PodBench } from './lib/pods.js';
+import { cpuMsOf } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { comparisonRows, median, ms, p90, table } from './lib/stats.js';
 
@@ -107,13 +108,6 @@ interface ResultsSet {
 const bench = new PodBench();
 let interrupted = false;
 let running: ReturnType<typeof spawn> | undefined;
-
-/** User + system CPU time of a process so far, in seconds (/proc/<pid>/stat fields 14 and 15, USER_HZ 100). */
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 /** Runs critest's benchmarks against a runtime, skipping the specs `skip` matches; output in `dir`. */
 async function critest(rt: Runtime, dir: string, params: string, skip: string): Promise<void> {
@@ -205,9 +199,9 @@ async function round(rt: Runtime, work: string, r: number, params: string, image
     await pullAll(rt, images);
     await critest(rt, join(dir, 'listing'), params, ALL_BUT_LISTING);
     merge(await readResults(join(dir, 'listing')));
-    const cpu = await cpuSeconds(rt.pid);
+    const cpuMs = await cpuMsOf(rt.pid);
     await critest(rt, join(dir, 'main'), params, LISTING);
-    rt.cpu.push((await cpuSeconds(rt.pid)) - cpu);
+    rt.cpu.push(((await cpuMsOf(rt.pid)) - cpuMs) / 1000);
     merge(await readResults(join(dir, 'main')));
   } finally {
     await removePods(rt);
