@@ -111,6 +111,8 @@ let running: ReturnType<typeof spawn> | undefined;
 
 /** Runs critest's benchmarks against a runtime, skipping the specs `skip` matches; output in `dir`. */
 async function critest(rt: Runtime, dir: string, params: string, skip: string): Promise<void> {
+  // A signal before the run began: not a whole critest run before the script stops.
+  if (interrupted) throw new Error('interrupted');
   await mkdir(dir, { recursive: true });
   const endpoint = `unix://${rt.socket}`;
   const args = ['-benchmark', '--runtime-endpoint', endpoint, '--image-endpoint', endpoint, '--benchmarking-params-file', params];
@@ -271,11 +273,12 @@ async function main(): Promise<void> {
       running?.kill('SIGTERM');
     });
   }
-  const work = values.keep ?? (await mkdtemp(join(tmpdir(), 'stove-bench-critest-')));
   const layout = await detectCgroups();
   // critest asks containerd 1.6 for its cgroup driver with RuntimeConfig, which it lacks; it then puts
   // pods under `system.slice`, removed afterwards unless it was there before.
   const systemSliceExisted = Object.values(cgroupDirs(layout, '/system.slice')).some((dir) => existsSync(dir));
+  // Made last before the try whose finally removes it.
+  const work = values.keep ?? (await mkdtemp(join(tmpdir(), 'stove-bench-critest-')));
   const runtimes: Runtime[] = [];
   try {
     await mkdir(work, { recursive: true });
