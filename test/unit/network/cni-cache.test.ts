@@ -1,15 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CACHE_KIND, CniCache, type CniCacheEntry } from '../../../src/network/cni-cache.js';
+import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
 describe('network/cni-cache: the attachment cache', () => {
-  let dir = '';
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'stove-cni-cache-'));
-  });
-  afterEach(() => rm(dir, { recursive: true, force: true }));
+  const dir = tempDirPerTest('stove-cni-cache-');
 
   const entry = (containerId: string): CniCacheEntry => ({
     kind: CACHE_KIND,
@@ -23,7 +19,7 @@ describe('network/cni-cache: the attachment cache', () => {
   });
 
   it('reads the same entry with get and getSync (the status path), and nothing once it is removed', async () => {
-    const cache = new CniCache(dir);
+    const cache = new CniCache(dir());
     await cache.put(entry('a1'), { durable: false });
     assert.deepEqual(cache.getSync('a1', 'eth0'), entry('a1'));
     assert.deepEqual(cache.getSync('a1', 'eth0'), await cache.get('a1', 'eth0'));
@@ -34,11 +30,11 @@ describe('network/cni-cache: the attachment cache', () => {
   });
 
   it('ignores a file of another kind and refuses a corrupt one, with get and getSync alike', async () => {
-    const cache = new CniCache(dir);
-    await writeFile(join(dir, 'b2-eth0.json'), JSON.stringify({ ...entry('b2'), kind: 'other' }));
+    const cache = new CniCache(dir());
+    await writeFile(join(dir(), 'b2-eth0.json'), JSON.stringify({ ...entry('b2'), kind: 'other' }));
     assert.equal(cache.getSync('b2', 'eth0'), undefined);
     assert.equal(await cache.get('b2', 'eth0'), undefined);
-    await writeFile(join(dir, 'c3-eth0.json'), '{"kind": "stoveCniCacheV1", ');
+    await writeFile(join(dir(), 'c3-eth0.json'), '{"kind": "stoveCniCacheV1", ');
     assert.throws(() => cache.getSync('c3', 'eth0'));
     await assert.rejects(cache.get('c3', 'eth0'));
   });
