@@ -124,9 +124,11 @@ async function bundleDirsInUse(distDir) {
 
 /** Removes the bundle directories not in `keep` that no process runs from, and what interrupted builds left. */
 async function prune(keep) {
+  // What the link names now: a concurrent `make build` of other files may have switched it since.
+  const current = await readlink(link).catch(() => undefined);
   const inUse = await bundleDirsInUse(await realpath(dist));
   for (const entry of await readdir(dist)) {
-    const unused = BUNDLE_DIR.test(entry) && !keep.includes(entry) && !inUse.has(entry);
+    const unused = BUNDLE_DIR.test(entry) && !keep.includes(entry) && entry !== current && !inUse.has(entry);
     const builder = TEMP_NAME.exec(entry)?.[1];
     const abandoned = builder !== undefined && !(await lstat(`/proc/${builder}`).then(() => true, () => false));
     if (unused || abandoned) await rm(join(dist, entry), { recursive: true, force: true });
