@@ -362,13 +362,15 @@ function growthReport(rt: Runtime): string {
     rows.push([label, fmt(all[0]!.y), fmt(all[all.length - 1]!.y), signed(g.change), steps, signed(g.slope * 1000), signed(late.slope * 1000)]);
   }
   const judged = trends.get(JUDGED_KIB(rt))!;
-  const grown = JUDGED_COUNTS.filter(([series, limit]) => (trends.get(series) ?? 0) > limit).map(([[label]]) => label.trim());
+  // The handles come from the probe: without it (--gc 0, containerd) they are not judged, nor said steady.
+  const counted = JUDGED_COUNTS.filter(([series]) => trends.has(series));
+  const grown = counted.filter(([series, limit]) => trends.get(series)! > limit).map(([[label]]) => label.trim());
   const pass = judged <= GROWTH_LIMIT_MIB * 1024 && grown.length === 0;
   const cpu = median(steady.map((b) => b.cpuMs));
   const verdict =
     `${rt.name}: ${pass ? 'PASS' : 'FAIL'} (no growth): anonymous memory without V8's code range${rt.probe ? ' after a full GC' : ''} trends ` +
     `${mib(judged)} per 1000 lifecycles (limit ${GROWTH_LIMIT_MIB} MiB)` +
-    (grown.length ? `; growing: ${grown.join(', ')}` : '; fds, threads and handles steady') +
+    (grown.length ? `; growing: ${grown.join(', ')}` : `; ${counted.map(([[label]]) => label.trim()).join(', ')} steady`) +
     `. Daemon CPU per lifecycle: ${cpu.toFixed(1)} ms (median of the rounds).` +
     (rt.name === 'stove' && !rt.probe ? ' Without the full GCs the trend includes the heap V8 keeps beyond what is live; --gc 1 judges a leak.' : '');
   return `${table(rows)}\n\n${verdict}\n`;
