@@ -46,7 +46,7 @@ interface HelperProcess {
 /** A request with no answer for this long is failed, and its helper replaced (a hung NFS or FUSE mount). */
 export const DEFAULT_MOUNT_TIMEOUT_MS = 60_000;
 /** Helpers at most: a request goes to an idle one, so one hung request does not hold up the others. */
-const MAX_HELPERS = 4;
+export const MAX_MOUNT_HELPERS = 4;
 const ETIMEDOUT = 110;
 
 export class MountHelper {
@@ -99,11 +99,11 @@ export class MountHelper {
     });
   }
 
-  /** An idle helper, else a new one (up to MAX_HELPERS), else the least busy. */
+  /** An idle helper, else a new one (up to MAX_MOUNT_HELPERS), else the least busy. */
   private pick(): HelperProcess {
     const idle = this.helpers.find((h) => h.waiting.size === 0);
     if (idle) return idle;
-    if (this.helpers.length < MAX_HELPERS) return this.start();
+    if (this.helpers.length < MAX_MOUNT_HELPERS) return this.start();
     return this.helpers.reduce((a, b) => (b.waiting.size < a.waiting.size ? b : a));
   }
 
