@@ -20,8 +20,9 @@
  *    (compiled code, which grows while the lifecycle path tiers up and then levels off) trends at most
  *    `growth-limit` MiB per 1000 lifecycles and fds, threads and libuv handles do not grow.
  *
- * `--gc 0` leaves the daemon's heap alone (no probe, no full GC): what it does by itself, one-off steps
- * as V8 resizes its heap included, which the collections every round would otherwise prevent.
+ * `--gc 0` leaves the daemon's heap alone (the probe is loaded but never asked for a full GC): what
+ * it does by itself, one-off steps as V8 resizes its heap included, which the collections every round
+ * would otherwise prevent.
  * `--dump DIR` keeps every sample's mappings and V8 figures, the daemon's output, and heap snapshots
  * after the lifecycles `--snapshots` lists; `--v8-flags` are set in the daemon at start-up
  * (v8.setFlagsFromString: tracing flags such as --trace-opt work, flags V8 reads only once do not).
