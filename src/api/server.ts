@@ -4,7 +4,8 @@
  * root-equivalent, so it is never wider than 0660, not even between bind and chmod (the umask is
  * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
  * one else can write to (else anyone could put their own socket in its place). One connection may
- * have at most MAX_CONCURRENT_STREAMS calls in flight; at most MAX_CONNECTIONS connections are open; a
+ * have at most MAX_CONCURRENT_STREAMS calls in flight; at most MAX_CONNECTIONS connections are open, and
+ * beyond IDLE_CONNECTIONS_KEPT a new one closes the one idle longest; a
  * request must arrive within REQUEST_TIMEOUT_MS of its headers, and a response be taken within
  * RESPONSE_STALL_MS; a connection without calls is closed (FIRST_CALL_TIMEOUT_MS,
  * IDLE_CONNECTION_TIMEOUT_MS). Responses marked for reuse (wire-reuse.ts) are encoded once.
@@ -32,12 +33,20 @@ const MAX_HEADER_LIST_BYTES = 16 << 10;
  */
 const MAX_SESSION_MEMORY_MB = 64;
 /**
- * Open connections at most; one more is closed at once (net.Server's maxConnections) and logged. The
- * kubelet holds two (runtime and image service), each crictl call one or two: room for many tools, not
+ * Open connections at most; one more is closed at once (net.Server's maxConnections) and logged: not
  * for a client that opens connections until the daemon runs out of file descriptors or memory (each
- * may buffer up to MAX_SESSION_MEMORY_MB).
+ * may buffer up to MAX_SESSION_MEMORY_MB). Connections with calls in flight count here; idle ones are
+ * closed well before (IDLE_CONNECTIONS_KEPT).
  */
-const MAX_CONNECTIONS = 128;
+const MAX_CONNECTIONS = 1024;
+/**
+ * Connections kept open beyond this many: a new one closes the connection that has been idle (no call
+ * in flight) the longest, gracefully (GOAWAY; a gRPC client reconnects on its next call). The kubelet
+ * holds two (runtime and image service) and calls every few seconds; tools that make a client per task
+ * and never close it (critest does so per spec: over 200 connections in one run) must not use up
+ * MAX_CONNECTIONS and lock out the kubelet.
+ */
+const IDLE_CONNECTIONS_KEPT = 128;
 /**
  * A request message must arrive within this long after its headers. Not a config key: no client has a
  * reason to send a CRI request (16 MiB at most, over a local socket) slowly, and only a stalled or
@@ -143,6 +152,7 @@ function routesOf(services: ServiceBinding[]): Map<string, Route> {
 /** The transport's time and connection limits; the defaults above, smaller ones in tests. */
 export interface ConnectionLimits {
   maxConnections: number;
+  idleConnectionsKept: number;
   requestTimeoutMs: number;
   responseStallMs: number;
   firstCallTimeoutMs: number;
@@ -151,18 +161,26 @@ export interface ConnectionLimits {
 
 const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   maxConnections: MAX_CONNECTIONS,
+  idleConnectionsKept: IDLE_CONNECTIONS_KEPT,
   requestTimeoutMs: REQUEST_TIMEOUT_MS,
   responseStallMs: RESPONSE_STALL_MS,
   firstCallTimeoutMs: FIRST_CALL_TIMEOUT_MS,
   idleConnectionTimeoutMs: IDLE_CONNECTION_TIMEOUT_MS,
 };
 
+/** Whether a connection has a call in flight, and since when it has not. */
+interface ConnectionActivity {
+  /** performance.now() when its last call ended (or it connected); undefined while a call is open. */
+  idleSince(): number | undefined;
+}
+
 /**
  * Closes `session` gracefully once it has had no call in flight for `idleMs` (`firstCallMs` before
  * its first call). One timer per connection, re-armed when its last call ends.
  */
-function closeWhenIdle(session: http2.ServerHttp2Session, limits: ConnectionLimits, log: Logger): void {
+function closeWhenIdle(session: http2.ServerHttp2Session, limits: ConnectionLimits, log: Logger): ConnectionActivity {
   let open = 0;
+  let quietSince = performance.now();
   const expire = (why: string) => () => {
     if (open > 0 || session.closed || session.destroyed) return;
     log.debug('closing an idle CRI connection', { reason: why });
@@ -178,10 +196,34 @@ function closeWhenIdle(session: http2.ServerHttp2Session, limits: ConnectionLimi
       timer = setTimeout(expire('no call in flight'), limits.idleConnectionTimeoutMs).unref();
     }
     stream.once('close', () => {
-      if (--open === 0) timer.refresh();
+      if (--open > 0) return;
+      quietSince = performance.now();
+      timer.refresh();
     });
   });
   session.once('close', () => clearTimeout(timer));
+  return { idleSince: () => (open > 0 ? undefined : quietSince) };
+}
+
+/** Beyond `kept` open connections, closes (GOAWAY) the one idle longest other than `newest`, if any. */
+function closeLongestIdle(
+  sessions: Map<http2.ServerHttp2Session, ConnectionActivity>,
+  newest: http2.ServerHttp2Session,
+  kept: number,
+  log: Logger,
+): void {
+  if (sessions.size <= kept) return;
+  let oldest: http2.ServerHttp2Session | undefined;
+  let oldestSince = Infinity;
+  for (const [session, activity] of sessions) {
+    const since = activity.idleSince();
+    if (session === newest || session.closed || since === undefined || since >= oldestSince) continue;
+    oldest = session;
+    oldestSince = since;
+  }
+  if (!oldest) return;
+  log.debug('closing an idle CRI connection', { reason: 'too many open', open: sessions.size, kept });
+  oldest.close();
 }
 
 /** Serves `services` on the unix socket at `socketPath`. */
@@ -215,11 +257,11 @@ export async function serveGrpc(
     refused = 0;
     refusedLoggedAt = now;
   });
-  const sessions = new Set<http2.ServerHttp2Session>();
+  const sessions = new Map<http2.ServerHttp2Session, ConnectionActivity>();
   server.on('session', (session) => {
-    sessions.add(session);
+    sessions.set(session, closeWhenIdle(session, conn, log));
     session.once('close', () => sessions.delete(session));
-    closeWhenIdle(session, conn, log);
+    closeLongestIdle(sessions, session, conn.idleConnectionsKept, log);
     // A client that breaks the protocol loses its connection, never the daemon.
     session.on('error', (err: Error) => log.debug('CRI connection failed', { error: err.message }));
   });
@@ -254,7 +296,7 @@ export async function serveGrpc(
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           log.warn('in-flight calls did not finish in time; closing them', { graceMs });
-          for (const session of sessions) session.destroy();
+          for (const session of sessions.keys()) session.destroy();
         }, graceMs);
         // Stops accepting; the callback runs once every session has closed.
         server.close(() => {
@@ -262,7 +304,7 @@ export async function serveGrpc(
           resolve();
         });
         // GOAWAY: no new calls on open connections, the calls in flight finish.
-        for (const session of sessions) session.close();
+        for (const session of sessions.keys()) session.close();
       });
       await unlink(socketPath).catch(() => {});
     },

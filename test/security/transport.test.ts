@@ -1,7 +1,8 @@
 /**
  * The CRI transport against slow and hostile clients: streams whose request never arrives are ended
  * with DEADLINE_EXCEEDED after the request deadline while other clients are answered at once;
- * connections beyond the cap are refused (and logged); a connection that never calls, or has had no
+ * connections beyond the cap are refused (and logged), and beyond the number kept a new one closes
+ * the connection idle longest, never one with a call open; a connection that never calls, or has had no
  * call in flight for the idle timeout, is closed, and a gRPC client on such a connection simply
  * reconnects; a quiet connection with a call open is left alone. The limits are made small here.
  */
@@ -156,6 +157,40 @@ describe('security: the CRI transport and slow or hostile clients', function () 
     await eventually('the refusal was logged', () => logLines.some((l) => l.includes('refused CRI connections: too many open') && l.includes('"maxConnections":3')));
     held[0]!.destroy();
     await eventually('a new client is served once a connection closed', async () => (await client(sock).runtime.version({ version: 'v1' })).runtimeName === 'stove-test');
+  });
+
+  it('beyond the connections kept, a new connection closes the one idle longest, never one with a call open', async () => {
+    const sock = await serve({ idleConnectionsKept: 3 });
+    /** A connection that made one Version call, answered. */
+    async function used(): Promise<http2.ClientHttp2Session> {
+      const session = connect(sock);
+      const call = session.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/Version', 'content-type': 'application/grpc', te: 'trailers' });
+      call.on('error', () => {});
+      call.end(Buffer.alloc(5));
+      call.resume();
+      await new Promise((resolve) => call.once('close', resolve));
+      return session;
+    }
+    // The oldest holds an events stream open: busy, however long ago it connected.
+    const watching = connect(sock);
+    const events = watching.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/GetContainerEvents', 'content-type': 'application/grpc', te: 'trailers' });
+    events.on('error', () => {});
+    events.end(Buffer.alloc(5));
+    await new Promise((resolve) => events.once('response', resolve));
+    const first = await used();
+    const second = await used();
+    const closed = new Promise<void>((resolve) => first.once('goaway', () => resolve()));
+    const third = await used(); // the fourth connection: one over the three kept
+    await closed;
+    assert.ok(!watching.closed && !events.closed, 'the connection with a call open stays');
+    assert.ok(!second.closed && !third.closed, 'the connections idle for less time stay');
+    assert.ok(logLines.some((l) => l.includes('closing an idle CRI connection') && l.includes('too many open')));
+    // A gRPC client whose connection was closed so reconnects for its next call.
+    const { runtime } = client(sock);
+    await runtime.version({ version: 'v1' });
+    await used(); // closes the longest idle again: now the gRPC client's or `second`
+    await used();
+    assert.equal((await runtime.version({ version: 'v1' })).runtimeName, 'stove-test');
   });
 
   it('closes a connection that never calls, and one idle after its calls; a gRPC client reconnects, a quiet open call keeps its connection', async () => {
