@@ -16,8 +16,22 @@ export async function processStartTime(pid: number): Promise<bigint | undefined>
 
 /** True while the process with this pid is the one that had `startTime` (and is not a zombie). */
 export async function isSameProcessAlive(pid: number, startTime: bigint): Promise<boolean> {
-  const stat = procStat(pid);
-  return stat !== undefined && stat.startTime === String(startTime) && stat.state !== 'Z';
+  return isLive(procStat(pid), String(startTime));
+}
+
+/** The stat of the process that started at `startText`, and not a zombie. */
+function isLive(stat: StatFields | undefined, startText: string): boolean {
+  return stat !== undefined && stat.startTime === startText && stat.state !== 'Z';
+}
+
+/** An fd on /proc/<pid>/stat, or undefined when there is no such process (or the pid is not one). */
+function openProcStat(pid: number): number | undefined {
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    return openSync(`/proc/${pid}/stat`, 'r');
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -26,13 +40,8 @@ export async function isSameProcessAlive(pid: number, startTime: bigint): Promis
  * without four thread pool round trips. Undefined when no such process exists.
  */
 function procStat(pid: number): StatFields | undefined {
-  if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  let fd: number;
-  try {
-    fd = openSync(`/proc/${pid}/stat`, 'r');
-  } catch {
-    return undefined;
-  }
+  const fd = openProcStat(pid);
+  if (fd === undefined) return undefined;
   try {
     return readStat(fd);
   } finally {
@@ -97,8 +106,7 @@ export class ProcessProbes {
   isAlive(pid: number, startTime: bigint): boolean {
     const probe = this.held.get(pid);
     if (probe?.startTime === startTime) {
-      const stat = readStat(probe.fd);
-      if (stat !== undefined && stat.startTime === probe.startText && stat.state !== 'Z') return true;
+      if (isLive(readStat(probe.fd), probe.startText)) return true;
       this.release(pid);
       return false;
     }
@@ -119,16 +127,10 @@ export class ProcessProbes {
   }
 
   private open(pid: number, startTime: bigint): boolean {
-    if (!Number.isInteger(pid) || pid <= 0) return false;
-    let fd: number;
-    try {
-      fd = openSync(`/proc/${pid}/stat`, 'r');
-    } catch {
-      return false;
-    }
+    const fd = openProcStat(pid);
+    if (fd === undefined) return false;
     const startText = String(startTime);
-    const stat = readStat(fd);
-    if (stat === undefined || stat.startTime !== startText || stat.state === 'Z') {
+    if (!isLive(readStat(fd), startText)) {
       closeSync(fd);
       return false;
     }
