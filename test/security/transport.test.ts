@@ -80,6 +80,28 @@ describe('security: the CRI transport and slow or hostile clients', function () 
     return s;
   }
 
+  /** A raw call on `session` with an empty request (5-byte prefix), its answer read and dropped. */
+  function call(session: http2.ClientHttp2Session, method: string): http2.ClientHttp2Stream {
+    const req = session.request({ ':method': 'POST', ':path': `/runtime.v1.RuntimeService/${method}`, 'content-type': 'application/grpc', te: 'trailers' });
+    req.on('error', () => {});
+    req.end(Buffer.alloc(5));
+    req.resume();
+    return req;
+  }
+
+  /** A Version call on `session`, answered. */
+  async function answeredVersion(session: http2.ClientHttp2Session): Promise<void> {
+    const req = call(session, 'Version');
+    await new Promise((resolve) => req.once('close', resolve));
+  }
+
+  /** A GetContainerEvents stream on `session`, open (its response headers arrived) and kept open. */
+  async function openEvents(session: http2.ClientHttp2Session): Promise<http2.ClientHttp2Stream> {
+    const events = call(session, 'GetContainerEvents');
+    await new Promise((resolve) => events.once('response', resolve));
+    return events;
+  }
+
   beforeEach(() => {
     logLines.length = 0;
   });
@@ -164,19 +186,12 @@ describe('security: the CRI transport and slow or hostile clients', function () 
     /** A connection that made one Version call, answered. */
     async function used(): Promise<http2.ClientHttp2Session> {
       const session = connect(sock);
-      const call = session.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/Version', 'content-type': 'application/grpc', te: 'trailers' });
-      call.on('error', () => {});
-      call.end(Buffer.alloc(5));
-      call.resume();
-      await new Promise((resolve) => call.once('close', resolve));
+      await answeredVersion(session);
       return session;
     }
     // The oldest holds an events stream open: busy, however long ago it connected.
     const watching = connect(sock);
-    const events = watching.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/GetContainerEvents', 'content-type': 'application/grpc', te: 'trailers' });
-    events.on('error', () => {});
-    events.end(Buffer.alloc(5));
-    await new Promise((resolve) => events.once('response', resolve));
+    const events = await openEvents(watching);
     const first = await used();
     const second = await used();
     const closed = new Promise<void>((resolve) => first.once('goaway', () => resolve()));
@@ -201,17 +216,10 @@ describe('security: the CRI transport and slow or hostile clients', function () 
 
     // One connection with an events stream open, one that made a call and then went quiet.
     const watching = connect(sock);
-    const events = watching.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/GetContainerEvents', 'content-type': 'application/grpc', te: 'trailers' });
-    events.on('error', () => {});
-    events.end(Buffer.alloc(5));
-    await new Promise((resolve) => events.once('response', resolve));
+    const events = await openEvents(watching);
     const quiet = connect(sock);
     const goaway = new Promise<void>((resolve) => quiet.once('goaway', () => resolve()));
-    const call = quiet.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/Version', 'content-type': 'application/grpc', te: 'trailers' });
-    call.on('error', () => {});
-    call.end(Buffer.alloc(5));
-    call.resume();
-    await new Promise((resolve) => call.once('close', resolve));
+    await answeredVersion(quiet);
     await goaway;
     await new Promise<void>((resolve) => (quiet.closed ? resolve() : quiet.once('close', () => resolve())));
     assert.ok(!watching.closed && !events.closed, 'the connection with a call open is not idle, however quiet');

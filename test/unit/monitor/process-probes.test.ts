@@ -25,10 +25,15 @@ describe('monitor/process probes', () => {
     for (const c of children.splice(0)) await killed(c);
   });
 
-  it('the same pid and start time is alive; another start time or a reaped process is dead', async () => {
+  /** A `sleep 30` killed after the test, with its pid and start time. */
+  async function sleeper(): Promise<{ child: ChildProcess; pid: number; start: bigint }> {
     const child = spawn('sleep', ['30']);
     children.push(child);
-    const { pid, start } = await started(child);
+    return { child, ...(await started(child)) };
+  }
+
+  it('the same pid and start time is alive; another start time or a reaped process is dead', async () => {
+    const { child, pid, start } = await sleeper();
     const probes = new ProcessProbes();
     assert.equal(probes.isAlive(pid, start), true);
     assert.equal(probes.size, 1);
@@ -66,9 +71,7 @@ describe('monitor/process probes', () => {
   });
 
   it('release closes the fd; the next check reopens it', async () => {
-    const child = spawn('sleep', ['30']);
-    children.push(child);
-    const { pid, start } = await started(child);
+    const { pid, start } = await sleeper();
     const probes = new ProcessProbes();
     assert.equal(probes.isAlive(pid, start), true);
     probes.release(pid);
