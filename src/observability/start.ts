@@ -49,12 +49,8 @@ class ObservabilityRuntime implements Observability {
 
   /** Loads what `next` turns on (only then), installs it behind the hooks; the listener waits for listen(). */
   async apply(next: ObservabilityConfig): Promise<void> {
-    if (next.metrics.address && !this.metrics) {
-      const { StoveMetrics } = await loadPart('metrics', () => import('./metrics.js'));
-      this.metrics = new StoveMetrics();
-      if (this.source) this.metrics.setStateSource(this.source);
-    }
-    if (!next.metrics.address) this.metrics = undefined;
+    if (next.metrics.address) await this.metricsRegistry();
+    else this.metrics = undefined;
     if (JSON.stringify(next.tracing) !== JSON.stringify(this.config.tracing)) {
       const old = this.tracing;
       this.tracing = undefined;
@@ -99,12 +95,17 @@ class ObservabilityRuntime implements Observability {
 
   /** A listener for `address` over the existing (or a new) registry. */
   private async serveFor(address: string): Promise<Server> {
+    return this.serve(await this.metricsRegistry(), address);
+  }
+
+  /** The metrics registry, loaded and made on first use, reading the state source once there is one. */
+  private async metricsRegistry(): Promise<StoveMetrics> {
     if (!this.metrics) {
       const { StoveMetrics } = await loadPart('metrics', () => import('./metrics.js'));
       this.metrics = new StoveMetrics();
-      this.metrics.setStateSource(this.source!);
+      if (this.source) this.metrics.setStateSource(this.source);
     }
-    return this.serve(this.metrics, address);
+    return this.metrics;
   }
 
   private async serve(metrics: StoveMetrics, address: string): Promise<Server> {
