@@ -89,7 +89,8 @@ export class PullProgress {
     this.schedule();
   }
 
-  finish(imageId: string): void {
+  /** Logs the pull and writes its final snapshot; resolves once written (or failed to be). */
+  finish(imageId: string): Promise<void> {
     const seconds = (Date.now() - this.snapshot.startedAt) / 1000;
     const downloaded = this.snapshot.layers.filter((l) => l.state === 'done').reduce((a, l) => a + l.size, 0);
     this.log.info('image pulled', {
@@ -103,14 +104,15 @@ export class PullProgress {
     });
     this.snapshot.state = 'done';
     this.snapshot.imageId = imageId;
-    this.flush(true);
+    return this.flush(true);
   }
 
-  fail(err: unknown): void {
+  /** Records the failure in the snapshot; resolves once written (or failed to be). */
+  fail(err: unknown): Promise<void> {
     this.snapshot.state = 'failed';
     this.snapshot.error = messageOf(err);
     for (const l of this.snapshot.layers) if (l.state !== 'done' && l.state !== 'present') l.state = 'failed';
-    this.flush(true);
+    return this.flush(true);
   }
 
   private schedule(): void {
@@ -120,18 +122,19 @@ export class PullProgress {
     if (!this.file || this.timer || this.snapshot.state === 'done' || this.snapshot.state === 'failed') return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.flush(false);
+      void this.flush(false); // never rejects: a failed write is logged
     }, WRITE_INTERVAL_MS);
     this.timer.unref();
   }
 
-  private flush(final: boolean): void {
-    if (!this.file) return;
+  /** Writes the snapshot after any write before it; the promise settles when this one is done. */
+  private flush(final: boolean): Promise<void> {
+    if (!this.file) return this.writing;
     if (final && this.timer) {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (!this.dirty && !final) return;
+    if (!this.dirty && !final) return this.writing;
     this.dirty = false;
     this.snapshot.updatedAt = Date.now();
     const text = JSON.stringify(this.snapshot);
@@ -148,5 +151,6 @@ export class PullProgress {
         this.log.debug('writing pull progress failed', { file, error: messageOf(err) });
       }
     });
+    return this.writing;
   }
 }

@@ -148,10 +148,12 @@ export class Puller {
         const policy = await this.deps.policies?.forPull(ref, namespace);
         if (policy) refuseRejected(policy, ref);
         const record = await this.pullOnce(ref, creds, progress, policy, wanted);
-        progress.finish(record.id);
+        // The last snapshot is on disk before the answer: `stove pull` draws it once the call returns,
+        // and no write of this pull is left to run beside the caller's next request.
+        await progress.finish(record.id);
         return record;
       } catch (err) {
-        progress.fail(err);
+        await progress.fail(err);
         throw err;
       }
     }, signal);

@@ -30,7 +30,7 @@ describe('images/progress: PullProgress', () => {
     const layer = { digest: 'sha256:' + 'a'.repeat(64), size: 100 };
     const progress = new PullProgress('registry.test/app:1', file, silentLogger);
     progress.setLayers([layer]);
-    progress.fail(new Error('the client went away'));
+    await progress.fail(new Error('the client went away'));
     const written = async () => JSON.parse(await readFile(file, 'utf8')) as PullSnapshot;
     await eventually('the failed snapshot is written', async () => (await written()).error === 'the client went away');
 
@@ -47,7 +47,29 @@ describe('images/progress: PullProgress', () => {
     progress.setLayers([layer]);
     await eventually('the first snapshot is written', async () => (JSON.parse(await readFile(file, 'utf8')) as PullSnapshot).state === 'pulling');
     assert.equal(timersArmedBy(() => progress.bytes(layer.digest, 60)), 1);
-    progress.finish('sha256:' + 'c'.repeat(64));
+    await progress.finish('sha256:' + 'c'.repeat(64));
     await eventually('the finished snapshot is written', async () => (JSON.parse(await readFile(file, 'utf8')) as PullSnapshot).state === 'done');
+  });
+
+  it('finish and fail resolve once their snapshot is on disk (stove pull draws it when the call returns)', async () => {
+    const layer = { digest: 'sha256:' + 'd'.repeat(64), size: 100 };
+    const done = join(dir(), 'pulls', 'done.json');
+    const finished = new PullProgress('registry.test/app:3', done, silentLogger);
+    finished.setLayers([layer]);
+    finished.state(layer.digest, 'downloading');
+    await finished.finish('sha256:' + 'e'.repeat(64));
+    const snapshot = JSON.parse(await readFile(done, 'utf8')) as PullSnapshot;
+    assert.equal(snapshot.state, 'done');
+    assert.equal(snapshot.imageId, 'sha256:' + 'e'.repeat(64));
+
+    const failedFile = join(dir(), 'pulls', 'failed.json');
+    const failed = new PullProgress('registry.test/app:4', failedFile, silentLogger);
+    await failed.fail(new Error('manifest unknown'));
+    assert.equal((JSON.parse(await readFile(failedFile, 'utf8')) as PullSnapshot).error, 'manifest unknown');
+  });
+
+  it('finish resolves even when the snapshot cannot be written', async () => {
+    const progress = new PullProgress('registry.test/app:5', '/dev/null/pulls/x.json', silentLogger);
+    await progress.finish('sha256:' + 'f'.repeat(64));
   });
 });
