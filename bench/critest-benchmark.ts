@@ -219,16 +219,18 @@ function report(runtimes: Runtime[]): string {
     `critest -benchmark, ${ROUNDS} rounds alternating the runtimes; ${LIFECYCLES} container and ${LIFECYCLES} pod lifecycles ${PARALLEL} at a time, ` +
     `${IMAGES} image lifecycles and ListImages calls one at a time, ListImages of ${stove?.listed ?? containerd?.listed} images`;
   let out = heading('critest benchmark', details);
-  out += `${table(comparisonRows('operation (ms)', ROWS, containerd?.times, stove?.times))}\n`;
+  // With --lifecycles 0 critest skips the lifecycle benchmarks: only rows with samples are shown.
+  const rows = ROWS.filter((key) => runtimes.every((rt) => rt.times[key]?.length));
+  out += `${table(comparisonRows('operation (ms)', rows, containerd?.times, stove?.times))}\n`;
   if (stove && containerd) {
-    const rows = [['stove/containerd by round', ...stove.rounds.map((_r, i) => `round ${i + 1}`)]];
-    for (const key of ROWS) {
-      rows.push([key, ...stove.rounds.map((s, i) => {
+    const byRound = [['stove/containerd by round', ...stove.rounds.map((_r, i) => `round ${i + 1}`)]];
+    for (const key of rows) {
+      byRound.push([key, ...stove.rounds.map((s, i) => {
         const c = containerd.rounds[i]?.[key];
         return s[key]?.length && c?.length ? `${(median(s[key]) / median(c)).toFixed(2)}×` : '-';
       })]);
     }
-    out += `\n${table(rows)}\n`;
+    out += `\n${table(byRound)}\n`;
   }
   const cpu = (rt: Runtime | undefined) => (rt ? `${median(rt.cpu).toFixed(2)} s` : '-');
   const cpuRatio = stove && containerd ? `${(median(stove.cpu) / median(containerd.cpu)).toFixed(2)}×` : '-';
