@@ -17,6 +17,19 @@ export function encodeOnce<T extends object>(message: T): T {
 }
 
 /**
+ * Marks `message` as never modified again and encodes it now with `encode` (its type's own encoder),
+ * ahead of its first send: for an answer that is asked for right after the record it comes from is
+ * made, so that the first call finds its bytes ready.
+ */
+export function encodeAhead<T extends object>(message: T, encode: (message: T) => Uint8Array): T {
+  if (!Buffer.isBuffer(marks.get(message))) {
+    const bytes = encode(message);
+    marks.set(message, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  }
+  return message;
+}
+
+/**
  * Marks `message` as encoded by concatenating the encodings of `parts`, messages of its own type (a
  * parser merges concatenated messages: repeated fields append in order, a later scalar wins). Parts
  * marked with encodeOnce are encoded once, whatever message they go into.

@@ -12,7 +12,7 @@ import {
 } from '../gen/runtime/v1/api.js';
 import type { StreamSink } from '../api/handlers.js';
 import { writeChunked } from '../api/stream-chunks.js';
-import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
+import { encodeAhead, encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
 import { nowNs } from '../common/clock.js';
 import type { ImageService } from '../images/image-service.js';
@@ -37,6 +37,14 @@ const listPart = perImage((record, pinned): ListImagesResponse => ({ images: [to
 
 /** The ImageStatus answer without `verbose`. */
 const briefStatus = perImage((record, pinned) => ImageStatusResponse.fromPartial({ image: toCriImage(record, pinned) }));
+
+/**
+ * Builds and encodes an image's ImageStatus answer (without `verbose`) now: a kubelet asks for it right
+ * after pulling the image, and critest's image benchmark does too.
+ */
+export function prepareImageStatus(images: ImageQueries, record: ImageRecord): void {
+  encodeAhead(briefStatus(images, record), (message) => ImageStatusResponse.encode(message).finish());
+}
 
 export async function listImages(images: ImageQueries, req: ListImagesRequest): Promise<ListImagesResponse> {
   const parts = selectImages(images, req.filter).map((record) => listPart(images, record));

@@ -1,7 +1,7 @@
 /** Responses encoded once: reused bytes, parts concatenated, unmarked messages encoded every time. */
 import assert from 'node:assert/strict';
 import { ListImagesResponse, RuntimeServiceService, VersionResponse } from '../../../src/gen/runtime/v1/api.js';
-import { encodeAsParts, encodeOnce, responsePerKey, reusingSerializer, withWireReuse } from '../../../src/api/wire-reuse.js';
+import { encodeAhead, encodeAsParts, encodeOnce, responsePerKey, reusingSerializer, withWireReuse } from '../../../src/api/wire-reuse.js';
 
 describe('wire reuse', () => {
   const serializer = () => {
@@ -20,6 +20,16 @@ describe('wire reuse', () => {
     assert.equal(s.encode(message), first);
     assert.equal(s.calls(), 1);
     assert.deepEqual(VersionResponse.decode(first), message);
+  });
+
+  it('sends the bytes of a message encoded ahead without encoding it at send time', () => {
+    const s = serializer();
+    const message = encodeAhead(VersionResponse.fromPartial({ version: '0.1.0', runtimeName: 'ahead' }), (m) => VersionResponse.encode(m).finish());
+    const sent = s.encode(message);
+    assert.equal(s.calls(), 0, 'encoded ahead, not at send time');
+    assert.deepEqual(VersionResponse.decode(sent), message);
+    assert.equal(s.encode(message), sent);
+    assert.equal(s.calls(), 0);
   });
 
   it('encodes an unmarked message on every send, so a modified one is never stale', () => {
