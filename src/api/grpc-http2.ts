@@ -118,6 +118,58 @@ function metadataOf(headers: IncomingHttpHeaders): CallMetadata {
   };
 }
 
+/**
+ * The transport's long limits (a request body that does not arrive, an answer the client does not take)
+ * checked by one sweep for every call instead of a timer per call: arming and clearing Node timers
+ * twice per call was a measurable part of a status call's cost. A limit fires at most one period late;
+ * the sweep runs only while some call is watched.
+ */
+export class Watchdog {
+  private readonly due = new Map<object, { at: number; fire: () => void }>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(readonly periodMs: number) {}
+
+  /** Calls `fire` once `ms` have passed (up to one period later) unless `cancel(key)` comes first. */
+  watch(key: object, ms: number, fire: () => void): void {
+    this.due.set(key, { at: performance.now() + ms, fire });
+    this.timer ??= setInterval(() => this.sweep(), this.periodMs).unref();
+  }
+
+  cancel(key: object): void {
+    this.due.delete(key);
+  }
+
+  /** Whether the sweep timer runs (only while something is watched, and one period after). */
+  get sweeping(): boolean {
+    return this.timer !== undefined;
+  }
+
+  private sweep(): void {
+    const now = performance.now();
+    for (const [key, entry] of this.due) {
+      if (entry.at > now) continue;
+      this.due.delete(key);
+      entry.fire();
+    }
+    if (this.due.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+}
+
+/** One watchdog per set of limits (per server), its period a tenth of the shorter limit (10 ms to 1 s). */
+const watchdogs = new WeakMap<TransportLimits, Watchdog>();
+function watchdogFor(limits: TransportLimits): Watchdog {
+  let dog = watchdogs.get(limits);
+  if (!dog) {
+    dog = new Watchdog(Math.min(1000, Math.max(10, Math.min(limits.requestTimeoutMs, limits.responseStallMs) / 10)));
+    watchdogs.set(limits, dog);
+  }
+  return dog;
+}
+
 const isGrpcContentType = (ct: string | undefined) => ct !== undefined && /^application\/grpc(?:[+;]|$)/.test(ct);
 
 /** One call on one HTTP/2 stream: reads the request, answers with messages and a status exactly once. */
@@ -130,8 +182,11 @@ class Call extends EventEmitter implements ServerStreamCall {
   private finished = false;
   private trailers: CallStatus = { code: status.OK, details: '' };
   private deadline: NodeJS.Timeout | undefined;
-  private requestDeadline: NodeJS.Timeout | undefined;
-  private responseStall: NodeJS.Timeout | undefined;
+  private readonly watchdog: Watchdog;
+  /** Keys of this call's entries in the watchdog. */
+  private readonly requestWait = {};
+  private readonly responseWait = {};
+  private watchingResponse = false;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -140,6 +195,7 @@ class Call extends EventEmitter implements ServerStreamCall {
     private readonly encode: (message: unknown) => Buffer,
   ) {
     super();
+    this.watchdog = watchdogFor(limits);
     this.metadata = metadataOf(headers);
     stream.on('wantTrailers', () => {
       const { code, details } = this.trailers;
@@ -178,34 +234,33 @@ class Call extends EventEmitter implements ServerStreamCall {
 
   /** Fails the call unless requestArrived() is called within `ms`. */
   setRequestDeadline(ms: number): void {
-    this.requestDeadline = setTimeout(
-      () => this.fail({ code: status.DEADLINE_EXCEEDED, details: `the request message did not arrive within ${ms / 1000}s of its headers` }),
-      ms,
+    this.watchdog.watch(this.requestWait, ms, () =>
+      this.fail({ code: status.DEADLINE_EXCEEDED, details: `the request message did not arrive within ${ms / 1000}s of its headers` }),
     );
   }
 
   requestArrived(): void {
-    clearTimeout(this.requestDeadline);
+    this.watchdog.cancel(this.requestWait);
   }
 
   /** Resets the stream unless the client takes what is buffered for it within responseStallMs. */
   private watchResponseStall(): void {
-    if (this.responseStall) return;
+    if (this.watchingResponse) return;
+    this.watchingResponse = true;
     const stream = this.stream;
-    const stalled = () => {
+    this.watchdog.watch(this.responseWait, this.limits.responseStallMs, () => {
       if (!stream.closed && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
-    };
-    this.responseStall = setTimeout(stalled, this.limits.responseStallMs);
+    });
     stream.once('drain', () => {
-      clearTimeout(this.responseStall);
-      this.responseStall = undefined;
+      this.watchdog.cancel(this.responseWait);
+      this.watchingResponse = false;
     });
   }
 
   sendHeaders(): void {
     if (this.headersSent || this.finished || this.stream.destroyed) return;
     this.headersSent = true;
-    this.stream.respond({ [HTTP2_HEADER_STATUS]: 200, [HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, { waitForTrailers: true });
+    this.stream.respond([HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc'], { waitForTrailers: true });
   }
 
   write(message: unknown): boolean {
@@ -255,7 +310,7 @@ class Call extends EventEmitter implements ServerStreamCall {
     if (this.finished) return;
     this.finished = true;
     clearTimeout(this.deadline);
-    clearTimeout(this.requestDeadline);
+    this.watchdog.cancel(this.requestWait);
     const stream = this.stream;
     if (!stream.destroyed && !stream.closed) {
       if (this.headersSent) {
@@ -265,12 +320,8 @@ class Call extends EventEmitter implements ServerStreamCall {
         if (stream.writableLength > 0) this.watchResponseStall();
       } else {
         // Trailers-Only: the status in the one and only HEADERS frame.
-        const headers: http2.OutgoingHttpHeaders = {
-          [HTTP2_HEADER_STATUS]: 200,
-          [HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
-          'grpc-status': String(result.code),
-        };
-        if (result.details) headers['grpc-message'] = encodeGrpcMessage(result.details);
+        const headers = [HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc', 'grpc-status', String(result.code)];
+        if (result.details) headers.push('grpc-message', encodeGrpcMessage(result.details));
         stream.respond(headers, { endStream: true });
         // Whatever the client still sends is not wanted: once the answer is out, the stream is reset
         // with NO_ERROR (as HTTP/2 allows a server that answered before the request ended).
@@ -286,8 +337,8 @@ class Call extends EventEmitter implements ServerStreamCall {
 
   private closed(): void {
     clearTimeout(this.deadline);
-    clearTimeout(this.requestDeadline);
-    clearTimeout(this.responseStall);
+    this.watchdog.cancel(this.requestWait);
+    this.watchdog.cancel(this.responseWait);
     if (!this.finished) {
       // The client went away (RST_STREAM or the connection closed) before the call ended.
       this.finished = true;
