@@ -150,7 +150,11 @@ export class Watchdog {
     for (const [key, entry] of this.due) {
       if (entry.at > now) continue;
       this.due.delete(key);
-      entry.fire();
+      try {
+        entry.fire();
+      } catch {
+        // A limit ends one call; whatever goes wrong ending it must not skip the others or reach the process.
+      }
     }
     if (this.due.size === 0) {
       clearInterval(this.timer);

@@ -33,6 +33,18 @@ describe('api: Watchdog', () => {
     assert.deepEqual(fired, ['kept']);
   });
 
+  it('fires the other due keys when one of them throws', async () => {
+    const dog = new Watchdog(10);
+    const fired: string[] = [];
+    dog.watch({}, 5, () => {
+      fired.push('first');
+      throw new Error('ending this call failed');
+    });
+    dog.watch({}, 5, () => fired.push('second'));
+    await eventually('both fired', () => fired.length === 2, 2000);
+    assert.deepEqual(fired.sort(), ['first', 'second']);
+  });
+
   it('stops its sweep once nothing is watched (an idle daemon has no timer of it)', async () => {
     const dog = new Watchdog(10);
     assert.equal(dog.sweeping, false);
