@@ -333,6 +333,8 @@ async function main(): Promise<void> {
     process.stdout.write(report(runtimes));
   } finally {
     for (const rt of runtimes) await removePods(rt);
+    // With --keep, Stove's own log goes with critest's: a failed spec's cause is often only there.
+    if (values.keep && bench.stove) await writeFile(join(work, 'stove.log'), bench.stove.output()).catch(() => {});
     await bench.cleanup();
     if (!systemSliceExisted) await removeCgroup(layout, '/system.slice').catch(() => {});
     if (!values.keep) await rm(work, { recursive: true, force: true });

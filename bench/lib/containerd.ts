@@ -6,13 +6,62 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile, access } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile, access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { criClients, type CriClients } from '../../test/helpers/cri-client.js';
 import { unmountUnder } from './mounts.js';
 
 export const CONTAINERD_BIN = process.env.CONTAINERD_BIN ?? '/usr/bin/containerd';
+
+/** Every process's pid, parent pid and command line (processes that went away meanwhile left out). */
+async function processTable(): Promise<{ pid: number; ppid: number; cmdline: string }[]> {
+  const table: { pid: number; ppid: number; cmdline: string }[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const cmdline = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0').join(' ');
+      table.push({ pid: Number(name), ppid, cmdline });
+    } catch {
+      // gone
+    }
+  }
+  return table;
+}
+
+/**
+ * Kills the shims of the containerd at `socket` and everything under them. containerd's shims outlive
+ * it by design; one whose pod was removed through the CRI still lingered now and then (a shim left
+ * over after a benchmark run), so stop() makes sure none stays behind.
+ */
+async function killShims(socket: string): Promise<void> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const table = await processTable();
+    const shims = table.filter((p) => p.cmdline.includes('containerd-shim') && p.cmdline.includes(socket)).map((p) => p.pid);
+    if (shims.length === 0) return;
+    const doomed = new Set(shims);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const p of table) {
+        if (doomed.has(p.ppid) && !doomed.has(p.pid)) {
+          doomed.add(p.pid);
+          grew = true;
+        }
+      }
+    }
+    for (const pid of doomed) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`containerd shims of ${socket} still run after SIGKILL`);
+}
 
 export interface Containerd {
   socket: string;
@@ -119,6 +168,7 @@ export async function startContainerd(options: ContainerdOptions = {}): Promise<
       await exited;
       clearTimeout(timer);
     }
+    await killShims(socket);
     await unmountUnder(dir);
     await rm(dir, { recursive: true, force: true, maxRetries: 5 });
   };
