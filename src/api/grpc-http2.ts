@@ -100,6 +100,14 @@ export function parseGrpcTimeout(value: string): number | undefined {
   return m ? Number(m[1]) * TIMEOUT_UNITS_MS[m[2]!]! : undefined;
 }
 
+/**
+ * A client's header value as an error message quotes it: a valid grpc-timeout is at most 9 characters,
+ * so 32 show what was wrong without echoing kilobytes a client sent back to it (and into the logs).
+ */
+function quoteShort(value: string): string {
+  return value.length <= 32 ? value : `${value.slice(0, 32)}… (${value.length} characters)`;
+}
+
 /** A message with its 5-byte gRPC prefix (uncompressed). */
 function framed(bytes: Buffer): Buffer {
   const out = Buffer.allocUnsafe(PREFIX_BYTES + bytes.length);
@@ -383,7 +391,7 @@ export function serveStream(
   if (timeout !== undefined) {
     const ms = parseGrpcTimeout(String(timeout));
     // INTERNAL, as grpc-go (operateHeaders) and grpc-js answer a malformed grpc-timeout.
-    if (ms === undefined) return call.fail({ code: status.INTERNAL, details: `malformed grpc-timeout "${String(timeout)}"` });
+    if (ms === undefined) return call.fail({ code: status.INTERNAL, details: `malformed grpc-timeout "${quoteShort(String(timeout))}"` });
     // Beyond what a timer can hold (about 24 days) is no deadline in practice.
     if (ms <= MAX_TIMER_MS) call.setDeadline(ms);
   }

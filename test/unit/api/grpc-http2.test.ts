@@ -223,6 +223,13 @@ describe('api: gRPC on node:http2', function () {
     assert.equal(events.closed, closedBefore + 1, 'the stream handler was told');
     const bad = await raw(prefixed(Buffer.alloc(0)), { 'grpc-timeout': 'soon' });
     assert.equal(grpcStatus(bad), status.INTERNAL);
+    assert.equal(grpcMessage(bad), 'malformed grpc-timeout "soon"');
+    // A long malformed value is quoted in part, not echoed whole.
+    const long = await raw(prefixed(Buffer.alloc(0)), { 'grpc-timeout': '9'.repeat(8000) + 'S' });
+    assert.equal(grpcStatus(long), status.INTERNAL);
+    const message = grpcMessage(long);
+    assert.ok(message.length < 100, `grpc-message of ${message.length} characters`);
+    assert.match(message, /^malformed grpc-timeout "9{32}… \(8001 characters\)"$/);
   });
 
   it('tells a server-stream handler when the client cancels, and streams to the client until then', async () => {
