@@ -28,6 +28,7 @@ export class PodBench {
   /** containerd's pause image, once startContainerd pushed it. */
   pauseImage?: string;
   private readonly nets: TestNet[] = [];
+  private containerdNet?: TestNet;
   private transientNet?: TestNet;
 
   async startRegistry(): Promise<TestRegistry> {
@@ -68,6 +69,7 @@ export class PodBench {
     const sandboxImage = await pushPauseImage(await this.startRegistry());
     this.pauseImage = sandboxImage;
     const net = await this.net();
+    this.containerdNet = net;
     this.containerd = await startContainerd({ ...options, sandboxImage, cniConfDir: net.confDir, cniBinDir: '/usr/lib/cni' });
     return this.containerd;
   }
@@ -96,7 +98,11 @@ export class PodBench {
     }
     await this.containerd?.stop().catch(() => {});
     await this.registry?.stop().catch(() => {});
-    for (const net of this.nets) await net.cleanup().catch(() => {});
+    // What the safety net had to remove is what a runtime left behind: said, not hidden.
+    for (const net of this.nets) {
+      const leftovers = await net.cleanup().catch((err: Error) => [`cleanup failed: ${err.message}`]);
+      if (leftovers.length) process.stderr.write(`bench: left behind on ${net === this.containerdNet ? "containerd's" : "Stove's"} network ${net.name}: ${leftovers.join(', ')}\n`);
+    }
     execFileSync('rm', ['-rf', this.logs]);
     await removeCgroup(await detectCgroups(), this.cgroupRoot).catch(() => {});
   }

@@ -31,17 +31,24 @@ export async function iptablesLinesMentioning(markers: string[]): Promise<string
   return stdout.split('\n').filter((l) => markers.some((m) => l.includes(m)));
 }
 
-/** Deletes rules naming `markers` and the per-pod CNI chains they jump to (never the shared CNI-HOSTPORT-*). */
+/**
+ * Deletes rules naming `markers`, the per-pod CNI chains they are in or jump to (never the shared
+ * CNI-HOSTPORT-*), and every other rule that jumps to those chains: a chain still referenced cannot be
+ * deleted, and iptables-restore then refuses the whole table's change.
+ */
 export async function purgeIptables(markers: string[]): Promise<number> {
   let removed = 0;
   for (const table of ['nat', 'filter', 'mangle']) {
     const { stdout } = await execa('iptables-save', ['-t', table]);
-    const marked = stdout.split('\n').filter((l) => l.startsWith('-A ') && markers.some((m) => l.includes(m)));
+    const rules = stdout.split('\n').filter((l) => l.startsWith('-A '));
+    const marked = rules.filter((l) => markers.some((m) => l.includes(m)));
     if (marked.length === 0) continue;
     const chains = new Set<string>();
     for (const line of marked) {
       for (const m of line.matchAll(/(?:^-A |-j )(CNI-[A-Za-z0-9-]+)/g)) if (!m[1]!.startsWith('CNI-HOSTPORT-')) chains.add(m[1]!);
     }
+    const jumps = rules.filter((l) => !marked.includes(l) && [...chains].some((c) => l.endsWith(`-j ${c}`)));
+    marked.push(...jumps);
     const script = [`*${table}`, ...marked.map((l) => l.replace(/^-A /, '-D ')), ...[...chains].flatMap((c) => [`-F ${c}`, `-X ${c}`]), 'COMMIT', ''].join('\n');
     await execa('iptables-restore', ['--noflush'], { input: script, reject: false });
     removed += marked.length;
@@ -180,7 +187,9 @@ export class TestNet {
       await this.manager.teardown({ sandboxId, netnsPath }).catch((e: Error) => leftovers.push(`teardown: ${e.message}`));
       await this.manager.removeNetns(netnsPath).catch((e: Error) => leftovers.push(`netns: ${e.message}`));
     }
-    const purged = await purgeIptables([...this.sandboxes.keys(), this.subnet]);
+    // The network's name (random) is in the comment of every rule the bridge plugin writes for it, its
+    // subnet only in some: a pod the test's runtime left behind is found by either.
+    const purged = await purgeIptables([...this.sandboxes.keys(), this.subnet, this.name]);
     if (purged) leftovers.push(`${purged} iptables rules`);
     if (await linkExists(this.bridge)) await execa('ip', ['link', 'del', this.bridge], { reject: false });
     await rm(this.dir, { recursive: true, force: true });

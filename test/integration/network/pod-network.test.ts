@@ -13,7 +13,7 @@ import { isNetns } from '../../../src/network/netns.js';
 import { execInNetns, netnsInterfaceStats, spawnInNetns } from '../../../src/network/netns-exec.js';
 import { PodNetworkManager } from '../../../src/network/pod-network.js';
 import { silentLogger } from '../../../src/common/logger.js';
-import { bridgePorts, iptablesLinesMentioning, linkExists, skipReason, TestNet, type Attached } from './host-net.js';
+import { bridgePorts, iptablesLinesMentioning, linkExists, purgeIptables, skipReason, TestNet, type Attached } from './host-net.js';
 import { eventually } from '../../helpers/wait.js';
 
 const exists = (path: string) => access(path).then(() => true, () => false);
@@ -61,6 +61,23 @@ describe('network (real CNI plugins)', function () {
     assert.equal(await isMountPoint(pod.netnsPath), false, 'netns unmounted');
     assert.deepEqual(await net.manager.attachedSandboxes(), [], 'no attachment recorded');
   }
+
+  it('safety net: removes a pod chain the runtime left behind, with the jump to it that names neither pod nor subnet', async () => {
+    // As the bridge plugin writes them: a per-pod chain matching the subnet, and a POSTROUTING jump by the pod's IP.
+    const chain = `CNI-${Buffer.from(net.name).toString('hex').padEnd(24, '0').slice(0, 24)}`;
+    const ip = `${net.prefix}.21`;
+    const script = ['*nat', `:${chain} - [0:0]`, `-A ${chain} -d ${net.subnet} -j ACCEPT`, `-A POSTROUTING -s ${ip}/32 -j ${chain}`, 'COMMIT', ''].join('\n');
+    await execa('iptables-restore', ['--noflush'], { input: script });
+    try {
+      assert.equal((await iptablesLinesMentioning([chain])).length, 3);
+      assert.equal(await purgeIptables([net.subnet]), 2);
+      assert.deepEqual(await iptablesLinesMentioning([chain]), [], 'the chain and the jump to it are gone');
+    } finally {
+      await execa('iptables', ['-t', 'nat', '-D', 'POSTROUTING', '-s', `${ip}/32`, '-j', chain], { reject: false });
+      await execa('iptables', ['-t', 'nat', '-F', chain], { reject: false });
+      await execa('iptables', ['-t', 'nat', '-X', chain], { reject: false });
+    }
+  });
 
   it('pins a namespace that outlives the process that made it, with lo up', async () => {
     const path = await net.manager.createNetns('pin-test');
