@@ -10,25 +10,20 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile, access } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { criClients, type CriClients } from '../../test/helpers/cri-client.js';
+import { descendantsOf } from '../../src/monitor/exec-sync.js';
 import { unmountUnder } from './mounts.js';
 
 export const CONTAINERD_BIN = process.env.CONTAINERD_BIN ?? '/usr/bin/containerd';
 
-/** Every process's pid, parent pid and command line (processes that went away meanwhile left out). */
-async function processTable(): Promise<{ pid: number; ppid: number; cmdline: string }[]> {
-  const table: { pid: number; ppid: number; cmdline: string }[] = [];
+/** Pids of the containerd shims started for the containerd at `socket` (they name it on their command line). */
+async function shimsOf(socket: string): Promise<number[]> {
+  const pids: number[] = [];
   for (const name of await readdir('/proc')) {
     if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const cmdline = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0').join(' ');
-      table.push({ pid: Number(name), ppid, cmdline });
-    } catch {
-      // gone
-    }
+    const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (argv[0]?.includes('containerd-shim') && argv.includes(socket)) pids.push(Number(name));
   }
-  return table;
+  return pids;
 }
 
 /**
@@ -38,24 +33,15 @@ async function processTable(): Promise<{ pid: number; ppid: number; cmdline: str
  */
 async function killShims(socket: string): Promise<void> {
   for (let attempt = 0; attempt < 20; attempt++) {
-    const table = await processTable();
-    const shims = table.filter((p) => p.cmdline.includes('containerd-shim') && p.cmdline.includes(socket)).map((p) => p.pid);
+    const shims = await shimsOf(socket);
     if (shims.length === 0) return;
-    const doomed = new Set(shims);
-    for (let grew = true; grew; ) {
-      grew = false;
-      for (const p of table) {
-        if (doomed.has(p.ppid) && !doomed.has(p.pid)) {
-          doomed.add(p.pid);
-          grew = true;
+    for (const shim of shims) {
+      for (const pid of [shim, ...(await descendantsOf(shim))]) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
         }
-      }
-    }
-    for (const pid of doomed) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // gone already
       }
     }
     await new Promise((r) => setTimeout(r, 100));
