@@ -138,6 +138,11 @@ export class Watchdog {
 
   constructor(readonly periodMs: number) {}
 
+  /** The watchdog for a server's limits: its period a tenth of the shorter one (10 ms to 1 s). */
+  static forLimits(limits: TransportLimits): Watchdog {
+    return new Watchdog(Math.min(1000, Math.max(10, Math.min(limits.requestTimeoutMs, limits.responseStallMs) / 10)));
+  }
+
   /** Calls `fire` once `ms` have passed (up to one period later) unless `cancel(key)` comes first. */
   watch(key: object, ms: number, fire: () => void): void {
     this.due.set(key, { at: performance.now() + ms, fire });
@@ -146,6 +151,10 @@ export class Watchdog {
 
   cancel(key: object): void {
     this.due.delete(key);
+  }
+
+  has(key: object): boolean {
+    return this.due.has(key);
   }
 
   /** Whether the sweep timer runs (only while something is watched, and one period after). */
@@ -171,17 +180,6 @@ export class Watchdog {
   }
 }
 
-/** One watchdog per set of limits (per server), its period a tenth of the shorter limit (10 ms to 1 s). */
-const watchdogs = new WeakMap<TransportLimits, Watchdog>();
-function watchdogFor(limits: TransportLimits): Watchdog {
-  let dog = watchdogs.get(limits);
-  if (!dog) {
-    dog = new Watchdog(Math.min(1000, Math.max(10, Math.min(limits.requestTimeoutMs, limits.responseStallMs) / 10)));
-    watchdogs.set(limits, dog);
-  }
-  return dog;
-}
-
 const isGrpcContentType = (ct: string | undefined) => ct !== undefined && /^application\/grpc(?:[+;]|$)/.test(ct);
 
 /** One call on one HTTP/2 stream: reads the request, answers with messages and a status exactly once. */
@@ -194,20 +192,18 @@ class Call extends EventEmitter implements ServerStreamCall {
   private finished = false;
   private trailers: CallStatus = { code: status.OK, details: '' };
   private deadline: NodeJS.Timeout | undefined;
-  private readonly watchdog: Watchdog;
   /** Keys of this call's entries in the watchdog. */
   private readonly requestWait = {};
   private readonly responseWait = {};
-  private watchingResponse = false;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
     headers: IncomingHttpHeaders,
     private readonly limits: TransportLimits,
+    private readonly watchdog: Watchdog,
     private readonly encode: (message: unknown) => Buffer,
   ) {
     super();
-    this.watchdog = watchdogFor(limits);
     this.metadata = metadataOf(headers);
     stream.on('wantTrailers', () => {
       const { code, details } = this.trailers;
@@ -257,16 +253,12 @@ class Call extends EventEmitter implements ServerStreamCall {
 
   /** Resets the stream unless the client takes what is buffered for it within responseStallMs. */
   private watchResponseStall(): void {
-    if (this.watchingResponse) return;
-    this.watchingResponse = true;
+    if (this.watchdog.has(this.responseWait)) return;
     const stream = this.stream;
     this.watchdog.watch(this.responseWait, this.limits.responseStallMs, () => {
       if (!stream.closed && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
     });
-    stream.once('drain', () => {
-      this.watchdog.cancel(this.responseWait);
-      this.watchingResponse = false;
-    });
+    stream.once('drain', () => this.watchdog.cancel(this.responseWait));
   }
 
   sendHeaders(): void {
@@ -361,13 +353,15 @@ class Call extends EventEmitter implements ServerStreamCall {
 }
 
 /**
- * Answers one HTTP/2 stream as a gRPC call to the route its `:path` names.
+ * Answers one HTTP/2 stream as a gRPC call to the route its `:path` names; `watchdog` (one per server,
+ * Watchdog.forLimits) checks its request-arrival and response-stall limits.
  */
 export function serveStream(
   stream: ServerHttp2Stream,
   headers: IncomingHttpHeaders,
   routes: ReadonlyMap<string, Route>,
   limits: TransportLimits,
+  watchdog: Watchdog,
 ): void {
   // A stream error (the peer reset it, the session died) must never reach the process.
   stream.on('error', () => {});
@@ -381,7 +375,7 @@ export function serveStream(
   }
   const path = String(headers[HTTP2_HEADER_PATH] ?? '');
   const route = routes.get(path);
-  const call = new Call(stream, headers, limits, route ? route.encode : () => Buffer.alloc(0));
+  const call = new Call(stream, headers, limits, watchdog, route ? route.encode : () => Buffer.alloc(0));
   if (!route) return call.fail({ code: status.UNIMPLEMENTED, details: `unknown method ${path}` });
   const encoding = headers['grpc-encoding'] as string | undefined;
   if (encoding !== undefined && encoding !== 'identity') {

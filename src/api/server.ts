@@ -19,7 +19,7 @@ import { dirname } from 'node:path';
 import { StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { withWireReuse } from './wire-reuse.js';
-import { serveStream, type Route, type ServerStreamImplementation, type UnaryImplementation } from './grpc-http2.js';
+import { serveStream, Watchdog, type Route, type ServerStreamImplementation, type UnaryImplementation } from './grpc-http2.js';
 
 /** 16 MiB each way, as containerd and the kubelet's CRI client use. */
 export const MAX_MESSAGE_BYTES = 16 << 20;
@@ -248,6 +248,7 @@ export async function serveGrpc(
     requestTimeoutMs: conn.requestTimeoutMs,
     responseStallMs: conn.responseStallMs,
   };
+  const watchdog = Watchdog.forLimits(limits);
   const server = http2.createServer({
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES },
     maxSessionMemory: MAX_SESSION_MEMORY_MB,
@@ -274,7 +275,7 @@ export async function serveGrpc(
   server.on('sessionError', () => {});
   server.on('stream', (stream, headers) => {
     try {
-      serveStream(stream, headers, routes, limits);
+      serveStream(stream, headers, routes, limits, watchdog);
     } catch (err) {
       log.error('CRI call failed in the transport', { error: (err as Error).message });
       stream.destroy();
