@@ -1,18 +1,20 @@
 /**
- * gRPC over HTTP/2 on `node:http2`, server side, for unary and server-streaming calls (all the CRI
+ * gRPC over HTTP/2 (http2-connection.ts), server side, for unary and server-streaming calls (all the CRI
  * has): one length-prefixed request message, then messages and a status in trailers, or a
  * Trailers-Only answer for an error before any message. No compression (identity only), no
  * client-streaming, no reflection or health service. A leaner path than a general gRPC server: the
- * kubelet polls the status RPCs, and per call the transport was most of their cost.
+ * kubelet polls the status RPCs, and per call the transport was most of their cost. A unary answer's
+ * HEADERS, DATA and trailers leave in one write.
  *
  * Every byte of a request is hostile: a message's size is checked from its prefix before it is
  * buffered, anything malformed gets an error status on its stream, and nothing one stream or session
  * does can throw out of here.
  */
-import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { EventEmitter } from 'node:events';
 import { status } from '@grpc/grpc-js';
 import { StoveError } from '../common/errors.js';
+import { encodeHeaderBlock } from './hpack.js';
+import { H2_ERROR, type HeaderFields, type RequestHeaders, type ServerStream } from './http2-connection.js';
 
 /** A call's request headers as gRPC metadata (lower-case keys, values as sent). */
 export interface CallMetadata {
@@ -65,6 +67,8 @@ export interface Route {
 
 export interface TransportLimits {
   maxReceiveBytes: number;
+  /** Request headers (metadata) per call, RFC 9113 §6.5.2 size; the connection marks a larger request. */
+  maxHeaderListBytes: number;
   maxSendBytes: number;
   /**
    * How long the request message (and the end of the request) may take to arrive after its headers.
@@ -81,7 +85,12 @@ export interface TransportLimits {
 
 const PREFIX_BYTES = 5;
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const { HTTP2_HEADER_STATUS, HTTP2_HEADER_CONTENT_TYPE, HTTP2_HEADER_METHOD, HTTP2_HEADER_PATH, NGHTTP2_NO_ERROR, NGHTTP2_CANCEL } = http2.constants;
+/** The answer's headers and an OK status's trailers: the same for every call, encoded once. */
+const RESPONSE_HEADERS = encodeHeaderBlock([
+  [':status', '200'],
+  ['content-type', 'application/grpc'],
+]);
+const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
 
 /** `grpc-message`: percent-encoded UTF-8, everything outside printable ASCII and '%' escaped (the gRPC spec). */
 export function encodeGrpcMessage(message: string): string {
@@ -117,7 +126,7 @@ function framed(bytes: Buffer): Buffer {
   return out;
 }
 
-function metadataOf(headers: IncomingHttpHeaders): CallMetadata {
+function metadataOf(headers: RequestHeaders): CallMetadata {
   return {
     get(key) {
       const v = headers[key.toLowerCase()];
@@ -182,6 +191,13 @@ export class Watchdog {
 
 const isGrpcContentType = (ct: string | undefined) => ct !== undefined && /^application\/grpc(?:[+;]|$)/.test(ct);
 
+/** A status as trailing fields: grpc-status, and grpc-message when there is one. */
+function statusFields(result: CallStatus): HeaderFields {
+  const fields: [string, string][] = [['grpc-status', String(result.code)]];
+  if (result.details) fields.push(['grpc-message', encodeGrpcMessage(result.details)]);
+  return fields;
+}
+
 /** One call on one HTTP/2 stream: reads the request, answers with messages and a status exactly once. */
 class Call extends EventEmitter implements ServerStreamCall {
   request: unknown;
@@ -190,28 +206,25 @@ class Call extends EventEmitter implements ServerStreamCall {
   private abortReason: StoveError | undefined;
   private headersSent = false;
   private finished = false;
-  private trailers: CallStatus = { code: status.OK, details: '' };
   private deadline: NodeJS.Timeout | undefined;
   /** Keys of this call's entries in the watchdog. */
   private readonly requestWait = {};
   private readonly responseWait = {};
 
   constructor(
-    private readonly stream: ServerHttp2Stream,
-    headers: IncomingHttpHeaders,
+    private readonly stream: ServerStream,
+    headers: RequestHeaders,
     private readonly limits: TransportLimits,
     private readonly watchdog: Watchdog,
     private readonly encode: (message: unknown) => Buffer,
   ) {
     super();
     this.metadata = metadataOf(headers);
-    stream.on('wantTrailers', () => {
-      const { code, details } = this.trailers;
-      const trailers: Record<string, string> = { 'grpc-status': String(code) };
-      if (details) trailers['grpc-message'] = encodeGrpcMessage(details);
-      stream.sendTrailers(trailers);
-    });
-    stream.once('close', () => this.closed());
+    stream.onClose = () => this.closed();
+    stream.onDrain = () => {
+      this.watchdog.cancel(this.responseWait);
+      this.emit('drain');
+    };
   }
 
   get isFinished(): boolean {
@@ -255,20 +268,17 @@ class Call extends EventEmitter implements ServerStreamCall {
   private watchResponseStall(): void {
     if (this.watchdog.has(this.responseWait)) return;
     const stream = this.stream;
-    this.watchdog.watch(this.responseWait, this.limits.responseStallMs, () => {
-      if (!stream.closed && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
-    });
-    stream.once('drain', () => this.watchdog.cancel(this.responseWait));
+    this.watchdog.watch(this.responseWait, this.limits.responseStallMs, () => stream.reset(H2_ERROR.CANCEL));
   }
 
   sendHeaders(): void {
-    if (this.headersSent || this.finished || this.stream.destroyed) return;
+    if (this.headersSent || this.finished || this.stream.closed) return;
     this.headersSent = true;
-    this.stream.respond([HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc'], { waitForTrailers: true });
+    this.stream.respond(RESPONSE_HEADERS);
   }
 
   write(message: unknown): boolean {
-    if (this.finished || this.stream.destroyed) return false;
+    if (this.finished || this.stream.closed) return false;
     const bytes = this.encodeChecked(message);
     if (!bytes) return false;
     this.sendHeaders();
@@ -279,7 +289,7 @@ class Call extends EventEmitter implements ServerStreamCall {
 
   /** A unary answer: one message and OK, in one go. */
   reply(message: unknown): void {
-    if (this.finished || this.stream.destroyed) return;
+    if (this.finished || this.stream.closed) return;
     const bytes = this.encodeChecked(message);
     if (!bytes) return;
     this.sendHeaders();
@@ -316,20 +326,14 @@ class Call extends EventEmitter implements ServerStreamCall {
     clearTimeout(this.deadline);
     this.watchdog.cancel(this.requestWait);
     const stream = this.stream;
-    if (!stream.destroyed && !stream.closed) {
+    if (!stream.closed) {
       if (this.headersSent) {
-        this.trailers = result;
-        if (last) stream.end(last);
-        else stream.end();
+        stream.end(last, result.code === status.OK && !result.details ? OK_TRAILERS : statusFields(result));
         if (stream.writableLength > 0) this.watchResponseStall();
       } else {
-        // Trailers-Only: the status in the one and only HEADERS frame.
-        const headers = [HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc', 'grpc-status', String(result.code)];
-        if (result.details) headers.push('grpc-message', encodeGrpcMessage(result.details));
-        stream.respond(headers, { endStream: true });
-        // Whatever the client still sends is not wanted: once the answer is out, the stream is reset
-        // with NO_ERROR (as HTTP/2 allows a server that answered before the request ended).
-        if (!stream.readableEnded) stream.once('finish', () => stream.close(NGHTTP2_NO_ERROR));
+        // Trailers-Only: the status in the one and only HEADERS frame (the stream resets itself with
+        // NO_ERROR if the client is still sending: that is no longer wanted).
+        stream.respond([[':status', '200'], ['content-type', 'application/grpc'], ...statusFields(result)], true);
       }
     }
     if (result.code !== status.OK) {
@@ -357,25 +361,32 @@ class Call extends EventEmitter implements ServerStreamCall {
  * Watchdog.forLimits) checks its request-arrival and response-stall limits.
  */
 export function serveStream(
-  stream: ServerHttp2Stream,
-  headers: IncomingHttpHeaders,
+  stream: ServerStream,
+  headers: RequestHeaders,
   routes: ReadonlyMap<string, Route>,
   limits: TransportLimits,
   watchdog: Watchdog,
 ): void {
-  // A stream error (the peer reset it, the session died) must never reach the process.
-  stream.on('error', () => {});
-  if (headers[HTTP2_HEADER_METHOD] !== 'POST') {
-    stream.respond({ [HTTP2_HEADER_STATUS]: 405, allow: 'POST' }, { endStream: true });
+  if (headers[':method'] !== 'POST') {
+    stream.respond(
+      [
+        [':status', '405'],
+        ['allow', 'POST'],
+      ],
+      true,
+    );
     return;
   }
-  if (!isGrpcContentType(headers[HTTP2_HEADER_CONTENT_TYPE] as string | undefined)) {
-    stream.respond({ [HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
+  if (!isGrpcContentType(headers['content-type'] as string | undefined)) {
+    stream.respond([[':status', '415']], true);
     return;
   }
-  const path = String(headers[HTTP2_HEADER_PATH] ?? '');
+  const path = String(headers[':path'] ?? '');
   const route = routes.get(path);
   const call = new Call(stream, headers, limits, watchdog, route ? route.encode : () => Buffer.alloc(0));
+  if (stream.headersTooLarge) {
+    return call.fail({ code: status.RESOURCE_EXHAUSTED, details: `the request's metadata is larger than the ${limits.maxHeaderListBytes} bytes allowed` });
+  }
   if (!route) return call.fail({ code: status.UNIMPLEMENTED, details: `unknown method ${path}` });
   const encoding = headers['grpc-encoding'] as string | undefined;
   if (encoding !== undefined && encoding !== 'identity') {
@@ -400,10 +411,7 @@ export function serveStream(
       return call.fail({ code: status.INTERNAL, details: `failed to parse the request: ${(e as Error).message}` });
     }
     try {
-      if (route.responseStream) {
-        stream.on('drain', () => call.emit('drain'));
-        (route.handler as ServerStreamImplementation)(call);
-      }
+      if (route.responseStream) (route.handler as ServerStreamImplementation)(call);
       else (route.handler as UnaryImplementation)(call, (err, response) => (err ? call.fail(err) : call.reply(response)));
     } catch (e) {
       call.fail({ code: status.INTERNAL, details: (e as Error).message ?? String(e) });
@@ -415,7 +423,7 @@ export function serveStream(
  * Reads exactly one length-prefixed message and the end of the request. The size comes from the
  * prefix and is checked before anything is buffered.
  */
-function readOneMessage(stream: ServerHttp2Stream, maxBytes: number, done: (err: CallStatus | null, message?: Buffer) => void): void {
+function readOneMessage(stream: ServerStream, maxBytes: number, done: (err: CallStatus | null, message?: Buffer) => void): void {
   let prefix: Buffer | undefined;
   const parts: Buffer[] = [];
   let have = 0;
@@ -424,7 +432,7 @@ function readOneMessage(stream: ServerHttp2Stream, maxBytes: number, done: (err:
   let over = false;
   const stop = (err: CallStatus) => {
     over = true;
-    stream.off('data', onData);
+    stream.onData = undefined;
     done(err);
   };
   const onData = (chunk: Buffer) => {
@@ -447,10 +455,10 @@ function readOneMessage(stream: ServerHttp2Stream, maxBytes: number, done: (err:
     have += chunk.length;
     if (have === need) complete = true;
   };
-  stream.on('data', onData);
-  stream.once('end', () => {
+  stream.onData = onData;
+  stream.onEnd = () => {
     if (over) return;
     if (!complete) return done({ code: status.INTERNAL, details: need < 0 && !prefix ? 'the request has no message' : 'the request ended inside a message' });
     done(null, parts.length === 1 ? parts[0] : Buffer.concat(parts, have));
-  });
+  };
 }

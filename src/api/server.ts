@@ -1,5 +1,5 @@
 /**
- * The gRPC server on a unix socket (the transport is grpc-http2.ts). Refuses to start when another live server answers on the socket,
+ * The gRPC server on a unix socket (the transport is grpc-http2.ts over http2-connection.ts). Refuses to start when another live server answers on the socket,
  * removes a stale one, and drains in-flight calls on shutdown. Whoever reaches the socket is
  * root-equivalent, so it is never wider than 0660, not even between bind and chmod (the umask is
  * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
@@ -11,8 +11,7 @@
  * IDLE_CONNECTION_TIMEOUT_MS). Responses marked for reuse (wire-reuse.ts) are encoded once.
  */
 import type { ServiceDefinition } from '@grpc/grpc-js';
-import http2 from 'node:http2';
-import { connect } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { chmod, mkdir, unlink, lstat } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { dirname } from 'node:path';
@@ -20,6 +19,7 @@ import { StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { withWireReuse } from './wire-reuse.js';
 import { serveStream, Watchdog, type Route, type ServerStreamImplementation, type UnaryImplementation } from './grpc-http2.js';
+import { H2_ERROR, Http2Connection } from './http2-connection.js';
 
 /** 16 MiB each way, as containerd and the kubelet's CRI client use. */
 export const MAX_MESSAGE_BYTES = 16 << 20;
@@ -28,10 +28,13 @@ export const MAX_CONCURRENT_STREAMS = 1000;
 /** Request headers (metadata) per call, as grpc-go's default (16 KiB). */
 const MAX_HEADER_LIST_BYTES = 16 << 10;
 /**
- * What one connection may hold in HTTP/2 buffers before new calls on it are refused (MB): room for a
- * few messages at the 16 MiB limit, not a way for one client to take the node's memory.
+ * What one connection may hold in request and answer buffers (its flow-control window; answers waiting
+ * for the client beyond this refuse new calls): room for a few messages at the 16 MiB limit, not a way
+ * for one client to take the node's memory.
  */
-const MAX_SESSION_MEMORY_MB = 64;
+const MAX_CONNECTION_MEMORY_BYTES = 64 << 20;
+/** A request stream's window: one message at the largest size with its prefix, and nothing more. */
+const MAX_STREAM_BODY_BYTES = MAX_MESSAGE_BYTES + 5;
 /**
  * Open connections at most; one more is closed at once (net.Server's maxConnections) and logged: not
  * for a client that opens connections until the daemon runs out of file descriptors or memory (each
@@ -168,67 +171,47 @@ const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   idleConnectionTimeoutMs: IDLE_CONNECTION_TIMEOUT_MS,
 };
 
-/** Whether a connection has a call in flight, and since when it has not. */
-interface ConnectionActivity {
-  /** performance.now() when its last call ended (or it connected); undefined while a call is open. */
-  idleSince(): number | undefined;
-}
-
 /**
- * Closes `session` gracefully once it has had no call in flight for `idleMs` (`firstCallMs` before
+ * Closes `connection` gracefully once it has had no call in flight for `idleMs` (`firstCallMs` before
  * its first call). One timer per connection, never touched by a call: when it fires it checks when
  * the connection last went quiet and waits again for the rest (re-arming a timer at the end of every
  * call cost each call a rebuild of Node's timer list).
  */
-function closeWhenIdle(session: http2.ServerHttp2Session, limits: ConnectionLimits, log: Logger): ConnectionActivity {
-  let open = 0;
-  let called = false;
+function closeWhenIdle(connection: Http2Connection, limits: ConnectionLimits, log: Logger): void {
   const connectedAt = performance.now();
-  let quietSince = connectedAt;
   let timer: NodeJS.Timeout;
   const check = () => {
-    if (session.closed || session.destroyed) return;
+    if (connection.closed) return;
     const now = performance.now();
+    const quietSince = connection.idleSince();
+    const called = connection.hasHadStream;
     const [since, limit, why] = called
       ? [quietSince, limits.idleConnectionTimeoutMs, 'no call in flight']
       : [connectedAt, limits.firstCallTimeoutMs, 'no call since it connected'];
-    if (open > 0 || now - since < limit) {
-      timer = setTimeout(check, open > 0 ? limits.idleConnectionTimeoutMs : limit - (now - since)).unref();
+    if (since === undefined || now - since < limit) {
+      timer = setTimeout(check, since === undefined ? limits.idleConnectionTimeoutMs : limit - (now - since)).unref();
       return;
     }
     log.debug('closing an idle CRI connection', { reason: why });
-    session.close();
+    connection.close();
   };
   timer = setTimeout(check, Math.min(limits.firstCallTimeoutMs, limits.idleConnectionTimeoutMs)).unref();
-  session.on('stream', (stream: http2.ServerHttp2Stream) => {
-    open++;
-    called = true;
-    stream.once('close', () => {
-      if (--open === 0) quietSince = performance.now();
-    });
-  });
-  session.once('close', () => clearTimeout(timer));
-  return { idleSince: () => (open > 0 ? undefined : quietSince) };
+  connection.once('close', () => clearTimeout(timer));
 }
 
 /** Beyond `kept` open connections, closes (GOAWAY) the one idle longest other than `newest`, if any. */
-function closeLongestIdle(
-  sessions: Map<http2.ServerHttp2Session, ConnectionActivity>,
-  newest: http2.ServerHttp2Session,
-  kept: number,
-  log: Logger,
-): void {
-  if (sessions.size <= kept) return;
-  let oldest: http2.ServerHttp2Session | undefined;
+function closeLongestIdle(connections: Set<Http2Connection>, newest: Http2Connection, kept: number, log: Logger): void {
+  if (connections.size <= kept) return;
+  let oldest: Http2Connection | undefined;
   let oldestSince = Infinity;
-  for (const [session, activity] of sessions) {
-    const since = activity.idleSince();
-    if (session === newest || session.closed || since === undefined || since >= oldestSince) continue;
-    oldest = session;
+  for (const connection of connections) {
+    const since = connection.idleSince();
+    if (connection === newest || connection.closed || since === undefined || since >= oldestSince) continue;
+    oldest = connection;
     oldestSince = since;
   }
   if (!oldest) return;
-  log.debug('closing an idle CRI connection', { reason: 'too many open', open: sessions.size, kept });
+  log.debug('closing an idle CRI connection', { reason: 'too many open', open: connections.size, kept });
   oldest.close();
 }
 
@@ -244,14 +227,34 @@ export async function serveGrpc(
   const conn = { ...DEFAULT_CONNECTION_LIMITS, ...connectionLimits };
   const limits = {
     maxReceiveBytes: MAX_MESSAGE_BYTES,
+    maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
     maxSendBytes: MAX_MESSAGE_BYTES,
     requestTimeoutMs: conn.requestTimeoutMs,
     responseStallMs: conn.responseStallMs,
   };
   const watchdog = Watchdog.forLimits(limits);
-  const server = http2.createServer({
-    settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES },
-    maxSessionMemory: MAX_SESSION_MEMORY_MB,
+  const connections = new Set<Http2Connection>();
+  const server = createServer((socket: Socket) => {
+    const connection = new Http2Connection(socket, {
+      maxConcurrentStreams: MAX_CONCURRENT_STREAMS,
+      maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
+      maxStreamBodyBytes: MAX_STREAM_BODY_BYTES,
+      maxConnectionMemoryBytes: MAX_CONNECTION_MEMORY_BYTES,
+      onStream: (stream, headers) => {
+        try {
+          serveStream(stream, headers, routes, limits, watchdog);
+        } catch (err) {
+          log.error('CRI call failed in the transport', { error: (err as Error).message });
+          stream.reset(H2_ERROR.INTERNAL_ERROR);
+        }
+      },
+      // A client that breaks the protocol loses its connection, never the daemon.
+      onError: (err) => log.debug('CRI connection failed', { error: err.message }),
+    });
+    connections.add(connection);
+    connection.once('close', () => connections.delete(connection));
+    closeWhenIdle(connection, conn, log);
+    closeLongestIdle(connections, connection, conn.idleConnectionsKept, log);
   });
   server.maxConnections = conn.maxConnections;
   let refused = 0;
@@ -263,23 +266,6 @@ export async function serveGrpc(
     log.warn('refused CRI connections: too many open', { maxConnections: conn.maxConnections, refused });
     refused = 0;
     refusedLoggedAt = now;
-  });
-  const sessions = new Map<http2.ServerHttp2Session, ConnectionActivity>();
-  server.on('session', (session) => {
-    sessions.set(session, closeWhenIdle(session, conn, log));
-    session.once('close', () => sessions.delete(session));
-    closeLongestIdle(sessions, session, conn.idleConnectionsKept, log);
-    // A client that breaks the protocol loses its connection, never the daemon.
-    session.on('error', (err: Error) => log.debug('CRI connection failed', { error: err.message }));
-  });
-  server.on('sessionError', () => {});
-  server.on('stream', (stream, headers) => {
-    try {
-      serveStream(stream, headers, routes, limits, watchdog);
-    } catch (err) {
-      log.error('CRI call failed in the transport', { error: (err as Error).message });
-      stream.destroy();
-    }
   });
   // The process-wide umask is narrowed only for the bind: nothing else creates files at this point.
   const umask = process.umask(BIND_UMASK);
@@ -303,15 +289,15 @@ export async function serveGrpc(
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           log.warn('in-flight calls did not finish in time; closing them', { graceMs });
-          for (const session of sessions.keys()) session.destroy();
+          for (const connection of connections) connection.destroy();
         }, graceMs);
-        // Stops accepting; the callback runs once every session has closed.
+        // Stops accepting; the callback runs once every connection has closed.
         server.close(() => {
           clearTimeout(timer);
           resolve();
         });
         // GOAWAY: no new calls on open connections, the calls in flight finish.
-        for (const session of sessions.keys()) session.close();
+        for (const connection of connections) connection.close();
       });
       await unlink(socketPath).catch(() => {});
     },

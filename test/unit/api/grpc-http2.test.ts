@@ -1,5 +1,5 @@
 /**
- * The gRPC transport on node:http2: calls from a grpc-js client (framing, statuses, streams, cancel,
+ * The gRPC transport: calls from a grpc-js client (framing, statuses, streams, cancel,
  * deadlines) and malformed requests from a raw HTTP/2 client (bad prefix, oversize, garbage), after
  * which the server still answers.
  */
@@ -38,7 +38,7 @@ function prefixed(message: Buffer, flag = 0): Buffer {
 const grpcStatus = (a: RawAnswer) => Number(a.trailers['grpc-status'] ?? a.headers['grpc-status']);
 const grpcMessage = (a: RawAnswer) => decodeURIComponent(String(a.trailers['grpc-message'] ?? a.headers['grpc-message'] ?? ''));
 
-describe('api: gRPC on node:http2', function () {
+describe('api: the gRPC transport', function () {
   this.timeout(20_000);
   let dir: string;
   let sock: string;
