@@ -74,6 +74,8 @@ const SOCKET_HARD_LIMIT = 8 << 20;
 /** A stream's answer bytes waiting beyond which write() says to wait for 'drain'. */
 const STREAM_HIGH_WATER = 64 << 10;
 const NO_PAYLOAD = Buffer.alloc(0);
+/** How long a connection we ended may take to flush its last frames before its socket is destroyed. */
+const ENDING_GRACE_MS = 10_000;
 
 /** Header fields, or a block already encoded (encodeHeaderBlock) for answers that never change. */
 export type HeaderBlock = HeaderFields | Buffer;
@@ -271,7 +273,6 @@ export class Http2Connection extends EventEmitter {
   ) {
     super();
     this.recvWindow = options.maxConnectionMemoryBytes;
-    socket.setNoDelay?.(true);
     this.send(
       settingsFrame([
         [SETTING.MAX_CONCURRENT_STREAMS, options.maxConcurrentStreams],
@@ -391,8 +392,10 @@ export class Http2Connection extends EventEmitter {
     if ((this.goawaySent || this.peerGoaway) && this.streams.size === 0 && !this._destroyed && !this.ending) {
       this.ending = true;
       this.socket.end();
-      // The peer may never close its side; the socket goes once what we wrote is out.
+      // The peer may never close its side; the socket goes once what we wrote is out, or after
+      // ENDING_GRACE_MS if the peer does not even read it.
       this.socket.once('finish', () => this.destroy());
+      setTimeout(() => this.destroy(), ENDING_GRACE_MS).unref();
     }
   }
 
