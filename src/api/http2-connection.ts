@@ -84,7 +84,7 @@ const encodeBlock = (block: HeaderBlock): Buffer => (Buffer.isBuffer(block) ? bl
 /**
  * One stream: the request as it arrives (onData, onEnd) and the answer (respond, write, end, reset).
  * onClose runs once when the stream is done: answered and the request ended, reset by either side, or
- * the connection gone; `reason` says which for a stream that had not ended its answer.
+ * the connection gone (the caller knows from its own state whether it had finished its answer).
  */
 export class ServerStream {
   onData: ((chunk: Buffer) => void) | undefined;
