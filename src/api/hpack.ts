@@ -117,121 +117,68 @@ const HUFFMAN_CODE_LENGTHS = [
   30,
 ];
 const EOS = 256;
+/** The longest code (EOS's). */
+const MAX_CODE_LENGTH = 30;
 
-/** The canonical codes for HUFFMAN_CODE_LENGTHS: shortest first, in symbol order within a length. */
-function canonicalHuffmanCodes(lengths: readonly number[]): number[] {
-  const order = lengths.map((_, symbol) => symbol).sort((a, b) => lengths[a]! - lengths[b]! || a - b);
-  const codes = new Array<number>(lengths.length);
+/**
+ * The code as canonical tables: how many codes each length has, the first code of each length, and
+ * the symbols sorted by (length, symbol) with where each length starts among them. Built in a few
+ * hundred steps: a decoder table of thousands built at load made V8 optimise the builder at once,
+ * faulting ~8 MiB of its compilers' pages into an idle daemon.
+ */
+function canonicalHuffman(): { count: Uint16Array; first: Int32Array; offset: Uint16Array; symbols: Uint16Array } {
+  const count = new Uint16Array(MAX_CODE_LENGTH + 1);
+  for (const length of HUFFMAN_CODE_LENGTHS) count[length]!++;
+  const first = new Int32Array(MAX_CODE_LENGTH + 2);
+  const offset = new Uint16Array(MAX_CODE_LENGTH + 2);
   let code = 0;
-  let length = lengths[order[0]!]!;
-  for (const symbol of order) {
-    code *= 2 ** (lengths[symbol]! - length);
-    length = lengths[symbol]!;
-    codes[symbol] = code++;
+  for (let length = 1; length <= MAX_CODE_LENGTH; length++) {
+    first[length] = code;
+    offset[length + 1] = offset[length]! + count[length]!;
+    code = (code + count[length]!) * 2;
   }
-  return codes;
+  const next = offset.slice();
+  const symbols = new Uint16Array(EOS + 1);
+  HUFFMAN_CODE_LENGTHS.forEach((length, symbol) => (symbols[next[length]!++] = symbol));
+  return { count, first, offset, symbols };
 }
 
-/**
- * The code as a binary tree: node n's children are at 2n (bit 0) and 2n + 1 (bit 1); a positive child is
- * an inner node, a negative one the leaf of symbol -child - 1. Node 0 is the root; 257 leaves make 256
- * inner nodes. Throws if the lengths do not form a complete prefix code (a broken table, not input).
- */
-function huffmanTree(): Int32Array {
-  const codes = canonicalHuffmanCodes(HUFFMAN_CODE_LENGTHS);
-  const children = new Int32Array(2 * EOS);
-  let innerNodes = 1;
-  for (let symbol = 0; symbol <= EOS; symbol++) {
-    const length = HUFFMAN_CODE_LENGTHS[symbol]!;
-    let node = 0;
-    for (let bit = length - 1; bit > 0; bit--) {
-      const slot = 2 * node + ((codes[symbol]! >>> bit) & 1);
-      if (children[slot] === 0) children[slot] = innerNodes++;
-      node = children[slot]!;
-      if (node < 0 || innerNodes > EOS) throw new Error('the HPACK Huffman code lengths are not a prefix code');
-    }
-    const slot = 2 * node + (codes[symbol]! & 1);
-    if (children[slot] !== 0) throw new Error('the HPACK Huffman code lengths are not a prefix code');
-    children[slot] = -(symbol + 1);
-  }
-  if (children.includes(0)) throw new Error('the HPACK Huffman code lengths are not a complete code');
-  return children;
-}
-
-// A transition of the byte-at-a-time decoder: the next state (an inner node, 0 = between symbols) in
-// bits 0-7, up to two decoded symbols in bits 8-15 and 16-23 (codes are at least 5 bits, so one byte
-// completes at most two), their count in bits 24-25, and HUFFMAN_EOS_SEEN if the byte completes EOS.
-const HUFFMAN_EOS_SEEN = 1 << 26;
-
-/** What decoding `byte` does from `state` (an inner node of `tree`), packed as described above. */
-function huffmanTransition(tree: Int32Array, state: number, byte: number): number {
-  let node = state;
-  let symbols = 0;
-  let count = 0;
-  for (let bit = 7; bit >= 0; bit--) {
-    const child = tree[2 * node + ((byte >>> bit) & 1)]!;
-    if (child >= 0) {
-      node = child;
-      continue;
-    }
-    const symbol = -child - 1;
-    if (symbol === EOS) return HUFFMAN_EOS_SEEN;
-    symbols |= symbol << (8 + 8 * count++);
-    node = 0;
-  }
-  return node | symbols | (count << 24);
-}
-
-/** The decoder's transitions, indexed by state << 8 | byte: 256 states × 256 bytes, built once. */
-function huffmanTransitions(tree: Int32Array): Uint32Array {
-  const table = new Uint32Array(EOS * 256);
-  for (let state = 0; state < EOS; state++) {
-    for (let byte = 0; byte < 256; byte++) table[(state << 8) | byte] = huffmanTransition(tree, state, byte);
-  }
-  return table;
-}
-
-/**
- * The states a string may end in (§5.2): between symbols, or up to 7 bits into the code of EOS, which
- * is all ones. Ending anywhere else means padding that is too long or not ones.
- */
-function huffmanFinalStates(tree: Int32Array): Uint8Array {
-  const final = new Uint8Array(EOS);
-  let node = 0;
-  final[node] = 1;
-  for (let bits = 1; bits <= 7; bits++) {
-    node = tree[2 * node + 1]!;
-    final[node] = 1;
-  }
-  return final;
-}
-
-const HUFFMAN_TREE = huffmanTree();
-const HUFFMAN_TRANSITIONS = huffmanTransitions(HUFFMAN_TREE);
-const HUFFMAN_FINAL_STATES = huffmanFinalStates(HUFFMAN_TREE);
+const HUFFMAN = canonicalHuffman();
 
 /** Decoded octets go here before they become a string; grown as needed, shared (decoding is synchronous). */
 let huffmanScratch = Buffer.allocUnsafe(4096);
 
-/** The Huffman-coded string in block[start, end), as a latin1 string. */
+/**
+ * The Huffman-coded string in block[start, end), as a latin1 string. Bit by bit: the bits read so far
+ * are a whole code once they fall among the codes of their length (a longer code's prefix sorts after
+ * them, canonical codes being consecutive). Linear in the octets; header values are short, and the
+ * ones a client repeats come from the dynamic table, not from here.
+ */
 function decodeHuffman(block: Buffer, start: number, end: number): string {
   // The shortest code is 5 bits, so n octets decode to at most 8n/5 symbols.
   const most = Math.ceil(((end - start) * 8) / 5);
   if (huffmanScratch.length < most) huffmanScratch = Buffer.allocUnsafe(Math.max(most, 2 * huffmanScratch.length));
   const out = huffmanScratch;
+  const { count, first, offset, symbols } = HUFFMAN;
   let length = 0;
-  let state = 0;
+  let code = 0;
+  let bits = 0;
   for (let i = start; i < end; i++) {
-    const transition = HUFFMAN_TRANSITIONS[(state << 8) | block[i]!]!;
-    if (transition & HUFFMAN_EOS_SEEN) throw new HpackError('a Huffman-coded string contains EOS');
-    const count = transition >>> 24;
-    if (count > 0) {
-      out[length++] = (transition >>> 8) & 0xff;
-      if (count > 1) out[length++] = (transition >>> 16) & 0xff;
+    const byte = block[i]!;
+    for (let bit = 7; bit >= 0; bit--) {
+      code = (code << 1) | ((byte >>> bit) & 1);
+      bits++;
+      const index = code - first[bits]!;
+      if (index >= count[bits]!) continue;
+      const symbol = symbols[offset[bits]! + index]!;
+      if (symbol === EOS) throw new HpackError('a Huffman-coded string contains EOS');
+      out[length++] = symbol;
+      code = 0;
+      bits = 0;
     }
-    state = transition & 0xff;
   }
-  if (HUFFMAN_FINAL_STATES[state] === 0) throw new HpackError('a Huffman-coded string ends in padding longer than 7 bits or not all ones');
+  // Padding (§5.2): at most 7 bits, the most significant bits of EOS (all ones).
+  if (bits > 7 || code !== (1 << bits) - 1) throw new HpackError('a Huffman-coded string ends in padding longer than 7 bits or not all ones');
   return out.toString('latin1', 0, length);
 }
 
