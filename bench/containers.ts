@@ -208,4 +208,4 @@ async function main(): Promise<void> {
   }
 }
 
-runBench(main);
+runBench(main, () => bench.cleanup());

@@ -130,8 +130,11 @@ async function critest(rt: Runtime, dir: string, params: string, skip: string): 
   });
   if (interrupted) throw new Error('interrupted');
   if (code !== 0) {
-    const tail = (await readFile(join(dir, 'critest.log'), 'utf8')).split('\n').slice(-40).join('\n');
-    throw new Error(`critest against ${rt.name} exited with ${code}; the end of its log (${dir}/critest.log):\n${tail}`);
+    const lines = (await readFile(join(dir, 'critest.log'), 'utf8')).split('\n');
+    // The runtime's own words: a failed expectation prints the gRPC error far above the log's end.
+    const rpcErrors = [...new Set(lines.filter((l) => l.includes('rpc error')).map((l) => l.trim()))].slice(0, 5);
+    const said = rpcErrors.length > 0 ? `\nits rpc errors:\n${rpcErrors.join('\n')}` : '';
+    throw new Error(`critest against ${rt.name} exited with ${code}; the end of its log (${dir}/critest.log):\n${lines.slice(-40).join('\n')}${said}`);
   }
 }
 

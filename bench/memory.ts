@@ -402,4 +402,4 @@ async function main(): Promise<void> {
   }
 }
 
-runBench(main);
+runBench(main, () => bench.cleanup());

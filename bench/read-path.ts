@@ -150,4 +150,4 @@ async function main(): Promise<void> {
   }
 }
 
-runBench(main);
+runBench(main, () => bench.cleanup());

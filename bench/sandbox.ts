@@ -83,4 +83,4 @@ async function main(): Promise<void> {
   }
 }
 
-runBench(main);
+runBench(main, () => bench.cleanup());

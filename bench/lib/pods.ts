@@ -30,6 +30,9 @@ export class PodBench {
   private readonly nets: TestNet[] = [];
   private containerdNet?: TestNet;
   private transientNet?: TestNet;
+  /** Transient daemons not yet stopped by their caller (an interrupted bench stops them here). */
+  private readonly transients = new Set<StoveProcess>();
+  private cleaning?: Promise<void>;
 
   async startRegistry(): Promise<TestRegistry> {
     this.registry ??= await startRegistry();
@@ -51,7 +54,10 @@ export class PodBench {
    */
   async startTransientStove(): Promise<StoveProcess> {
     this.transientNet ??= await this.net();
-    return this.startStoveOn(this.transientNet, '', 'info');
+    const stove = await this.startStoveOn(this.transientNet, '', 'info');
+    this.transients.add(stove);
+    stove.child.once('exit', () => this.transients.delete(stove));
+    return stove;
   }
 
   private startStoveOn(net: TestNet, extraToml: string, logLevel: string, env: Record<string, string> = {}): Promise<StoveProcess> {
@@ -87,8 +93,20 @@ export class PodBench {
     });
   }
 
-  /** Removes Stove's pods, stops everything, removes the bridges, logs and cgroups. */
-  async cleanup(): Promise<void> {
+  /**
+   * Removes Stove's pods, stops everything, removes the bridges, logs and cgroups. Once: a signal's
+   * cleanup and main's `finally` share it.
+   */
+  cleanup(): Promise<void> {
+    this.cleaning ??= this.removeEverything();
+    return this.cleaning;
+  }
+
+  private async removeEverything(): Promise<void> {
+    for (const transient of this.transients) {
+      await transient.stop().catch(() => {});
+      await transient.cleanup().catch(() => {});
+    }
     const stove = this.stove;
     if (stove) {
       const pods = await stove.clients.runtime.listPodSandbox({ filter: undefined }).catch(() => ({ items: [] }));

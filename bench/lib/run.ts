@@ -26,8 +26,25 @@ export function heading(title: string, details: string): string {
   return `\n${title} (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerdVersion()}; ${details})\n\n`;
 }
 
-/** Runs a benchmark's main; a failure prints its stack and exits with 1. */
-export function runBench(main: () => Promise<void>): void {
+/**
+ * Runs a benchmark's main; a failure prints its stack and exits with 1. With `cleanup` (what main's
+ * `finally` runs), SIGINT or SIGTERM runs it and exits with 130: a bench stopped midway must not leave
+ * pods, mounts, bridges or iptables rules behind.
+ */
+export function runBench(main: () => Promise<void>, cleanup?: () => Promise<void>): void {
+  if (cleanup) {
+    let stopping = false;
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.on(signal, () => {
+        if (stopping) return;
+        stopping = true;
+        process.stderr.write(`bench: ${signal}: cleaning up\n`);
+        cleanup()
+          .catch((err: unknown) => process.stderr.write(`bench: cleanup failed: ${(err as Error).message}\n`))
+          .finally(() => process.exit(130));
+      });
+    }
+  }
   main().catch((err: unknown) => {
     process.stderr.write(`bench: ${(err as Error).stack ?? String(err)}\n`);
     process.exit(1);
