@@ -180,6 +180,13 @@ describe('api: the gRPC transport', function () {
     await stillServes();
   });
 
+  it('carries a large request and its large answer (4 MiB each way, many times the windows), several at once', async () => {
+    const sizes = [4 << 20, 1 << 20, 300_000];
+    const answers = await Promise.all(sizes.map((n, i) => clients.runtime.version({ version: String(i).repeat(n) })));
+    answers.forEach((a, i) => assert.equal(a.version, String(i).repeat(sizes[i]!)));
+    await stillServes();
+  });
+
   it('refuses compression it does not speak, and malformed or extra messages', async () => {
     const msg = Buffer.from(VersionRequest.encode({ version: 'x' }).finish());
     const gz = await raw(prefixed(msg), { 'grpc-encoding': 'gzip' });
