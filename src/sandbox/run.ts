@@ -30,6 +30,7 @@ import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './deps.js';
+import type { CgroupParentUsers } from './cgroup-parents.js';
 import { StepTimer } from '../observability/steps.js';
 import { metrics } from '../observability/hooks.js';
 
@@ -37,7 +38,12 @@ import { metrics } from '../observability/hooks.js';
 const NETNS_PENDING = '/proc/self/ns/net';
 
 /** Creates and starts a pod sandbox; on failure nothing it made is left. */
-export async function runSandbox(o: SandboxServiceOptions, config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
+export async function runSandbox(
+  o: SandboxServiceOptions,
+  config: PodSandboxConfig,
+  runtimeHandler: string,
+  parentUsers: CgroupParentUsers,
+): Promise<SandboxRecord> {
   o.runtimes.get(runtimeHandler);
   const plan = planPod(config, o.defaults);
   const { seccompProfiles } = await preparePauseHost(config);
@@ -60,9 +66,11 @@ export async function runSandbox(o: SandboxServiceOptions, config: PodSandboxCon
   });
   const log = o.log.child({ sandbox: shortId(id), pod: plan.name });
   const timer = new StepTimer();
+  // Until the record is stored, this run keeps the levels above its cgroup from being removed.
+  const release = parentUsers.claim(plan.cgroupParent);
   const record = await withCleanup(log, (cleanup) =>
-    new PodRun(o, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer).run(),
-  );
+    new PodRun(o, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer, parentUsers).run(),
+  ).finally(release);
   const ms = timer.total();
   metrics().podSandboxStarted(ms / 1000, timer.steps);
   log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms, steps: timer.steps });
@@ -89,6 +97,7 @@ class PodRun {
     private readonly input: PodRunInput,
     private readonly cleanup: CleanupStack,
     private readonly timer: StepTimer,
+    private readonly parentUsers: CgroupParentUsers,
   ) {
     this.id = input.id;
   }
@@ -262,7 +271,8 @@ class PodRun {
   private async prepareCgroups(): Promise<string[]> {
     const missing = await this.o.host.missingCgroupLevels(this.input.plan.cgroupParent);
     this.cleanup.push('remove cgroup parents', async () => {
-      for (const level of missing) await this.o.host.removeEmptyCgroup(level);
+      const parent = this.input.plan.cgroupParent;
+      for (const level of this.parentUsers.removable(parent, missing, { claimedParent: parent })) await this.o.host.removeEmptyCgroup(level);
     });
     const cgroupsPath = this.input.spec.linux?.cgroupsPath;
     if (cgroupsPath) this.cleanup.push('remove pause cgroup', () => this.o.host.removeCgroup(cgroupsPath));

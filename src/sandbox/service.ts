@@ -25,14 +25,18 @@ import { runSandbox } from './run.js';
 import { StepTimer } from '../observability/steps.js';
 import { podCgroupPath, podLimits } from './resize.js';
 import type { SandboxStore } from './store.js';
+import { CgroupParentUsers } from './cgroup-parents.js';
 
 export class SandboxService {
   private readonly store: SandboxStore;
   private readonly log: Logger;
+  /** Who is under the cgroup parent levels pods made: a level goes with the last of them. */
+  private readonly parentUsers: CgroupParentUsers;
 
   constructor(private readonly o: SandboxServiceOptions) {
     this.store = o.store;
     this.log = o.log;
+    this.parentUsers = new CgroupParentUsers(() => this.store.list());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -73,7 +77,7 @@ export class SandboxService {
 
   /** Creates and starts a pod sandbox; on failure nothing it made is left. */
   run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
-    return runSandbox(this.o, config, runtimeHandler);
+    return runSandbox(this.o, config, runtimeHandler, this.parentUsers);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -167,7 +171,9 @@ export class SandboxService {
       await this.o.host.removePodFiles(record.files);
       await rm(record.stateDir, { recursive: true, force: true });
       await this.o.host.removeCgroup(record.cgroupsPath);
-      for (const level of record.createdCgroupParents) await this.o.host.removeEmptyCgroup(level);
+      for (const level of this.parentUsers.removable(record.cgroupParent, record.createdCgroupParents, { id: record.id })) {
+        await this.o.host.removeEmptyCgroup(level);
+      }
     } catch (err) {
       throw wrap(err, `failed to remove sandbox "${record.id}"`);
     }

@@ -4,6 +4,7 @@
  * addresses inside namespaces the tests created and to host ports those pods publish.
  */
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { access, mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomInt } from 'node:crypto';
@@ -259,6 +260,18 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     assert.match(await readFile(`/proc/${pid}/cgroup`, 'utf8'), new RegExp(`:${parent}/${id}$`, 'm'));
     await world.runtime.removePodSandbox({ podSandboxId: id });
     assert.equal(await pidAlive(pid), false);
+    assert.deepEqual(await world.leftovers(), []);
+  });
+
+  it('keeps a cgroup parent level a pod made while another pod is under it, and removes it with the last one', async () => {
+    const level = `${world.cgroupRoot}/shared`;
+    const levelDirs = async () => [...new Set(Object.values(cgroupDirs(await detectCgroups(), level)))];
+    const a = await world.run(world.pod({ linux: { cgroupParent: `${level}/a` } }));
+    const b = await world.run(world.pod({ linux: { cgroupParent: `${level}/b` } }));
+    await world.runtime.removePodSandbox({ podSandboxId: a });
+    for (const dir of await levelDirs()) assert.ok(existsSync(join(dir, 'b', b)), `${dir}/b/${b.slice(0, 12)} is still there`);
+    await world.runtime.removePodSandbox({ podSandboxId: b });
+    for (const dir of await levelDirs()) assert.equal(existsSync(dir), false, `${dir} went with the last pod under it`);
     assert.deepEqual(await world.leftovers(), []);
   });
 
