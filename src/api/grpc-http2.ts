@@ -410,10 +410,22 @@ export function serveStream(
     } catch (e) {
       return call.fail({ code: status.INTERNAL, details: `failed to parse the request: ${(e as Error).message}` });
     }
+    // The handler's work counts against the connection's streams until it ends, even if the client
+    // resets the stream first (http2-connection.ts, workStarted).
+    stream.workStarted();
     try {
-      if (route.responseStream) (route.handler as ServerStreamImplementation)(call);
-      else (route.handler as UnaryImplementation)(call, (err, response) => (err ? call.fail(err) : call.reply(response)));
+      if (route.responseStream) {
+        call.once('close', () => stream.workDone());
+        (route.handler as ServerStreamImplementation)(call);
+      } else {
+        (route.handler as UnaryImplementation)(call, (err, response) => {
+          stream.workDone();
+          if (err) call.fail(err);
+          else call.reply(response);
+        });
+      }
     } catch (e) {
+      stream.workDone();
       call.fail({ code: status.INTERNAL, details: (e as Error).message ?? String(e) });
     }
   });

@@ -93,6 +93,8 @@ export class ServerStream {
   onClose: (() => void) | undefined;
   /** The request's header list was larger than allowed; its fields are cut short. */
   headersTooLarge = false;
+  /** The caller's work for this stream runs (workStarted until workDone). */
+  private working = false;
   remoteEnded = false;
   private localEnded = false;
   private headersSent = false;
@@ -220,13 +222,29 @@ export class ServerStream {
     this.onEnd?.();
   }
 
+  /**
+   * The caller's work for this stream has begun: until workDone, the stream counts against
+   * SETTINGS_MAX_CONCURRENT_STREAMS even once closed, so a client that resets its streams as soon as
+   * they are answered-to ("rapid reset") cannot have more work running than the streams it may open.
+   */
+  workStarted(): void {
+    this.working = true;
+  }
+
+  /** The caller's work for this stream has ended (once; later calls do nothing). */
+  workDone(): void {
+    if (!this.working) return;
+    this.working = false;
+    if (this._closed) this.connection.abandonedWorkDone();
+  }
+
   /** Done: forgets what was queued, tells the connection and the caller (once). */
   close(): void {
     if (this._closed) return;
     this._closed = true;
     this.queue.length = 0;
     this.queued = 0;
-    this.connection.streamClosed(this);
+    this.connection.streamClosed(this, this.working);
     this.onClose?.();
   }
 }
@@ -266,6 +284,8 @@ export class Http2Connection extends EventEmitter {
   /** Open streams, and performance.now() when the last one closed (or the connection opened). */
   private quietSince = performance.now();
   private everOpened = false;
+  /** Streams closed (reset, or the client left) while the caller's work for them still runs. */
+  private abandonedWork = 0;
 
   constructor(
     private readonly socket: Socket,
@@ -367,8 +387,14 @@ export class Http2Connection extends EventEmitter {
     }
   }
 
+  /** Called by a stream closed before its work ended, once that work has ended. */
+  abandonedWorkDone(): void {
+    this.abandonedWork--;
+  }
+
   /** Called by a stream as it closes. */
-  streamClosed(stream: ServerStream): void {
+  streamClosed(stream: ServerStream, stillWorking: boolean): void {
+    if (stillWorking) this.abandonedWork++;
     this.streams.delete(stream.id);
     this.blocked.delete(stream);
     this.giveBack(stream.received);
@@ -549,7 +575,8 @@ export class Http2Connection extends EventEmitter {
     }
     this.lastPeerStreamId = streamId;
     if (this.goawaySent || this._destroyed) return; // after our GOAWAY, new streams are ignored (RFC 9113 §6.8)
-    if (this.streams.size >= this.options.maxConcurrentStreams || this.pendingAnswerBytes() > this.options.maxConnectionMemoryBytes) {
+    const busy = this.streams.size + this.abandonedWork;
+    if (busy >= this.options.maxConcurrentStreams || this.pendingAnswerBytes() > this.options.maxConnectionMemoryBytes) {
       this.send(rstStreamFrame(streamId, H2_ERROR.REFUSED_STREAM));
       return;
     }

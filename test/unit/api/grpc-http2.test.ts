@@ -257,6 +257,25 @@ describe('api: the gRPC transport', function () {
     await stillServes();
   });
 
+  it('frees the place of each call among the streams when its work ends, whoever ends the call: 1100 unary calls and 1100 cancelled streams on one connection', async function () {
+    this.timeout(60_000);
+    for (let batch = 0; batch < 11; batch++) {
+      await Promise.all(Array.from({ length: 100 }, () => clients.runtime.version({ version: 'v1' })));
+    }
+    for (let batch = 0; batch < 11; batch++) {
+      const before = events.sinks.length;
+      const calls = Array.from({ length: 100 }, () => {
+        const call = clients.rawRuntime.getContainerEvents({});
+        call.on('error', () => {});
+        return call;
+      });
+      await eventually('100 events streams opened', () => events.sinks.length === before + 100);
+      for (const call of calls) call.cancel();
+      await eventually('their handlers saw the cancels', () => events.sinks.slice(before).every((sink) => sink.closed));
+    }
+    await stillServes();
+  });
+
   it('waits for the client when it reads slower than the stream writes (backpressure), losing nothing', async () => {
     backpressured = 0;
     const messages = await collect(clients.rawRuntime.streamContainers({ filter: undefined }, new Metadata()));

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HpackDecoder, encodeHeaderBlock } from '../../../src/api/hpack.js';
 import { Http2Connection, type ConnectionOptions, type RequestHeaders, type ServerStream } from '../../../src/api/http2-connection.js';
-import { CLIENT_PREFACE, FLAG, FRAME, FrameReader, H2_ERROR, SETTING, frame, settingsFrame, windowUpdateFrame } from '../../../src/api/http2-frames.js';
+import { CLIENT_PREFACE, FLAG, FRAME, FrameReader, H2_ERROR, SETTING, frame, rstStreamFrame, settingsFrame, windowUpdateFrame } from '../../../src/api/http2-frames.js';
 import { eventually } from '../../helpers/wait.js';
 
 interface Frame {
@@ -199,6 +199,28 @@ describe('api: the HTTP/2 connection under the gRPC transport', function () {
     held[0]!.respond([[':status', '200']], true);
     c.request(11, POST);
     await eventually('held.length === 5', () => held.length === 5, 3000);
+    c.socket.destroy();
+  });
+
+  it('counts a stream the client reset while its work runs against the stream limit until the work ends (rapid reset)', async () => {
+    const working: ServerStream[] = [];
+    answer = (stream) => {
+      stream.workStarted();
+      working.push(stream);
+    };
+    const c = await RawClient.connect(sock());
+    for (const id of [1, 3, 5, 7]) c.request(id, POST);
+    await eventually('4 streams at work', () => working.length === 4, 3000);
+    c.send(...[1, 3, 5, 7].map((id) => rstStreamFrame(id, H2_ERROR.CANCEL)));
+    await eventually('the resets taken', () => working.every((s) => s.closed), 3000);
+    c.request(9, POST);
+    assert.equal(await c.rst(9), H2_ERROR.REFUSED_STREAM, 'four streams are still at work');
+    working[0]!.workDone();
+    working[0]!.workDone(); // once only
+    c.request(11, POST);
+    await eventually('stream 11 served', () => working.length === 5, 3000);
+    c.request(13, POST);
+    assert.equal(await c.rst(13), H2_ERROR.REFUSED_STREAM, 'a second workDone freed nothing more');
     c.socket.destroy();
   });
 
