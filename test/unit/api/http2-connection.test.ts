@@ -148,6 +148,14 @@ describe('api: the HTTP/2 connection under the gRPC transport', function () {
     c.socket.destroy();
   });
 
+  it('serves a request whose :authority is a unix socket path (what kubelets and crictl before 1.30 send)', async () => {
+    const c = await RawClient.connect(sock());
+    c.request(1, [...POST.filter(([n]) => n !== ':authority'), [':authority', '/run/stove/stove.sock']], Buffer.from('old'));
+    await eventually('the answer', () => c.of(FRAME.HEADERS, 1).length === 2, 3000);
+    assert.equal(c.of(FRAME.DATA, 1)[0]!.payload.toString(), 'old');
+    c.socket.destroy();
+  });
+
   it('answers PING with its payload, and serves requests split across CONTINUATION frames and many small reads', async () => {
     const c = await RawClient.connect(sock());
     c.send(frame(FRAME.PING, 0, 0, Buffer.from('12345678')));
