@@ -1,6 +1,5 @@
 /** The transport's sweep of long limits: fires late by at most a period, never after cancel, idles when empty. */
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Watchdog } from '../../../src/api/grpc-http2.js';
 import { eventually } from '../../helpers/wait.js';
 
@@ -16,7 +15,8 @@ describe('api: Watchdog', () => {
     });
     await eventually('the limit fired', () => firedAt !== undefined, 2000);
     assert.ok(firedAt! >= 59, `fired after ${firedAt!.toFixed(0)} ms, before its limit`);
-    await sleep(40);
+    // Once the sweep has stopped nothing can fire any more: then it is known to have fired once.
+    await eventually('the sweep stopped', () => !dog.sweeping, 2000);
     assert.equal(fired, 1, 'fired once');
   });
 
@@ -29,7 +29,7 @@ describe('api: Watchdog', () => {
     dog.watch(kept, 20, () => fired.push('kept'));
     dog.cancel(cancelled);
     await eventually('the kept limit fired', () => fired.length > 0, 2000);
-    await sleep(30);
+    await eventually('the sweep stopped', () => !dog.sweeping, 2000);
     assert.deepEqual(fired, ['kept']);
   });
 
