@@ -86,10 +86,11 @@ export interface TransportLimits {
 const PREFIX_BYTES = 5;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** The answer's headers and an OK status's trailers: the same for every call, encoded once. */
-const RESPONSE_HEADERS = encodeHeaderBlock([
+const RESPONSE_FIELDS: HeaderFields = [
   [':status', '200'],
   ['content-type', 'application/grpc'],
-]);
+];
+const RESPONSE_HEADERS = encodeHeaderBlock(RESPONSE_FIELDS);
 const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
 
 /** `grpc-message`: percent-encoded UTF-8, everything outside printable ASCII and '%' escaped (the gRPC spec). */
@@ -333,7 +334,7 @@ class Call extends EventEmitter implements ServerStreamCall {
       } else {
         // Trailers-Only: the status in the one and only HEADERS frame (the stream resets itself with
         // NO_ERROR if the client is still sending: that is no longer wanted).
-        stream.respond([[':status', '200'], ['content-type', 'application/grpc'], ...statusFields(result)], true);
+        stream.respond([...RESPONSE_FIELDS, ...statusFields(result)], true);
       }
     }
     if (result.code !== status.OK) {

@@ -269,7 +269,8 @@ export class Http2Connection extends EventEmitter {
   /** Streams with answer bytes waiting for flow control or the socket. */
   private readonly blocked = new Set<ServerStream>();
   private corked = false;
-  private ending = false;
+  /** Set once the socket is ended: it is destroyed when flushed or after ENDING_GRACE_MS. */
+  private endingTimer: NodeJS.Timeout | undefined;
   /** A connection error was sent: nothing more the peer sends is read. */
   private broken = false;
   private goawaySent = false;
@@ -342,6 +343,7 @@ export class Http2Connection extends EventEmitter {
   destroy(): void {
     if (this._destroyed) return;
     this._destroyed = true;
+    clearTimeout(this.endingTimer);
     for (const stream of [...this.streams.values()]) stream.close();
     this.socket.destroy();
     this.emit('close');
@@ -349,8 +351,9 @@ export class Http2Connection extends EventEmitter {
 
   /** Queues frames for the socket; the frames of one turn leave together (cork until the next tick). */
   send(head: Buffer, payload?: Buffer): void {
-    if (this._destroyed) return;
     const socket = this.socket;
+    // After our end (GOAWAY sent, nothing open) the peer may still send, e.g. a PING: no answer is due.
+    if (this._destroyed || socket.writableEnded) return;
     if (socket.writableLength > SOCKET_HARD_LIMIT) {
       this.options.onError?.(new Error(`the client does not read what it is sent (${socket.writableLength} bytes waiting)`));
       this.destroy();
@@ -415,13 +418,12 @@ export class Http2Connection extends EventEmitter {
   }
 
   private endIfDone(): void {
-    if ((this.goawaySent || this.peerGoaway) && this.streams.size === 0 && !this._destroyed && !this.ending) {
-      this.ending = true;
+    if ((this.goawaySent || this.peerGoaway) && this.streams.size === 0 && !this._destroyed && !this.endingTimer) {
       this.socket.end();
       // The peer may never close its side; the socket goes once what we wrote is out, or after
       // ENDING_GRACE_MS if the peer does not even read it.
       this.socket.once('finish', () => this.destroy());
-      setTimeout(() => this.destroy(), ENDING_GRACE_MS).unref();
+      this.endingTimer = setTimeout(() => this.destroy(), ENDING_GRACE_MS).unref();
     }
   }
 

@@ -178,16 +178,15 @@ const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
  * call cost each call a rebuild of Node's timer list).
  */
 function closeWhenIdle(connection: Http2Connection, limits: ConnectionLimits, log: Logger): void {
-  const connectedAt = performance.now();
   let timer: NodeJS.Timeout;
   const check = () => {
     if (connection.closed) return;
     const now = performance.now();
-    const quietSince = connection.idleSince();
-    const called = connection.hasHadStream;
-    const [since, limit, why] = called
-      ? [quietSince, limits.idleConnectionTimeoutMs, 'no call in flight']
-      : [connectedAt, limits.firstCallTimeoutMs, 'no call since it connected'];
+    // Quiet since its last call ended, or since it connected when it has had none.
+    const since = connection.idleSince();
+    const [limit, why] = connection.hasHadStream
+      ? [limits.idleConnectionTimeoutMs, 'no call in flight']
+      : [limits.firstCallTimeoutMs, 'no call since it connected'];
     if (since === undefined || now - since < limit) {
       timer = setTimeout(check, since === undefined ? limits.idleConnectionTimeoutMs : limit - (now - since)).unref();
       return;
