@@ -1,0 +1,74 @@
+/** Services through CoreDNS and kube-proxy, NodePorts and hostPorts, with pods networked by Stove. */
+import { strict as assert } from 'node:assert';
+import { NODE_IP, apply, busyboxPod, getJson, kubectl, testNamespace, waitFor, waitPodReady } from './kube.js';
+
+const inNamespace = (manifest: string, ns: string) => manifest.replace('metadata:\n', `metadata:\n  namespace: ${ns}\n`);
+
+async function httpGet(url: string): Promise<string> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  return (await res.text()).trim();
+}
+
+describe('cluster: services, DNS, NodePort and hostPort', function () {
+  this.timeout(240_000);
+  let ns: Awaited<ReturnType<typeof testNamespace>>;
+  let clusterIP: string;
+  let nodePort: number;
+  before(async () => {
+    ns = await testNamespace('e2e-services');
+    await apply(
+      inNamespace(
+        busyboxPod('web', 'mkdir -p /www; echo "served by $(hostname)" > /www/index.html; exec httpd -f -p 8080 -h /www', {
+          labels: { app: 'web' },
+          containerYaml: '    ports: [{containerPort: 8080, hostPort: 18089}]\n    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}',
+        }),
+        ns.name,
+      ),
+    );
+    await apply(`apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: ${ns.name}}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-nodeport, namespace: ${ns.name}}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+`);
+    await apply(inNamespace(busyboxPod('client', 'exec sleep 3600'), ns.name));
+    await waitPodReady(ns.name, 'web');
+    await waitPodReady(ns.name, 'client');
+    clusterIP = (await getJson<{ spec: { clusterIP: string } }>(['-n', ns.name, 'service', 'web'])).spec.clusterIP;
+    nodePort = (await getJson<{ spec: { ports: { nodePort: number }[] } }>(['-n', ns.name, 'service', 'web-nodeport'])).spec.ports[0]!.nodePort;
+  });
+  after(async () => ns?.remove());
+
+  it('resolves the Service by name through CoreDNS from another pod and reaches it', async () => {
+    const lookup = await waitFor('the Service name to resolve', 60_000, async () =>
+      kubectl(['-n', ns.name, 'exec', 'client', '--', 'nslookup', `web.${ns.name}.svc.cluster.local`]).then((out) => (out.includes(clusterIP) ? out : undefined)),
+    );
+    assert.match(lookup, new RegExp(`Address:\\s*${clusterIP.replace(/\./g, '\\.')}`));
+    const body = await waitFor('the Service to answer by its short name', 60_000, async () =>
+      kubectl(['-n', ns.name, 'exec', 'client', '--', 'wget', '-qO-', '-T', '5', 'http://web/index.html']),
+    );
+    assert.equal(body.trim(), 'served by web');
+  });
+
+  it('reaches the ClusterIP from the node through kube-proxy', async () => {
+    assert.equal(await waitFor('the ClusterIP from the node', 60_000, () => httpGet(`http://${clusterIP}/index.html`)), 'served by web');
+  });
+
+  it('reaches a NodePort from the node, on loopback and on the node address', async () => {
+    assert.equal(await waitFor('the NodePort on 127.0.0.1', 60_000, () => httpGet(`http://127.0.0.1:${nodePort}/index.html`)), 'served by web');
+    assert.equal(await httpGet(`http://${NODE_IP}:${nodePort}/index.html`), 'served by web');
+  });
+
+  it('reaches a hostPort on the node address', async () => {
+    assert.equal(await waitFor('the hostPort', 60_000, () => httpGet(`http://${NODE_IP}:18089/index.html`)), 'served by web');
+  });
+});
