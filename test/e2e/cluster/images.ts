@@ -36,6 +36,11 @@ const coredns = await pushImage(registry, `e2e/coredns:${corednsVersion}`, {
   entrypoint: ['/coredns'],
   exposedPorts: ['53/udp', '53/tcp'],
 });
+// containerd's sandbox image (Stove runs pods from its own rootfs/pause): the same static pause binary.
+const pause = await pushImage(registry, 'e2e/pause:3.10', {
+  layers: [[{ path: 'pause', mode: 0o755, content: readFileSync(new URL('../../../../rootfs/pause/bin/pause', import.meta.url)) }]],
+  entrypoint: ['/pause'],
+});
 const data = await pushImage(registry, 'e2e/data:1', {
   layers: [
     [
@@ -54,4 +59,5 @@ console.log(`BUSYBOX2_IMAGE=${busybox2.reference}`);
 console.log(`PINNED_IMAGE=${pinned.reference}`);
 console.log(`UNUSED_IMAGE=${unused.reference}`);
 console.log(`COREDNS_IMAGE=${coredns.reference}`);
+console.log(`PAUSE_IMAGE=${pause.reference}`);
 console.log(`DATA_IMAGE=${data.reference}`);

