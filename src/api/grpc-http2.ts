@@ -217,6 +217,7 @@ class Call extends EventEmitter implements ServerStreamCall {
   /** Keys of this call's entries in the watchdog. */
   private readonly requestWait = {};
   private readonly responseWait = {};
+  private readonly answerWait = {};
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -343,7 +344,12 @@ class Call extends EventEmitter implements ServerStreamCall {
         this.trailers = result;
         if (last) stream.end(last);
         else stream.end();
-        if (stream.writableLength > 0) this.watchResponseStall();
+        // Until the stream closes (the client took the answer and its trailers), however small the
+        // answer: one that waits for a window the client never opens would otherwise stay.
+        const closeStream = () => {
+          if (!stream.closed && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
+        };
+        this.watchdog.watch(this.answerWait, this.limits.responseStallMs, closeStream);
       } else {
         // Trailers-Only: the status in the one and only HEADERS frame.
         const headers = [HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc', 'grpc-status', String(result.code)];
@@ -365,6 +371,7 @@ class Call extends EventEmitter implements ServerStreamCall {
     clearTimeout(this.deadline);
     this.watchdog.cancel(this.requestWait);
     this.watchdog.cancel(this.responseWait);
+    this.watchdog.cancel(this.answerWait);
     if (!this.finished) {
       // The client went away (RST_STREAM or the connection closed) before the call ended.
       this.finished = true;

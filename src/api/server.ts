@@ -30,6 +30,14 @@ const MAX_HEADER_LIST_BYTES = 16 << 10;
 /** Header fields per request, as node:http2's default: gRPC metadata is a handful. */
 const MAX_HEADER_LIST_PAIRS = 128;
 /**
+ * What node:http2 tolerates of a connection before ending it, each at node:http2's default, set here so
+ * that docs/security.md can name them: entries in one SETTINGS frame, frames it had to discard as
+ * invalid, streams it refused (beyond the stream limit or the memory below).
+ */
+const MAX_SETTINGS_ENTRIES = 32;
+const MAX_INVALID_FRAMES = 1000;
+const MAX_REFUSED_STREAMS = 100;
+/**
  * What one connection may hold in answers waiting for the client, header tables and unacknowledged
  * frames (node:http2's maxSessionMemory, MB; beyond it new calls are refused), and in request messages
  * buffered before their handlers run (ConnectionCalls): room for a few messages at the 16 MiB limit,
@@ -270,6 +278,9 @@ export async function serveGrpc(
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES, enablePush: false },
     maxHeaderListPairs: MAX_HEADER_LIST_PAIRS,
     maxSessionMemory: MAX_CONNECTION_MEMORY_MB,
+    maxSettings: MAX_SETTINGS_ENTRIES,
+    maxSessionInvalidFrames: MAX_INVALID_FRAMES,
+    maxSessionRejectedStreams: MAX_REFUSED_STREAMS,
   });
   const sessions = new Map<http2.ServerHttp2Session, ConnectionActivity>();
   server.on('session', (session) => {
