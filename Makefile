@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit clean
+.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-vm clean
 
 setup:
 	@scripts/setup.sh
@@ -76,6 +76,12 @@ test: setup lint
 
 test-unit: build lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'
+
+# The VM suite (test/vm/): a Debian 12 guest with systemd and pure cgroup v2 under QEMU, once with each
+# cgroup driver. Needs no host lock: the guest has its own kernel, cgroups and network, and no network.
+test-vm: build
+	@test/vm/run.sh --driver systemd -- test/vm/suite.sh
+	@test/vm/run.sh --driver cgroupfs -- test/vm/suite.sh
 
 # Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).
 bench: setup
