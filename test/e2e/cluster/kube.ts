@@ -88,7 +88,7 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => P
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
     await new Promise((r) => setTimeout(r, 1000));
   }
 }
