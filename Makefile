@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-vm clean
+.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm clean
 
 setup:
 	@scripts/setup.sh
@@ -69,10 +69,18 @@ run: setup
 stop:
 	@scripts/run.sh stop
 
-# Every test: lint, unit tests (no root), integration tests (real runc, conmon, CNI, registry), then
-# the security regression tests (test/security/, against a real daemon too).
+# Every test: lint, unit tests (no root), integration tests (real runc, conmon, CNI, registry), the
+# security regression tests (test/security/, against a real daemon too), the single-node Kubernetes
+# suite (a real kubelet and control plane on Stove), then the VM suite (cgroup v2 and systemd).
 test: setup lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
+	@$(MAKE) --no-print-directory test-cluster
+	@$(MAKE) --no-print-directory test-vm
+
+# The single-node cluster (test/e2e/cluster/): up.sh before the first test, down.sh after the last. The
+# first run builds Kubernetes from its Go modules into /var/cache/stove-e2e (about 11 min here).
+test-cluster: build
+	@$(MOCHA) --file dist/test/e2e/cluster/setup.js 'dist/test/e2e/cluster/*.test.js'
 
 test-unit: build lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'

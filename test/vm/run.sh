@@ -37,7 +37,9 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 # What the harness itself needs on the host (Debian packages, installed on first use as `make bench` does).
 if ! command -v qemu-system-x86_64 >/dev/null || ! command -v qemu-img >/dev/null || ! command -v debootstrap >/dev/null; then
   echo "run.sh: installing qemu-system-x86 qemu-utils debootstrap" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 qemu-utils debootstrap e2fsprogs >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends qemu-system-x86 qemu-utils debootstrap e2fsprogs >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends qemu-system-x86 qemu-utils debootstrap e2fsprogs >/dev/null; }
 fi
 
 image=$("$repo/test/vm/image.sh")

@@ -1,13 +1,11 @@
 /** A failing CNI plugin as the kubelet reports it: an event carrying Stove's error, then recovery. */
 import { strict as assert } from 'node:assert';
 import { readFile, writeFile } from 'node:fs/promises';
-import { CNI_CONF, apply, busyboxPod, kubectl, testNamespace, waitFor, waitPodReady } from './kube.js';
+import { CNI_CONF, apply, busyboxPod, kubectl, suiteNamespace, waitFor, waitPodReady } from './kube.js';
 
 describe('cluster: a failing CNI plugin', function () {
   this.timeout(240_000);
-  let ns: Awaited<ReturnType<typeof testNamespace>>;
-  before(async () => (ns = await testNamespace('e2e-failures')));
-  after(async () => ns?.remove());
+  const ns = suiteNamespace('e2e-failures');
 
   it('gives FailedCreatePodSandBox with the runtime\'s error, and the pod starts once CNI works', async () => {
     const good = await readFile(CNI_CONF, 'utf8');
@@ -15,7 +13,7 @@ describe('cluster: a failing CNI plugin', function () {
     broken.plugins.splice(1, 0, { type: 'e2e-missing-plugin' });
     await writeFile(CNI_CONF, JSON.stringify(broken));
     try {
-      await apply(busyboxPod('unlucky', 'exec sleep 3600').replace('metadata:\n', `metadata:\n  namespace: ${ns.name}\n`));
+      await apply(busyboxPod(ns.name, 'unlucky', 'exec sleep 3600'));
       const message = await waitFor('a FailedCreatePodSandBox event', 120_000, async () => {
         const out = await kubectl(['-n', ns.name, 'get', 'events', '--field-selector', 'reason=FailedCreatePodSandBox', '-o', 'jsonpath={.items[*].message}']);
         return out || undefined;

@@ -136,15 +136,33 @@ export async function waitPodReady(namespace: string, name: string, timeoutMs = 
   });
 }
 
-/** A namespace of the test's own, deleted (without waiting) by the returned function. */
-export async function testNamespace(name: string): Promise<{ name: string; remove: () => Promise<void> }> {
-  await kubectl(['create', 'namespace', name]);
-  await waitFor(`the default service account in ${name}`, 30_000, async () => (await kubectl(['-n', name, 'get', 'serviceaccount', 'default'])).length > 0);
-  return { name, remove: () => kubectl(['delete', 'namespace', name, '--wait=false']).then(() => undefined) };
+/**
+ * A namespace of the suite's own: created before its first test (once its default service account
+ * exists, which pods need), deleted after its last without waiting (down.sh removes the rest).
+ */
+export function suiteNamespace(name: string): { readonly name: string } {
+  let created = false;
+  before(async () => {
+    await kubectl(['create', 'namespace', name]);
+    created = true;
+    await waitFor(`the default service account in ${name}`, 30_000, async () => (await kubectl(['-n', name, 'get', 'serviceaccount', 'default'])).length > 0);
+  });
+  after(async () => {
+    if (created) await kubectl(['delete', 'namespace', name, '--wait=false']);
+  });
+  return { name };
 }
 
-/** A busybox pod running `command` (sh -c), with optional extra spec YAML indented under the container. */
-export function busyboxPod(name: string, command: string, extra: { containerYaml?: string; specYaml?: string; labels?: Record<string, string> } = {}): string {
+/**
+ * A busybox pod in `namespace` running `command` (sh -c); `specYaml` goes under spec (two spaces in),
+ * `containerYaml` under its one container (four spaces in).
+ */
+export function busyboxPod(
+  namespace: string,
+  name: string,
+  command: string,
+  extra: { containerYaml?: string; specYaml?: string; labels?: Record<string, string> } = {},
+): string {
   const labels = Object.entries(extra.labels ?? { app: name })
     .map(([k, v]) => `    ${k}: "${v}"`)
     .join('\n');
@@ -152,6 +170,7 @@ export function busyboxPod(name: string, command: string, extra: { containerYaml
 kind: Pod
 metadata:
   name: ${name}
+  namespace: ${namespace}
   labels:
 ${labels}
 spec:
@@ -162,5 +181,43 @@ ${extra.specYaml ?? ''}
     image: ${image('BUSYBOX_IMAGE')}
     command: [sh, -c, ${JSON.stringify(command)}]
 ${extra.containerYaml ?? ''}
+`;
+}
+
+/** A Deployment of busybox pods labelled app=<name>, its one container `main` running `command` (sh -c). */
+export function busyboxDeployment(namespace: string, name: string, replicas: number, command: string, extra: { image?: string; containerYaml?: string } = {}): string {
+  return `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ${name}, namespace: ${namespace}}
+spec:
+  replicas: ${replicas}
+  selector: {matchLabels: {app: ${name}}}
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
+  template:
+    metadata: {labels: {app: ${name}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: ${extra.image ?? image('BUSYBOX_IMAGE')}
+        command: [sh, -c, ${JSON.stringify(command)}]
+${(extra.containerYaml ?? '').replace(/^/gm, '    ')}
+`;
+}
+
+/** Whether `kind/name` is gone from the API (get --ignore-not-found prints nothing). */
+export async function isGone(namespace: string, kind: string, name: string): Promise<boolean> {
+  return (await kubectl(['-n', namespace, 'get', kind, name, '--ignore-not-found', '-o', 'name'])).trim() === '';
+}
+
+/** A Service in front of the pods labelled app=<app>, port 80 to their 8080. */
+export function httpService(namespace: string, name: string, app: string, type: 'ClusterIP' | 'NodePort' = 'ClusterIP'): string {
+  return `apiVersion: v1
+kind: Service
+metadata: {name: ${name}, namespace: ${namespace}}
+spec:
+  type: ${type}
+  selector: {app: ${app}}
+  ports: [{port: 80, targetPort: 8080}]
 `;
 }

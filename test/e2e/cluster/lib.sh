@@ -71,7 +71,7 @@ stop_process() {
   local pid; pid=$(cat "$W/pids/$1" 2>/dev/null) || return 0
   kill -"${2:-TERM}" "$pid" 2>/dev/null || { rm -f "$W/pids/$1"; return 0; }
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null
+  kill -KILL "$pid" 2>/dev/null || true
   rm -f "$W/pids/$1"
 }
 

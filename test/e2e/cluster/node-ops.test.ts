@@ -2,9 +2,8 @@
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { CLUSTER_SCRIPTS, NODE_NAME, apply, busyboxPod, getJson, image, isReady, kubectl, podsWithLabel, testNamespace, waitFor, waitPodReady, type PodJson } from './kube.js';
+import { CLUSTER_SCRIPTS, NODE_NAME, apply, busyboxDeployment, busyboxPod, getJson, image, isReady, kubectl, podsWithLabel, suiteNamespace, waitFor, waitPodReady, type PodJson } from './kube.js';
 
-const inNamespace = (manifest: string, ns: string) => manifest.replace('metadata:\n', `metadata:\n  namespace: ${ns}\n`);
 
 async function restart(name: string, signal = 'TERM', env: Record<string, string> = {}): Promise<void> {
   const result = await execa(join(CLUSTER_SCRIPTS, 'restart.sh'), [name, signal], { reject: false, all: true, env });
@@ -22,6 +21,14 @@ const fingerprint = (pods: PodJson[]) =>
     .map((p) => `${p.metadata.name}:${p.status.containerStatuses?.map((s) => `${s.containerID}/${s.restartCount}/${s.ready}`).join(',')}`)
     .sort();
 
+/** How many times the kubelet has relisted the runtime's pods and containers since it started. */
+async function plegRelists(): Promise<number> {
+  const metrics = await kubectl(['get', '--raw', `/api/v1/nodes/${NODE_NAME}/proxy/metrics`]);
+  const count = /^kubelet_pleg_relist_duration_seconds_count(?:\{[^}]*\})? (\d+)/m.exec(metrics);
+  if (!count) throw new Error('the kubelet reports no kubelet_pleg_relist_duration_seconds_count');
+  return Number(count[1]);
+}
+
 interface NodeImages {
   status: { images?: { names?: string[] }[] };
 }
@@ -29,23 +36,10 @@ const nodeImageNames = async () => (await getJson<NodeImages>(['node', NODE_NAME
 
 describe('cluster: node operations', function () {
   this.timeout(300_000);
-  let ns: Awaited<ReturnType<typeof testNamespace>>;
-  before(async () => (ns = await testNamespace('e2e-nodeops')));
-  after(async () => ns?.remove());
+  const ns = suiteNamespace('e2e-nodeops');
 
   it('cordon keeps new pods off the node, drain evicts, uncordon lets them back', async () => {
-    await apply(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: drainme, namespace: ${ns.name}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: drainme}}
-  template:
-    metadata: {labels: {app: drainme}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers: [{name: main, image: ${image('BUSYBOX_IMAGE')}, command: [sleep, '3600']}]
-`);
+    await apply(busyboxDeployment(ns.name, 'drainme', 1, 'exec sleep 3600'));
     await kubectl(['-n', ns.name, 'rollout', 'status', 'deployment/drainme', '--timeout=120s'], { timeoutMs: 130_000 });
     try {
       await kubectl(['cordon', NODE_NAME]);
@@ -62,7 +56,7 @@ spec:
   });
 
   it('restarts of the kubelet and of Stove (SIGTERM, then SIGKILL) restart no container', async () => {
-    await apply(inNamespace(busyboxPod('steady', 'exec sleep 3600', { labels: { app: 'steady' }, containerYaml: '    readinessProbe: {exec: {command: [true]}, periodSeconds: 2}' }), ns.name));
+    await apply(busyboxPod(ns.name, 'steady', 'exec sleep 3600', { labels: { app: 'steady' }, containerYaml: '    readinessProbe: {exec: {command: ["true"]}, periodSeconds: 2}' }));
     await waitPodReady(ns.name, 'steady');
     const before = fingerprint(await podsWithLabel(ns.name, 'app=steady'));
     for (const [name, signal] of [
@@ -73,8 +67,9 @@ spec:
     ] as const) {
       await restart(name, signal);
       await waitFor(`the node Ready after ${name} SIG${signal}`, 120_000, nodeReady);
-      // Long enough for the kubelet to relist and probe again.
-      await new Promise((r) => setTimeout(r, 12_000));
+      // The kubelet has looked at the runtime's containers again: three relists after it answers.
+      const relisted = await plegRelists();
+      await waitFor(`three kubelet relists after ${name} SIG${signal}`, 60_000, async () => (await plegRelists()) >= relisted + 3);
       const pods = await podsWithLabel(ns.name, 'app=steady');
       assert.ok(pods.every(isReady), `not Ready after ${name} SIG${signal}`);
       assert.deepEqual(fingerprint(pods), before, `containers changed after ${name} SIG${signal}`);

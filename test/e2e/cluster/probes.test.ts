@@ -1,12 +1,10 @@
 /** Init containers, probes and restarts with back-off, as the kubelet runs them through Stove. */
 import { strict as assert } from 'node:assert';
-import { apply, busyboxPod, getJson, image, kubectl, pod, testNamespace, waitFor, waitPodReady } from './kube.js';
+import { apply, busyboxPod, httpService, getJson, image, kubectl, pod, suiteNamespace, waitFor, waitPodReady } from './kube.js';
 
 describe('cluster: init containers and probes', function () {
   this.timeout(300_000);
-  let ns: Awaited<ReturnType<typeof testNamespace>>;
-  before(async () => (ns = await testNamespace('e2e-probes')));
-  after(async () => ns?.remove());
+  const ns = suiteNamespace('e2e-probes');
 
   it('runs init containers in order, each to completion, before the main container', async () => {
     await apply(`apiVersion: v1
@@ -36,9 +34,9 @@ spec:
 
   it('restarts a container whose liveness probe fails, with back-off into CrashLoopBackOff', async () => {
     await apply(
-      busyboxPod('liveness', 'exec sleep 3600', {
+      busyboxPod(ns.name, 'liveness', 'exec sleep 3600', {
         containerYaml: '    livenessProbe: {exec: {command: [test, -e, /nonexistent]}, periodSeconds: 1, failureThreshold: 1}',
-      }).replace('metadata:\n', `metadata:\n  namespace: ${ns.name}\n`),
+      }),
     );
     const crashing = await waitFor('CrashLoopBackOff after restarts', 200_000, async () => {
       const s = (await pod(ns.name, 'liveness')).status.containerStatuses?.[0];
@@ -51,18 +49,13 @@ spec:
   });
 
   it('gates a Service\'s endpoints on readiness, with exec, TCP and HTTP probes', async () => {
-    await apply(`apiVersion: v1
-kind: Service
-metadata: {name: gated, namespace: ${ns.name}}
-spec:
-  selector: {app: gated}
-  ports: [{port: 80, targetPort: 8080}]
+    await apply(`${httpService(ns.name, 'gated', 'gated')}
 ---
-${busyboxPod('gated', 'mkdir -p /www; echo ok > /www/index.html; exec httpd -f -p 8080 -h /www', {
+${busyboxPod(ns.name, 'gated', 'mkdir -p /www; echo ok > /www/index.html; exec httpd -f -p 8080 -h /www', {
   containerYaml: `    readinessProbe: {exec: {command: [test, -e, /tmp/ready]}, periodSeconds: 1}
     livenessProbe: {tcpSocket: {port: 8080}, periodSeconds: 2}
     startupProbe: {httpGet: {path: /index.html, port: 8080}, periodSeconds: 1, failureThreshold: 30}`,
-}).replace('metadata:\n', `metadata:\n  namespace: ${ns.name}\n`)}`);
+})}`);
     await waitFor('the container running, started', 120_000, async () => (await pod(ns.name, 'gated')).status.containerStatuses?.[0]?.started === true);
     const endpoints = async () => {
       const slices = await getJson<{ items: { endpoints?: { conditions?: { ready?: boolean } }[] }[] }>(['-n', ns.name, 'endpointslices', '-l', 'kubernetes.io/service-name=gated']);

@@ -1,8 +1,7 @@
 /** Services through CoreDNS and kube-proxy, NodePorts and hostPorts, with pods networked by Stove. */
 import { strict as assert } from 'node:assert';
-import { NODE_IP, apply, busyboxPod, getJson, kubectl, testNamespace, waitFor, waitPodReady } from './kube.js';
+import { NODE_IP, apply, busyboxPod, httpService, getJson, kubectl, suiteNamespace, waitFor, waitPodReady } from './kube.js';
 
-const inNamespace = (manifest: string, ns: string) => manifest.replace('metadata:\n', `metadata:\n  namespace: ${ns}\n`);
 
 async function httpGet(url: string): Promise<string> {
   const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
@@ -11,42 +10,23 @@ async function httpGet(url: string): Promise<string> {
 
 describe('cluster: services, DNS, NodePort and hostPort', function () {
   this.timeout(240_000);
-  let ns: Awaited<ReturnType<typeof testNamespace>>;
+  const ns = suiteNamespace('e2e-services');
   let clusterIP: string;
   let nodePort: number;
   before(async () => {
-    ns = await testNamespace('e2e-services');
     await apply(
-      inNamespace(
-        busyboxPod('web', 'mkdir -p /www; echo "served by $(hostname)" > /www/index.html; exec httpd -f -p 8080 -h /www', {
+      busyboxPod(ns.name, 'web', 'mkdir -p /www; echo "served by $(hostname)" > /www/index.html; exec httpd -f -p 8080 -h /www', {
           labels: { app: 'web' },
           containerYaml: '    ports: [{containerPort: 8080, hostPort: 18089}]\n    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}',
         }),
-        ns.name,
-      ),
     );
-    await apply(`apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: ${ns.name}}
-spec:
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web-nodeport, namespace: ${ns.name}}
-spec:
-  type: NodePort
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
-`);
-    await apply(inNamespace(busyboxPod('client', 'exec sleep 3600'), ns.name));
+    await apply(`${httpService(ns.name, 'web', 'web')}---\n${httpService(ns.name, 'web-nodeport', 'web', 'NodePort')}`);
+    await apply(busyboxPod(ns.name, 'client', 'exec sleep 3600'));
     await waitPodReady(ns.name, 'web');
     await waitPodReady(ns.name, 'client');
     clusterIP = (await getJson<{ spec: { clusterIP: string } }>(['-n', ns.name, 'service', 'web'])).spec.clusterIP;
     nodePort = (await getJson<{ spec: { ports: { nodePort: number }[] } }>(['-n', ns.name, 'service', 'web-nodeport'])).spec.ports[0]!.nodePort;
   });
-  after(async () => ns?.remove());
 
   it('resolves the Service by name through CoreDNS from another pod and reaches it', async () => {
     const lookup = await waitFor('the Service name to resolve', 60_000, async () =>

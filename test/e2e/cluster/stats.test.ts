@@ -2,9 +2,8 @@
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { CLUSTER_SCRIPTS, NODE_NAME, apply, busyboxPod, getJson, kubectl, pod, testNamespace, waitFor, waitPodReady } from './kube.js';
+import { CLUSTER_SCRIPTS, NODE_NAME, apply, busyboxPod, getJson, kubectl, pod, suiteNamespace, waitFor, waitPodReady } from './kube.js';
 
-const inNamespace = (manifest: string, ns: string) => manifest.replace('metadata:\n', `metadata:\n  namespace: ${ns}\n`);
 
 interface Summary {
   pods: { podRef: { name: string; namespace: string }; cpu?: { usageNanoCores?: number }; memory?: { workingSetBytes?: number }; containers?: { name: string; cpu?: { usageCoreNanoSeconds?: number }; memory?: { workingSetBytes?: number } }[] }[];
@@ -21,13 +20,11 @@ async function restartKubelet(env: Record<string, string> = {}): Promise<void> {
 
 describe('cluster: stats and Evented PLEG', function () {
   this.timeout(300_000);
-  let ns: Awaited<ReturnType<typeof testNamespace>>;
+  const ns = suiteNamespace('e2e-stats');
   before(async () => {
-    ns = await testNamespace('e2e-stats');
-    await apply(inNamespace(busyboxPod('busy', 'while true; do :; done'), ns.name));
+    await apply(busyboxPod(ns.name, 'busy', 'while true; do :; done'));
     await waitPodReady(ns.name, 'busy');
   });
-  after(async () => ns?.remove());
 
   it('/stats/summary shows CPU and memory of the pod and its container', async () => {
     const entry = await waitFor('the pod in /stats/summary with CPU use', 120_000, async () => {
@@ -53,7 +50,7 @@ describe('cluster: stats and Evented PLEG', function () {
   it('with the EventedPLEG feature gate on, a lifecycle converges as with relisting', async () => {
     await restartKubelet({ KUBELET_CONFIG_PATCH: 'featureGates: {EventedPLEG: true}' });
     try {
-      await apply(inNamespace(busyboxPod('evented', 'sleep 2; exit 1', { containerYaml: '' }), ns.name));
+      await apply(busyboxPod(ns.name, 'evented', 'sleep 2; exit 1'));
       const restarted = await waitFor('the container to exit and restart under Evented PLEG', 120_000, async () => {
         const s = (await pod(ns.name, 'evented')).status.containerStatuses?.[0];
         return s && s.restartCount >= 1 && s.lastState?.terminated?.exitCode === 1 ? s : undefined;

@@ -4,9 +4,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { apply, busyboxPod, kubectl, kubectlCommandLine, kubectlProcess, pod, testNamespace, waitFor, waitPodReady } from './kube.js';
+import { apply, busyboxPod, kubectl, kubectlCommandLine, kubectlProcess, pod, suiteNamespace, waitFor, waitPodReady } from './kube.js';
 
-const inNamespace = (manifest: string, ns: string) => manifest.replace('metadata:\n', `metadata:\n  namespace: ${ns}\n`);
 
 /** Collects a child's stdout and resolves once `pattern` appears in it. */
 function readUntil(child: ReturnType<typeof kubectlProcess>, pattern: RegExp, timeoutMs: number): Promise<string> {
@@ -25,23 +24,18 @@ function readUntil(child: ReturnType<typeof kubectlProcess>, pattern: RegExp, ti
 
 describe('cluster: logs, exec, attach, port-forward and cp', function () {
   this.timeout(240_000);
-  let ns: Awaited<ReturnType<typeof testNamespace>>;
+  const ns = suiteNamespace('e2e-streaming');
   before(async () => {
-    ns = await testNamespace('e2e-streaming');
     await apply(
-      inNamespace(
-        busyboxPod('counter', 'echo "run $(cat /proc/sys/kernel/random/uuid)"; i=0; while [ $i -lt 6 ]; do i=$((i+1)); echo "line $i"; sleep 1; done; exit 3'),
-        ns.name,
-      ),
+      busyboxPod(ns.name, 'counter', 'echo "run $(cat /proc/sys/kernel/random/uuid)"; i=0; while [ $i -lt 6 ]; do i=$((i+1)); echo "line $i"; sleep 1; done; exit 3'),
     );
-    await apply(inNamespace(busyboxPod('web', 'mkdir -p /www; echo hello-forward > /www/index.html; exec httpd -f -p 8080 -h /www'), ns.name));
+    await apply(busyboxPod(ns.name, 'web', 'mkdir -p /www; echo hello-forward > /www/index.html; exec httpd -f -p 8080 -h /www'));
     await apply(
-      inNamespace(busyboxPod('echoer', 'while read line; do echo "got:$line"; done', { containerYaml: '    stdin: true' }), ns.name),
+      busyboxPod(ns.name, 'echoer', 'while read line; do echo "got:$line"; done', { containerYaml: '    stdin: true' }),
     );
     await waitPodReady(ns.name, 'web');
     await waitPodReady(ns.name, 'echoer');
   });
-  after(async () => ns?.remove());
 
   it('logs: -f follows, --since cuts, --previous shows the last run', async () => {
     const follow = kubectlProcess(['-n', ns.name, 'logs', '-f', 'counter']);
@@ -59,8 +53,11 @@ describe('cluster: logs, exec, attach, port-forward and cp', function () {
     assert.equal(restarted.lastState?.terminated?.exitCode, 3);
     const previous = await kubectl(['-n', ns.name, 'logs', '--previous', 'counter']);
     assert.match(previous, /^run [0-9a-f-]{36}\nline 1\n(.|\n)*line 6\n?$/);
-    await new Promise((r) => setTimeout(r, 3000));
-    const current = await kubectl(['-n', ns.name, 'logs', 'counter']);
+    // The current run a few lines in, so that the last 2 s are less than the whole.
+    const current = await waitFor('the current run at line 4', 30_000, async () => {
+      const log = await kubectl(['-n', ns.name, 'logs', 'counter']);
+      return /\nline 4\n/.test(log) ? log : undefined;
+    });
     assert.notEqual(previous.split('\n')[0], current.split('\n')[0], 'the previous run and the current one are different runs');
     const recent = await kubectl(['-n', ns.name, 'logs', '--since=2s', 'counter']);
     assert.ok(recent.split('\n').filter(Boolean).length < current.split('\n').filter(Boolean).length, `--since=2s gave\n${recent}\nof\n${current}`);

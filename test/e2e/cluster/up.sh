@@ -25,8 +25,10 @@ source "$here/lib.sh"
 [ -e "$W/up" ] && die "a cluster is already up in $W (run $here/down.sh first)"
 case "$RUNTIME" in stove | containerd) ;; *) die "CLUSTER_RUNTIME is stove or containerd, not $RUNTIME" ;; esac
 
-trap 'echo "up.sh: failed; logs in $W/logs (kept as $W.failed-logs)" >&2; cp -a "$W/logs" "$W.failed-logs" 2>/dev/null || true; "$here/down.sh" >&2 || true' ERR
-trap 'exit 130' INT TERM
+# A failed or interrupted start removes what it made (wait_for has printed the end of every log).
+abandon() { trap - EXIT INT TERM; echo "up.sh: $1; removing what was started" >&2; "$here/down.sh" >&2 || true; exit "$2"; }
+trap 'rc=$?; [ "$rc" = 0 ] || abandon "failed (exit $rc)" "$rc"' EXIT
+trap 'abandon interrupted 130' INT TERM
 
 bin="$("$here/build.sh" | tail -1)"
 step "binaries in $bin"
@@ -244,6 +246,6 @@ wait_for "the node to be Ready" 180 node_ready
 kubectl -n kube-system rollout status deployment/coredns --timeout=180s >/dev/null
 step "the node is Ready and CoreDNS runs"
 
-trap - ERR
+trap - EXIT INT TERM
 echo "KUBECTL=$bin/kubectl"
 echo "KUBECONFIG=$W/admin.kubeconfig"

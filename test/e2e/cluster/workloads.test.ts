@@ -2,38 +2,19 @@
 import { strict as assert } from 'node:assert';
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CLUSTER_DIR, NODE_NAME, POD_CIDR_PREFIX, apply, image, isReady, kubectl, pod, podsWithLabel, testNamespace, waitFor } from './kube.js';
+import { CLUSTER_DIR, NODE_NAME, POD_CIDR_PREFIX, apply, busyboxDeployment, image, isGone, isReady, kubectl, pod, podsWithLabel, suiteNamespace, waitFor } from './kube.js';
 
-function deployment(replicas: number, img: string): string {
-  return `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: ${replicas}
-  selector: {matchLabels: {app: web}}
-  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: web
-        image: ${img}
-        command: [sh, -c, 'echo serving; exec httpd -f -p 8080 -h /etc']
-        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
-`;
-}
 
 describe('cluster: workloads', function () {
   this.timeout(300_000);
-  let ns: Awaited<ReturnType<typeof testNamespace>>;
-  before(async () => (ns = await testNamespace('e2e-workloads')));
-  after(async () => ns?.remove());
+  const ns = suiteNamespace('e2e-workloads');
 
   const readyPods = async () => (await podsWithLabel(ns.name, 'app=web')).filter((p) => isReady(p) && !('deletionTimestamp' in p.metadata));
 
   it('runs a 3-replica Deployment with pod IPs from the pod CIDR, rolls it out to another image, scales to 0 and back', async () => {
-    await apply(deployment(3, image('BUSYBOX_IMAGE')).replace('metadata: {name: web}', `metadata: {name: web, namespace: ${ns.name}}`));
+    await apply(
+      busyboxDeployment(ns.name, 'web', 3, 'echo serving; exec httpd -f -p 8080 -h /etc', { containerYaml: 'readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}' }),
+    );
     await kubectl(['-n', ns.name, 'rollout', 'status', 'deployment/web', '--timeout=180s'], { timeoutMs: 190_000 });
     const first = await readyPods();
     assert.equal(first.length, 3);
@@ -43,7 +24,7 @@ describe('cluster: workloads', function () {
     }
     assert.equal(new Set(first.map((p) => p.status.podIP)).size, 3);
 
-    await kubectl(['-n', ns.name, 'set', 'image', 'deployment/web', `web=${image('BUSYBOX2_IMAGE')}`]);
+    await kubectl(['-n', ns.name, 'set', 'image', 'deployment/web', `main=${image('BUSYBOX2_IMAGE')}`]);
     await kubectl(['-n', ns.name, 'rollout', 'status', 'deployment/web', '--timeout=180s'], { timeoutMs: 190_000 });
     const rolled = await waitFor('3 pods of the new image', 60_000, async () => {
       const pods = await podsWithLabel(ns.name, 'app=web');
@@ -106,13 +87,6 @@ spec:
     } finally {
       await rm(file, { force: true });
     }
-    await waitFor('the mirror pod gone', 120_000, async () => {
-      try {
-        await pod('default', mirror);
-        return false;
-      } catch {
-        return true;
-      }
-    });
+    await waitFor('the mirror pod gone', 120_000, () => isGone('default', 'pod', mirror));
   });
 });
