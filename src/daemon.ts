@@ -311,7 +311,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     stopPodSandbox: (r) => stopPodSandbox(pods, r),
     removePodSandbox: (r) => removePodSandbox(pods, r),
     updatePodSandboxResources: (r) => updatePodSandboxResources(pods, r),
-    podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes }, r),
+    podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes, containersOf: (id) => containerStore.ofSandbox(id) }, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
     createContainer: (r) => createContainer(pods, r),
