@@ -18,19 +18,24 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
   await waitFor(what, async () => ((await check()) ? true : undefined), options);
 }
 
-/** The first value `get` returns that is not undefined (a throw counts as undefined). */
+/** The first value `get` returns that is not undefined (a throw counts as undefined; the last one is quoted on time-out). */
 export async function waitFor<T>(what: string, get: () => T | undefined | Promise<T | undefined>, options: WaitOptions | number = {}): Promise<T> {
   const { timeoutMs = 5000, intervalMs = 20 } = typeof options === 'number' ? { timeoutMs: options } : options;
   const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
   for (;;) {
     let value: T | undefined;
     try {
       value = await get();
-    } catch {
+    } catch (err) {
       value = undefined;
+      lastError = err;
     }
     if (value !== undefined) return value;
-    if (Date.now() >= deadline) throw new Error(`timed out waiting for ${what} (${timeoutMs} ms)`);
+    if (Date.now() >= deadline) {
+      const why = lastError instanceof Error ? `; the last check failed: ${lastError.message}` : '';
+      throw new Error(`timed out waiting for ${what} (${timeoutMs} ms)${why}`);
+    }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }

@@ -59,6 +59,11 @@ for _ in 1 2 3; do
   [ -z "$mounts" ] && break
   for m in $mounts; do umount -l "$m" 2>/dev/null; done
 done
+# The kubelet's links to container logs live in /var/log/containers whatever its podLogsDir is.
+for l in /var/log/containers/*.log; do
+  [ -L "$l" ] && case "$(readlink "$l")" in "$W"/*) rm -f "$l" ;; esac
+done
+
 ip link delete "$BRIDGE" 2>/dev/null
 ip link delete "$NODE_LINK" 2>/dev/null
 if [ -f "$W/sysctls" ]; then

@@ -5,6 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { execa, type Options, type ResultPromise } from 'execa';
+import { waitFor as waitUntil } from '../../helpers/wait.js';
+import { criClients } from '../../helpers/cri-client.js';
+import { PullImageRequest } from '../../../src/gen/runtime/v1/api.js';
 
 export const CLUSTER_SCRIPTS = resolve(import.meta.dirname, '../../../../test/e2e/cluster');
 export const CLUSTER_DIR = process.env.CLUSTER_DIR ?? '/var/lib/stove-cluster';
@@ -77,20 +80,15 @@ export async function getJson<T = Record<string, unknown>>(args: string[]): Prom
   return JSON.parse(await kubectl(['get', ...args, '-o', 'json'])) as T;
 }
 
-/** Polls `check` until it returns a value other than undefined/false; on time-out, fails with `what`. */
-export async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
+/**
+ * test/helpers/wait.ts's waitFor at the cluster's pace (a check is a kubectl call: once a second), with
+ * the timeout first; `false` counts as not yet.
+ */
+export function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined | false>): Promise<T> {
+  return waitUntil(what, async () => {
+    const value = await check();
+    return value === false ? undefined : value;
+  }, { timeoutMs, intervalMs: 1000 });
 }
 
 export interface PodJson {
@@ -201,7 +199,7 @@ spec:
       - name: main
         image: ${extra.image ?? image('BUSYBOX_IMAGE')}
         command: [sh, -c, ${JSON.stringify(command)}]
-${(extra.containerYaml ?? '').replace(/^/gm, '    ')}
+${(extra.containerYaml ?? '').replace(/^/gm, '        ')}
 `;
 }
 
@@ -220,4 +218,44 @@ spec:
   selector: {app: ${app}}
   ports: [{port: 80, targetPort: 8080}]
 `;
+}
+
+/** Pulls images through Stove's CRI socket, as an operator's crictl pull does (no container uses them). */
+export async function pullOnNode(images: string[]): Promise<void> {
+  const cri = criClients(join(CLUSTER_DIR, 'stove/stove.sock'));
+  try {
+    for (const img of images) await cri.image.pullImage(PullImageRequest.fromPartial({ image: { image: img } }));
+  } finally {
+    cri.close();
+  }
+}
+
+/** Until the (re)started kubelet answers on its healthz port, then until its node is Ready. */
+export async function waitForKubelet(timeoutMs = 120_000): Promise<void> {
+  await waitFor('the kubelet to answer on 127.0.0.1:10248', timeoutMs, async () => (await fetch('http://127.0.0.1:10248/healthz', { signal: AbortSignal.timeout(2000) })).ok);
+  await waitFor('the node Ready', timeoutMs, async () => {
+    const node = await getJson<{ status: { conditions: { type: string; status: string }[] } }>(['node', NODE_NAME]);
+    return node.status.conditions.some((c) => c.type === 'Ready' && c.status === 'True');
+  });
+}
+
+/**
+ * restart.sh: stops one of the cluster's processes with `signal` and starts it again (`env` reaches the
+ * script: KUBELET_CONFIG_PATCH); then waits until the kubelet answers and its node is Ready, or until
+ * Stove answers on its socket.
+ */
+export async function restartOnNode(name: 'kubelet' | 'stove', signal: 'TERM' | 'KILL' = 'TERM', env: Record<string, string> = {}): Promise<void> {
+  const result = await execa(join(CLUSTER_SCRIPTS, 'restart.sh'), [name, signal], { reject: false, all: true, env });
+  if (result.exitCode !== 0) throw new Error(`restart.sh ${name} ${signal}: ${result.all}`);
+  if (name === 'kubelet') await waitForKubelet();
+  else await waitFor('Stove to answer Version again', 60_000, stoveAnswers);
+}
+
+async function stoveAnswers(): Promise<boolean> {
+  const cri = criClients(join(CLUSTER_DIR, 'stove/stove.sock'));
+  try {
+    return (await cri.runtime.version({ version: 'v1' })).runtimeName === 'stove';
+  } finally {
+    cri.close();
+  }
 }

@@ -1,19 +1,6 @@
-/** What an operator does to a node: cordon and drain, restarts of the kubelet and of Stove, image GC. */
+/** What an operator does to a node: cordon and drain, restarts of the kubelet and of Stove. */
 import { strict as assert } from 'node:assert';
-import { join } from 'node:path';
-import { execa } from 'execa';
-import { CLUSTER_SCRIPTS, NODE_NAME, apply, busyboxDeployment, busyboxPod, getJson, image, isReady, kubectl, podsWithLabel, suiteNamespace, waitFor, waitPodReady, type PodJson } from './kube.js';
-
-
-async function restart(name: string, signal = 'TERM', env: Record<string, string> = {}): Promise<void> {
-  const result = await execa(join(CLUSTER_SCRIPTS, 'restart.sh'), [name, signal], { reject: false, all: true, env });
-  if (result.exitCode !== 0) throw new Error(`restart.sh ${name} ${signal}: ${result.all}`);
-}
-
-async function nodeReady(): Promise<boolean> {
-  const node = await getJson<{ status: { conditions: { type: string; status: string }[] } }>(['node', NODE_NAME]);
-  return node.status.conditions.some((c) => c.type === 'Ready' && c.status === 'True');
-}
+import { NODE_NAME, apply, busyboxDeployment, busyboxPod, isReady, kubectl, podsWithLabel, restartOnNode, suiteNamespace, waitFor, waitPodReady, type PodJson } from './kube.js';
 
 /** Container IDs and restart counts: what must not change when only the node's daemons restart. */
 const fingerprint = (pods: PodJson[]) =>
@@ -28,11 +15,6 @@ async function plegRelists(): Promise<number> {
   if (!count) throw new Error('the kubelet reports no kubelet_pleg_relist_duration_seconds_count');
   return Number(count[1]);
 }
-
-interface NodeImages {
-  status: { images?: { names?: string[] }[] };
-}
-const nodeImageNames = async () => (await getJson<NodeImages>(['node', NODE_NAME])).status.images?.flatMap((i) => i.names ?? []) ?? [];
 
 describe('cluster: node operations', function () {
   this.timeout(300_000);
@@ -65,44 +47,13 @@ describe('cluster: node operations', function () {
       ['stove', 'KILL'],
       ['kubelet', 'KILL'],
     ] as const) {
-      await restart(name, signal);
-      await waitFor(`the node Ready after ${name} SIG${signal}`, 120_000, nodeReady);
+      await restartOnNode(name, signal);
       // The kubelet has looked at the runtime's containers again: three relists after it answers.
-      const relisted = await plegRelists();
+      const relisted = await waitFor(`the kubelet serving its metrics after ${name} SIG${signal}`, 60_000, plegRelists);
       await waitFor(`three kubelet relists after ${name} SIG${signal}`, 60_000, async () => (await plegRelists()) >= relisted + 3);
       const pods = await podsWithLabel(ns.name, 'app=steady');
       assert.ok(pods.every(isReady), `not Ready after ${name} SIG${signal}`);
       assert.deepEqual(fingerprint(pods), before, `containers changed after ${name} SIG${signal}`);
-    }
-  });
-
-  it("the kubelet's image GC removes unused images and leaves the pinned one", async () => {
-    for (const [name, img] of [
-      ['pull-pinned', image('PINNED_IMAGE')],
-      ['pull-unused', image('UNUSED_IMAGE')],
-    ]) {
-      await apply(`apiVersion: v1
-kind: Pod
-metadata: {name: ${name}, namespace: ${ns.name}}
-spec:
-  restartPolicy: Never
-  containers: [{name: main, image: '${img}', command: ['true']}]
-`);
-    }
-    await waitFor('both images on the node', 120_000, async () => {
-      const names = await nodeImageNames();
-      return names.includes(image('PINNED_IMAGE')) && names.includes(image('UNUSED_IMAGE'));
-    });
-    await kubectl(['-n', ns.name, 'delete', 'pod', 'pull-pinned', 'pull-unused', '--wait=true', '--timeout=60s']);
-    // With both thresholds at the bottom, the kubelet frees every unused image at its first GC run,
-    // which comes right after it starts.
-    await restart('kubelet', 'TERM', { KUBELET_CONFIG_PATCH: 'imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0' });
-    try {
-      await waitFor('the unused image collected', 180_000, async () => !(await nodeImageNames()).includes(image('UNUSED_IMAGE')));
-      assert.ok((await nodeImageNames()).includes(image('PINNED_IMAGE')), 'the pinned image was collected');
-    } finally {
-      await restart('kubelet', 'TERM');
-      await waitFor('the node Ready', 120_000, nodeReady);
     }
   });
 });

@@ -1,21 +1,9 @@
 /** The kubelet's resource stats of Stove's pods, and the Evented PLEG feature. */
 import { strict as assert } from 'node:assert';
-import { join } from 'node:path';
-import { execa } from 'execa';
-import { CLUSTER_SCRIPTS, NODE_NAME, apply, busyboxPod, getJson, kubectl, pod, suiteNamespace, waitFor, waitPodReady } from './kube.js';
-
+import { NODE_NAME, apply, busyboxPod, kubectl, pod, restartOnNode, suiteNamespace, waitFor, waitPodReady } from './kube.js';
 
 interface Summary {
   pods: { podRef: { name: string; namespace: string }; cpu?: { usageNanoCores?: number }; memory?: { workingSetBytes?: number }; containers?: { name: string; cpu?: { usageCoreNanoSeconds?: number }; memory?: { workingSetBytes?: number } }[] }[];
-}
-
-async function restartKubelet(env: Record<string, string> = {}): Promise<void> {
-  const result = await execa(join(CLUSTER_SCRIPTS, 'restart.sh'), ['kubelet', 'TERM'], { reject: false, all: true, env });
-  if (result.exitCode !== 0) throw new Error(`restart.sh kubelet: ${result.all}`);
-  await waitFor('the node Ready', 120_000, async () => {
-    const node = await getJson<{ status: { conditions: { type: string; status: string }[] } }>(['node', NODE_NAME]);
-    return node.status.conditions.some((c) => c.type === 'Ready' && c.status === 'True');
-  });
 }
 
 describe('cluster: stats and Evented PLEG', function () {
@@ -48,7 +36,7 @@ describe('cluster: stats and Evented PLEG', function () {
   });
 
   it('with the EventedPLEG feature gate on, a lifecycle converges as with relisting', async () => {
-    await restartKubelet({ KUBELET_CONFIG_PATCH: 'featureGates: {EventedPLEG: true}' });
+    await restartOnNode('kubelet', 'TERM', { KUBELET_CONFIG_PATCH: 'featureGates: {EventedPLEG: true}' });
     try {
       await apply(busyboxPod(ns.name, 'evented', 'sleep 2; exit 1'));
       const restarted = await waitFor('the container to exit and restart under Evented PLEG', 120_000, async () => {
@@ -62,7 +50,7 @@ describe('cluster: stats and Evented PLEG', function () {
       const connected = /^kubelet_evented_pleg_connection_success_count(?:\{[^}]*\})? (\d+)/m.exec(kubeletMetrics);
       assert.ok(connected && Number(connected[1]) > 0, 'the kubelet streams GetContainerEvents');
     } finally {
-      await restartKubelet();
+      await restartOnNode('kubelet');
     }
   });
 });

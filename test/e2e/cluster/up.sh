@@ -12,6 +12,7 @@
 #   CLUSTER_DIR       work dir (default /var/lib/stove-cluster)
 #   CLUSTER_RUNTIME   stove (default) or containerd (a containerd 2.x that build.sh built)
 #   KUBELET_FEATURE_GATES   e.g. EventedPLEG=true
+#   KUBELET_VERBOSITY       the kubelet's --v (default 2)
 #   STOVE_E2E_CACHE   where build.sh keeps the Kubernetes build (default /var/cache/stove-e2e)
 # Needs root. Traffic stays on loopback, the node link and the pods' namespaces: the service
 # and pod ranges are routed to the node link and pods cannot forward out of the bridge.
@@ -34,7 +35,7 @@ bin="$("$here/build.sh" | tail -1)"
 step "binaries in $bin"
 # 0711 as /var/lib: the pause root of a pod with its own user namespace is reached through it.
 mkdir -p "$W" && chmod 0711 "$W"
-mkdir -p "$W"/{logs,pids,pki,kubelet,manifests,cni/net.d,etcd,registry,stove,containerd} && chmod 0700 "$W"/{logs,pki,etcd}
+mkdir -p "$W"/{logs,pids,pki,kubelet,manifests,pod-logs,cni/net.d,etcd,registry,stove,containerd} && chmod 0700 "$W"/{logs,pki,etcd}
 echo "$bin" >"$W/bin-dir"
 echo "$RUNTIME" >"$W/runtime"
 touch "$W/up"
@@ -209,18 +210,21 @@ clusterDNS: [$DNS_SERVICE_IP]
 clusterDomain: cluster.local
 resolvConf: $W/resolv.conf
 staticPodPath: $W/manifests
+podLogsDir: $W/pod-logs
 fileCheckFrequency: 5s
 syncFrequency: 10s
 serializeImagePulls: false
 rotateCertificates: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
+# Every periodic image GC run frees every unused image (image-gc.test.ts watches one).
+imageGCHighThresholdPercent: 1
+imageGCLowThresholdPercent: 0
+imageMinimumGCAge: 1s
 shutdownGracePeriod: 0s
 $( [ -n "$gates" ] && echo "featureGates: {$(echo "$gates" | sed 's/=/: /g; s/,/, /g')}" )
 EOF
 start kubelet "$bin/kubelet" --config "$W/kubelet/config.yaml" --kubeconfig "$W/kubelet.kubeconfig" \
-  --root-dir "$W/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v 2
+  --root-dir "$W/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v "${KUBELET_VERBOSITY:-2}"
 wait_for "the node to register" 120 kubectl get node "$NODE_NAME"
 
 cat >"$W/kube-proxy.yaml" <<EOF

@@ -19,16 +19,9 @@ kind: Secret
 metadata: {name: secret, namespace: ${ns.name}}
 stringData: {password: hunter2}
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: volumes, namespace: ${ns.name}, labels: {tier: e2e}}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: ${image('BUSYBOX_IMAGE')}
-    command: [sleep, '3600']
-    env:
+${busyboxPod(ns.name, 'volumes', 'exec sleep 3600', {
+  labels: { tier: 'e2e' },
+  containerYaml: `    env:
     - {name: FROM_CONFIGMAP, valueFrom: {configMapKeyRef: {name: settings, key: greeting}}}
     volumeMounts:
     - {name: config, mountPath: /config}
@@ -36,8 +29,8 @@ spec:
     - {name: scratch, mountPath: /scratch}
     - {name: memory, mountPath: /memory}
     - {name: projected, mountPath: /projected}
-    - {name: podinfo, mountPath: /podinfo}
-  volumes:
+    - {name: podinfo, mountPath: /podinfo}`,
+  specYaml: `  volumes:
   - {name: config, configMap: {name: settings}}
   - {name: secret, secret: {secretName: secret, defaultMode: 0400}}
   - {name: scratch, emptyDir: {}}
@@ -51,7 +44,8 @@ spec:
     downwardAPI:
       items:
       - {path: labels, fieldRef: {fieldPath: metadata.labels}}
-      - {path: name, fieldRef: {fieldPath: metadata.name}}
+      - {path: name, fieldRef: {fieldPath: metadata.name}}`,
+})}
 `);
     await waitPodReady(ns.name, 'volumes');
     assert.equal(await exec('volumes', 'cat /config/greeting'), 'hello-configmap');

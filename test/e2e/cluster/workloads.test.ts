@@ -2,7 +2,7 @@
 import { strict as assert } from 'node:assert';
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CLUSTER_DIR, NODE_NAME, POD_CIDR_PREFIX, apply, busyboxDeployment, image, isGone, isReady, kubectl, pod, podsWithLabel, suiteNamespace, waitFor } from './kube.js';
+import { CLUSTER_DIR, NODE_NAME, POD_CIDR_PREFIX, apply, busyboxDeployment, busyboxPod, image, isGone, isReady, kubectl, pod, podsWithLabel, suiteNamespace, waitFor } from './kube.js';
 
 
 describe('cluster: workloads', function () {
@@ -67,18 +67,7 @@ spec:
 
   it('runs a static pod from the manifests directory and removes it when the file goes', async () => {
     const file = join(CLUSTER_DIR, 'manifests/static-web.yaml');
-    await writeFile(
-      file,
-      `apiVersion: v1
-kind: Pod
-metadata: {name: static-web, namespace: default}
-spec:
-  containers:
-  - name: main
-    image: ${image('BUSYBOX_IMAGE')}
-    command: [sleep, '3600']
-`,
-    );
+    await writeFile(file, busyboxPod('default', 'static-web', 'exec sleep 3600'));
     const mirror = `static-web-${NODE_NAME}`;
     try {
       await waitFor('the static pod Running (its mirror pod)', 120_000, async () => (await pod('default', mirror)).status.phase === 'Running');
