@@ -1,6 +1,7 @@
 /** Version, Status, RuntimeConfig and UpdateRuntimeConfig: what the runtime is and whether it is ready. */
 import {
   CgroupDriver,
+  RuntimeCondition,
   RuntimeConfigResponse,
   StatusResponse,
   UpdateRuntimeConfigResponse,
@@ -19,6 +20,8 @@ import { redactedConfig } from '../config/load.js';
 
 export const RUNTIME_NAME = 'stove';
 export const RUNTIME_API_VERSION = 'v1';
+/** The Status condition that is false while records are in quarantine. */
+const QUARANTINE_CONDITION = 'StoveHasNoRecordsInQuarantine';
 
 /** Whether pod networking can work right now, and why not. */
 export interface NetworkReadiness {
@@ -73,6 +76,7 @@ export class RuntimeInfo {
         conditions: [
           { type: 'RuntimeReady', status: true, reason: '', message: '' },
           { type: 'NetworkReady', status: network.ready, reason: network.reason, message: network.message },
+          this.quarantineCondition(),
         ],
       },
       info,
@@ -81,6 +85,23 @@ export class RuntimeInfo {
       // with its own user namespace may use the node's network: its pause container joins the node's
       // netns and its containers get /sys bound, not a sysfs of a netns they do not own (oci/mounts.ts).
       features: { supplementalGroupsPolicy: true, userNamespacesHostNetwork: true },
+    });
+  }
+
+  /**
+   * Records in quarantine need an operator: a condition of its own (as containerd's
+   * `ContainerdHasNoDeprecationWarnings`), which the kubelet does not act on, so the node stays Ready
+   * and `crictl info` shows what to repair.
+   */
+  private quarantineCondition(): RuntimeCondition {
+    const entries = this.deps.quarantine?.() ?? [];
+    if (entries.length === 0) return RuntimeCondition.fromPartial({ type: QUARANTINE_CONDITION, status: true });
+    const named = entries.slice(0, 5).map((e) => `${e.kind} ${e.id}`).join(', ') + (entries.length > 5 ? `, and ${entries.length - 5} more` : '');
+    return RuntimeCondition.fromPartial({
+      type: QUARANTINE_CONDITION,
+      status: false,
+      reason: 'RecordsInQuarantine',
+      message: `${entries.length} unreadable record(s) in quarantine (${named}): what they describe is left alone and image garbage collection keeps what they may reference; see stove check`,
     });
   }
 
