@@ -163,10 +163,11 @@ export class ExitWatcher {
 
   private async check(name: string): Promise<void> {
     if (isTempName(name)) return;
+    const before = this.seen.get(name);
     try {
       const record = await readExit(this.options.exitsDir, name);
       if (record) await this.report(record);
-      else this.forget(name);
+      else this.forget(name, before);
     } catch (err) {
       this.options.log.warn('cannot read exit file', { id: name, error: messageOf(err) });
     }
@@ -174,18 +175,25 @@ export class ExitWatcher {
 
   private async rescan(): Promise<void> {
     try {
+      const before = new Map(this.seen);
       const present = await listExits(this.options.exitsDir);
+      for (const record of present) await this.report(record);
       // Files removed while an inotify event was lost are forgotten here.
       const ids = new Set(present.map((r) => r.id));
-      for (const id of this.seen.keys()) if (!ids.has(id)) this.forget(id);
-      for (const record of present) await this.report(record);
+      for (const [id, finishedAtNs] of before) {
+        if (!ids.has(id) && !(await readExit(this.options.exitsDir, id))) this.forget(id, finishedAtNs);
+      }
     } catch (err) {
       this.options.log.warn('exit dir rescan failed', { dir: this.options.exitsDir, error: messageOf(err) });
     }
   }
 
-  /** The exit file is gone: its container was removed, so nothing is left to report or retry. */
-  private forget(id: string): void {
+  /**
+   * The exit file is gone: its container was removed, so nothing is left to report or retry. `seenAs`:
+   * what was reported before the file was found missing; a newer report since then stands.
+   */
+  private forget(id: string, seenAs: bigint | undefined): void {
+    if (this.seen.get(id) !== seenAs) return;
     this.seen.delete(id);
     const retry = this.retries.get(id);
     if (retry) clearTimeout(retry.timer);
@@ -225,7 +233,7 @@ export class ExitWatcher {
       this.scheduleRetry({ id, exitCode: 0, finishedAtNs: pending.finishedAtNs }, attempt);
       return;
     }
-    if (!record) return this.forget(id);
+    if (!record) return this.forget(id, pending.finishedAtNs);
     // A file rewritten meanwhile is a new exit, which its own event reports.
     if (record.finishedAtNs !== pending.finishedAtNs) return;
     await this.report(record, attempt);
