@@ -14,7 +14,7 @@ import { failedPrecondition, invalidArgument, messageOf } from '../common/errors
 import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
-import type { Spec } from '../oci/types.js';
+import type { Spec } from '../oci/index.js';
 import { applyEdits, mergeEdits, resolveEdits, type HostNode } from './edits.js';
 import { qualifiedName } from './names.js';
 // The parser (and its YAML library) is imported with the first spec file: most nodes have none.

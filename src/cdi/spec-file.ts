@@ -14,7 +14,7 @@
  * rejected like any unknown version.
  */
 import { parse as parseYaml } from 'yaml';
-import type { HookStage, LinuxIntelRdt } from '../oci/types.js';
+import type { OciHookStage as HookStage, LinuxIntelRdt } from '../oci/index.js';
 import { deviceNameProblem, splitKind, vendorOrClassProblem } from './names.js';
 
 /** The versions Stove reads, oldest first. */

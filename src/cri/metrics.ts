@@ -1,4 +1,4 @@
-/** ListMetricDescriptors, ListPodSandboxMetrics and StreamPodSandboxMetrics (container/metrics.ts). */
+/** ListMetricDescriptors, ListPodSandboxMetrics and StreamPodSandboxMetrics (stats/metrics.ts). */
 import {
   ListMetricDescriptorsResponse,
   ListPodSandboxMetricsResponse,
@@ -12,7 +12,7 @@ import {
 import type { StreamSink } from '../api/handlers.js';
 import { loadInSlices, writeChunked } from '../api/stream-chunks.js';
 import type { SandboxLookup } from '../container/deps.js';
-import { metricDescriptors, type MetricKind, type MetricSample, type MetricsReader, type PodMetricSamples } from '../container/metrics.js';
+import { metricDescriptors, type MetricKind, type MetricSample, type MetricsReader, type PodMetricSamples } from '../stats/metrics.js';
 import type { ContainerService } from '../container/service.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 

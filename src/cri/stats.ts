@@ -24,7 +24,7 @@ import { notFound } from '../common/errors.js';
 import type { SandboxLookup } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
 import type { ContainerService } from '../container/service.js';
-import type { StatsReader } from '../container/stats.js';
+import type { StatsReader } from '../stats/stats.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 import { filterContainers } from './container-query.js';
 import { toContainerStats, toPodSandboxStats } from './stats-convert.js';

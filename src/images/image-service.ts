@@ -35,7 +35,7 @@ import { CertsDirs } from './trust/certs.js';
 import { PolicyStore } from './trust/enforce.js';
 import type { Platform } from './manifest.js';
 import { metrics } from '../observability/hooks.js';
-import type { ImageConfig } from '../oci/types.js';
+import type { ImageConfig } from '../oci/index.js';
 
 export interface ImageServiceOptions {
   imagesDir: string;

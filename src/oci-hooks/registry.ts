@@ -10,7 +10,7 @@ import { messageOf } from '../common/errors.js';
 import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
-import type { Spec } from '../oci/types.js';
+import type { Spec } from '../oci/index.js';
 // The parser and matcher (and their RE2 engine) are imported with the first hook file: most nodes have none.
 import type { HookContext, OciHookFile } from './hook-file.js';
 

@@ -11,7 +11,7 @@ import { cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cg
 import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { writeCgroupLimits, type CgroupWrite } from './cgroup-limits.js';
-import type { LinuxResources } from '../oci/types.js';
+import type { LinuxResources } from '../oci/index.js';
 
 export interface SandboxHost {
   writePodFiles(files: PodFiles, hostname: string, dns: DNSConfig | undefined): Promise<void>;

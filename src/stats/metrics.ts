@@ -14,8 +14,8 @@ import { processNetDev, type InterfaceStats } from '../network/netns-exec.js';
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { mountContaining, readMountInfo } from '../platform/proc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
-import type { ContainerImages } from './deps.js';
-import { resourcesOf, type ContainerRecord } from './model.js';
+import type { ImageService } from '../images/image-service.js';
+import { resourcesOf, type ContainerRecord } from '../container/model.js';
 import { sumStats } from './stats.js';
 
 const BASE = ['id', 'name'];
@@ -135,7 +135,7 @@ class Samples {
 
 export interface MetricsReaderOptions {
   cgroups: CgroupLayout;
-  images: Pick<ContainerImages, 'rootfsUsage'>;
+  images: Pick<ImageService, 'rootfsUsage'>;
   /** Per-container persistent dir (the writable layers' filesystem is the `device` label). */
   containerDir(id: string): string;
   log: Logger;

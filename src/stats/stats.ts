@@ -14,12 +14,12 @@ import { processInterfaceStats, type InterfaceStats } from '../network/netns-exe
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { cgroupOfParent } from '../sandbox/resize.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import type { ContainerImages } from './deps.js';
-import type { ContainerRecord } from './model.js';
+import type { ImageService } from '../images/image-service.js';
+import type { ContainerRecord } from '../container/model.js';
 
 export interface StatsReaderOptions {
   cgroups: CgroupLayout;
-  images: Pick<ContainerImages, 'rootfsUsage'>;
+  images: Pick<ImageService, 'rootfsUsage'>;
   /** Per-container persistent dir; its parent is the writable layers' filesystem id. */
   containerDir(id: string): string;
   log: Logger;

@@ -5,7 +5,7 @@ import { silentLogger } from '../../../src/common/logger.js';
 import { EventHub } from '../../../src/pod/event-hub.js';
 import { mergeResources } from '../../../src/container/resources.js';
 import { capOutput } from '../../../src/container/service.js';
-import { sumStats } from '../../../src/container/stats.js';
+import { sumStats } from '../../../src/stats/stats.js';
 import { containerName, type ContainerRecord } from '../../../src/container/model.js';
 import { logPathFor } from '../../../src/container/log-file.js';
 import { filterContainers } from '../../../src/cri/container-query.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { ContainerConfig, PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import type { SandboxRecord } from '../../../src/sandbox/model.js';
 import { parsePressure, readCgroupStats, type CgroupLayout } from '../../../src/platform/cgroups.js';
-import { StatsReader } from '../../../src/container/stats.js';
+import { StatsReader } from '../../../src/stats/stats.js';
 import { toContainerStats, toPodSandboxStats } from '../../../src/cri/stats-convert.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
 import { silentLogger } from '../../../src/common/logger.js';
