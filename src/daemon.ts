@@ -13,17 +13,14 @@ import { planReload } from './config/reload.js';
 import { criServices } from './api/services.js';
 import { ensureSocketFree, serveGrpc, type GrpcEndpoint } from './api/server.js';
 import { lockStateDir, type StateLock } from './persist/state-lock.js';
-import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
 import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
+import { imageHandlers, runtimeHandlers } from './cri/rpc-table.js';
 import { PodNetworkManager } from './network/pod-network.js';
 import { nriStatusFile, pathsFor, type Paths } from './config/paths.js';
 import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
 import { Quarantine } from './persist/quarantine.js';
 import { podRootGid } from './sandbox/model.js';
 import { ImageService } from './images/image-service.js';
-import { pullImage } from './cri/image-pull.js';
-import { listImages, imageStatus, imageFsInfo, streamImages } from './cri/image-query.js';
-import { removeImage } from './cri/image-remove.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { detectSpecSettings, reloadSpecSettings } from './oci/index.js';
@@ -33,34 +30,14 @@ import { RuntimeHandlerSet } from './runtime/handlers.js';
 import { ConmonPauseRuntime } from './sandbox/pause.js';
 import { installPauseRootfs } from './sandbox/pause-rootfs.js';
 import { LinuxSandboxHost } from './sandbox/host.js';
-import { runPodSandbox } from './cri/sandbox-run.js';
-import { stopPodSandbox } from './cri/sandbox-stop.js';
-import { updatePodSandboxResources } from './cri/sandbox-update.js';
-import { listMetricDescriptors, listPodSandboxMetrics, streamPodSandboxMetrics } from './cri/metrics.js';
 import { MetricsReader } from './stats/metrics.js';
-import { removePodSandbox } from './cri/sandbox-remove.js';
-import { listPodSandbox, podSandboxStatus, streamPodSandboxes } from './cri/sandbox-query.js';
 import { ContainerStore } from './container/store.js';
 import { ContainerService } from './container/service.js';
 import { StatsReader } from './stats/stats.js';
 import { recheckExits, recoverContainers } from './container/recover.js';
 import { detectCgroups } from './platform/cgroups.js';
-import { createContainer, removeContainer, startContainer, stopContainer } from './cri/container-lifecycle.js';
-import { containerStatus, listContainers, streamContainers } from './cri/container-query.js';
-import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
-import { execSync } from './cri/exec-sync.js';
-import { attach, exec, portForward } from './cri/streaming.js';
-import { getContainerEvents } from './cri/container-events.js';
 import { LifecycleEvents } from './pod/events.js';
 import { PodLifecycle } from './pod/lifecycle.js';
-import {
-  containerStats,
-  listContainerStats,
-  listPodSandboxStats,
-  podSandboxStats,
-  streamContainerStats,
-  streamPodSandboxStats,
-} from './cri/stats.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
 import { CdiRegistry } from './cdi/index.js';
@@ -300,52 +277,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   });
   await streaming.start();
 
-  // Every RPC of CRI v1 (Kubernetes 1.36) has a handler; tsc refuses a missing one. CheckpointContainer
-  // alone answers UNIMPLEMENTED (no CRIU here).
-  const runtimeHandlers: Omit<RuntimeHandlers, 'checkpointContainer'> = {
-    version: (r) => info.version(r),
-    status: (r) => info.status(r),
-    runtimeConfig: () => info.runtimeConfig(),
-    updateRuntimeConfig: (r) => info.updateRuntimeConfig(r),
-    runPodSandbox: (r) => runPodSandbox(pods, r),
-    stopPodSandbox: (r) => stopPodSandbox(pods, r),
-    removePodSandbox: (r) => removePodSandbox(pods, r),
-    updatePodSandboxResources: (r) => updatePodSandboxResources(pods, r),
-    podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes }, r),
-    listPodSandbox: (r) => listPodSandbox(sandboxes, r),
-    streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
-    createContainer: (r) => createContainer(pods, r),
-    startContainer: (r) => startContainer(pods, r),
-    stopContainer: (r) => stopContainer(containers, r),
-    removeContainer: (r) => removeContainer(containers, r),
-    containerStatus: (r) => containerStatus(containers, r),
-    listContainers: (r) => listContainers(containers, sandboxes, r),
-    streamContainers: (r, sink) => streamContainers(containers, sandboxes, r, sink),
-    updateContainerResources: (r) => updateContainerResources(containers, r),
-    reopenContainerLog: (r) => reopenContainerLog(containers, r),
-    execSync: (r, call) => execSync(containers, r, call.signal),
-    exec: (r) => exec(streaming, r),
-    attach: (r) => attach(streaming, r),
-    portForward: (r) => portForward(streaming, r),
-    containerStats: (r) => containerStats({ containers, sandboxes, stats }, r),
-    listContainerStats: (r) => listContainerStats({ containers, sandboxes, stats }, r),
-    podSandboxStats: (r) => podSandboxStats({ containers, sandboxes, stats }, r),
-    listPodSandboxStats: (r) => listPodSandboxStats({ containers, sandboxes, stats }, r),
-    streamContainerStats: (r, sink) => streamContainerStats({ containers, sandboxes, stats }, r, sink),
-    streamPodSandboxStats: (r, sink) => streamPodSandboxStats({ containers, sandboxes, stats }, r, sink),
-    listMetricDescriptors: () => listMetricDescriptors(),
-    listPodSandboxMetrics: () => listPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }),
-    streamPodSandboxMetrics: (r, sink) => streamPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }, r, sink),
-    getContainerEvents: (r, sink) => getContainerEvents(events, r, sink),
-  };
-  const imageHandlers: ImageHandlers = {
-    pullImage: (r, call) => pullImage(images, r, call.signal),
-    listImages: (r) => listImages(images, r),
-    streamImages: (r, sink) => streamImages(images, r, sink),
-    imageStatus: (r) => imageStatus(images, r),
-    removeImage: (r) => removeImage(images, r),
-    imageFsInfo: () => imageFsInfo(images),
-  };
+  const services = { info, pods, sandboxes, containers, images, streaming, stats, metrics: criMetrics, events };
 
   const apiLog = log.child({ module: 'api' });
   const serving = observability
@@ -357,7 +289,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       quarantinedRecords: () => quarantine.list().length,
     })
     .then(() =>
-      serveGrpc(config.socket, criServices(runtimeHandlers, imageHandlers, apiLog), log),
+      serveGrpc(config.socket, criServices(runtimeHandlers(services), imageHandlers(services), apiLog), log),
     );
   const endpoint = await serving.catch(async (err: unknown) => {
     await streaming.stop();

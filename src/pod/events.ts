@@ -5,7 +5,7 @@
  *
  * Each event carries the pod's record and its containers' records as they are when it is published
  * (records are replaced, never changed, so this is a snapshot), and events go out in call order.
- * cri/container-events.ts turns them into the CRI's ContainerEventResponse.
+ * cri/get-container-events.ts turns them into the CRI's ContainerEventResponse.
  */
 import { nowNs } from '../common/clock.js';
 import type { Logger } from '../common/logger.js';

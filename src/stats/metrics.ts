@@ -4,7 +4,7 @@
  * and `name` plus the metric's own (`interface`, `device`, `failure_type`, `scope`), as containerd sends
  * them: the kubelet adds `namespace`, `pod` and `container` itself. Values are read from the cgroups,
  * the writable layer and the pod's network namespace, like the stats RPCs. The CRI carries integer
- * values, so seconds are whole seconds (containerd and CRI-O round the same way). cri/metrics.ts puts
+ * values, so seconds are whole seconds (containerd and CRI-O round the same way). cri/metrics-convert.ts puts
  * them in the CRI's terms.
  */
 import { nowNs } from '../common/clock.js';

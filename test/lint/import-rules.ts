@@ -39,7 +39,7 @@ const RULES: Rule[] = [
   onlyFrom('daemon', ['main'], 'daemon.ts is the composition root; only main.ts starts it'),
   onlyFrom('cri', ['daemon', 'main'], 'nothing below cri/ imports cri/'),
   onlyFrom('api', ['daemon', 'main', 'cri', 'cli'], 'nothing below cri/ imports api/'),
-  onlyFrom('streaming', ['daemon', 'cri'], 'streaming/ sits below cri/ (cri/streaming.ts hands it its parameters): the domain does not import it'),
+  onlyFrom('streaming', ['daemon', 'cri'], 'streaming/ sits below cri/ (cri/exec.ts, attach.ts and port-forward.ts hand it their parameters): the domain does not import it'),
   onlyFrom('pod', ['daemon', 'cri'], 'pod/ coordinates the domain services; they do not import it'),
   {
     why: "sandbox/ does not import container/ (what spans both is pod/'s)",

@@ -4,7 +4,7 @@ import { access, mkdir, readdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig, ContainerEventType, PodSandboxConfig, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { recoverContainers } from '../../../src/container/recover.js';
-import { getContainerEvents } from '../../../src/cri/container-events.js';
+import { getContainerEvents } from '../../../src/cri/get-container-events.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { harness, IMAGE_NAME, type Harness } from './fakes.js';
 

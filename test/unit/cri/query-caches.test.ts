@@ -20,9 +20,13 @@ import {
   RuntimeServiceService,
 } from '../../../src/gen/runtime/v1/api.js';
 import { withWireReuse } from '../../../src/api/wire-reuse.js';
-import { containerStatus, listContainers } from '../../../src/cri/container-query.js';
-import { listPodSandbox, podSandboxStatus } from '../../../src/cri/sandbox-query.js';
-import { imageStatus, listImages, type ImageQueries } from '../../../src/cri/image-query.js';
+import { containerStatus } from '../../../src/cri/container-status.js';
+import { listContainers } from '../../../src/cri/list-containers.js';
+import { listPodSandbox } from '../../../src/cri/list-pod-sandbox.js';
+import { podSandboxStatus } from '../../../src/cri/pod-sandbox-status.js';
+import { imageStatus } from '../../../src/cri/image-status.js';
+import { listImages } from '../../../src/cri/list-images.js';
+import type { ImageQueries } from '../../../src/cri/image-convert.js';
 import { PinnedImages } from '../../../src/images/pinned.js';
 import type { ImageRecord } from '../../../src/images/image-store.js';
 import { harness as containerHarness, IMAGE_NAME, type Harness as ContainerHarness } from '../container/fakes.js';
