@@ -1,17 +1,21 @@
 /** Exit files as conmon writes them (temp file renamed over `<id>`), watched and read back. */
 import assert from 'node:assert/strict';
-import { mkdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createLogger, silentLogger } from '../../../src/common/logger.js';
 import { eventually } from '../../helpers/wait.js';
 import { ExitWatcher, exitReason, listExits, readExit, waitForExit, wasOomKilled, type ExitRecord } from '../../../src/monitor/exits.js';
 import { tempDirPerTest } from '../../helpers/temp-dir.js';
 
-/** What conmon's g_file_set_contents does: write `<id>.XXXXXX`, then rename it over `<id>`. */
-async function conmonWritesExit(dir: string, id: string, code: number): Promise<void> {
+/**
+ * What conmon's g_file_set_contents does: write `<id>.XXXXXX`, then rename it over `<id>`. `finishedAt`
+ * sets the mtime first (two writes within a clock tick would otherwise look like one exit).
+ */
+async function conmonWritesExit(dir: string, id: string, code: number, finishedAt?: Date): Promise<void> {
   const tmp = join(dir, `${id}.A1b2C3`);
   await writeFile(tmp, '');
   await writeFile(tmp, String(code));
+  if (finishedAt) await utimes(tmp, finishedAt, finishedAt);
   await rename(tmp, join(dir, id));
 }
 
@@ -63,7 +67,7 @@ describe('monitor/exits', () => {
       // A container removed (its exit file with it) and an exit file of that name written again: a new report.
       for (let round = 1; round <= 3; round++) {
         await unlink(join(dir(), 'probe'));
-        await conmonWritesExit(dir(), 'probe', round);
+        await conmonWritesExit(dir(), 'probe', round, new Date(Date.now() + round * 1000));
         await eventually(`probe written again ${round} time(s) reported`, () => loud.filter((id) => id === 'probe').length === round + 1);
       }
       // The rescans (every 20 ms) during those rounds did not report the untouched file again.
