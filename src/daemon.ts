@@ -14,7 +14,7 @@ import { criServices } from './api/services.js';
 import { ensureSocketFree, serveGrpc, type GrpcEndpoint } from './api/server.js';
 import { lockStateDir, type StateLock } from './persist/state-lock.js';
 import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
-import { imageHandlers, runtimeHandlers } from './cri/rpc-table.js';
+import { imageHandlers, runtimeHandlers, type CriServices } from './cri/rpc-table.js';
 import { PodNetworkManager } from './network/pod-network.js';
 import { nriStatusFile, pathsFor, type Paths } from './config/paths.js';
 import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
@@ -26,6 +26,8 @@ import { ExitWatcher } from './monitor/exits.js';
 import { detectSpecSettings, reloadSpecSettings } from './oci/index.js';
 import { SandboxStore } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
+import { SandboxRunner } from './sandbox/run.js';
+import { CgroupParentUsers } from './sandbox/cgroup-parents.js';
 import { RuntimeHandlerSet } from './runtime/handlers.js';
 import { ConmonPauseRuntime } from './sandbox/pause.js';
 import { installPauseRootfs } from './sandbox/pause-rootfs.js';
@@ -124,21 +126,23 @@ async function tightenRecoveredPodDirs(state: string, paths: Paths, sandboxes: S
   if (changed) log.info('set the access of pod and container state dirs', { changed });
 }
 
-/** Everything after the lock: services, recovery, the API. */
-async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, observability: Observability): Promise<Daemon> {
-  const paths = pathsFor(config);
-  const podNetwork = new PodNetworkManager({
-    ...config.network,
-    netnsDir: paths.netnsDir,
-    cacheDir: paths.cniCacheDir,
-    log: log.child({ module: 'network' }),
-  });
+/** What every builder reads: the configuration, the paths it gives, and the root logger. */
+interface BuildContext {
+  config: Config;
+  paths: Paths;
+  log: RootLogger;
+}
 
-  // Unreadable records go here, and what they describe is left alone (persist/quarantine.ts).
+/** Unreadable records go here, and what they describe is left alone (persist/quarantine.ts). */
+async function openQuarantine({ paths, log }: BuildContext): Promise<Quarantine> {
   const quarantine = new Quarantine(paths.quarantineDir, log.child({ module: 'quarantine' }));
   await quarantine.load();
+  return quarantine;
+}
 
-  const images = await ImageService.open({
+/** The image store, loaded (its unreadable records to `quarantine`). */
+function openImages({ config, paths, log }: BuildContext, quarantine: Quarantine): Promise<ImageService> {
+  return ImageService.open({
     quarantine,
     imagesDir: paths.imagesDir,
     stateDir: config.state,
@@ -155,7 +159,10 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     pinnedImages: config.images.pinned,
     log: log.child({ module: 'images' }),
   });
+}
 
+/** What runs containers: the OCI runtimes, conmon, and the spec settings detected on this host. */
+async function buildRuntime({ config, paths, log }: BuildContext) {
   const runtimes = new RuntimeHandlerSet({
     runc: { binary: config.runtime.runc, root: paths.runcRoot },
     handlers: config.runtime.handlers,
@@ -182,10 +189,22 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     },
     log.child({ module: 'spec' }),
   );
-  const sandboxStore = new SandboxStore(config.root, quarantine);
-  const containerStore = new ContainerStore(config.root, quarantine);
-  const sandboxes = new SandboxService({
-    store: sandboxStore,
+  return { runtimes, monitor, handlerFeatures, specSettings, cgroups: await detectCgroups() };
+}
+
+type Runtime = Awaited<ReturnType<typeof buildRuntime>>;
+
+/** Pods: their network, the sandbox service and RunPodSandbox's runner over one set of options. */
+async function buildSandboxes({ config, paths, log }: BuildContext, { runtimes, monitor, specSettings }: Runtime, quarantine: Quarantine) {
+  const podNetwork = new PodNetworkManager({
+    ...config.network,
+    netnsDir: paths.netnsDir,
+    cacheDir: paths.cniCacheDir,
+    log: log.child({ module: 'network' }),
+  });
+  const store = new SandboxStore(config.root, quarantine);
+  const options = {
+    store,
     sandboxStateDir: paths.sandboxStateDir,
     network: podNetwork,
     pause: new ConmonPauseRuntime(monitor, runtimes),
@@ -194,9 +213,25 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     specSettings,
     pauseRootfs: await installPauseRootfs(config.state),
     defaults: { cgroupParent: config.runtime.cgroupParent, cgroupDriver: config.runtime.cgroupDriver },
+    parentUsers: new CgroupParentUsers(() => store.list()),
     log: log.child({ module: 'sandbox' }),
-  });
-  const cgroups = await detectCgroups();
+  };
+  return { podNetwork, sandboxStore: store, sandboxes: new SandboxService(options), runner: new SandboxRunner(options) };
+}
+
+type Sandboxes = Awaited<ReturnType<typeof buildSandboxes>>;
+
+/**
+ * Containers, with what edits their specs (CDI, OCI hooks, NRI), and the one publisher of pod and
+ * container events (each service sends its own through it).
+ */
+async function buildContainers(
+  { config, paths, log }: BuildContext,
+  { runtimes, monitor, specSettings, cgroups }: Runtime,
+  { sandboxes, sandboxStore }: Sandboxes,
+  images: ImageService,
+  quarantine: Quarantine,
+) {
   const cdi = new CdiRegistry({ specDirs: config.cdi.specDirs, log: log.child({ module: 'cdi' }) });
   const ociHooks = new OciHookRegistry({ hooksDirs: config.runtime.hooksDirs, log: log.child({ module: 'oci-hooks' }) });
   // Read once now so that bad files are logged at start, not at the first container that wants them.
@@ -210,15 +245,15 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
         log.child({ module: 'nri' }),
       )
     : undefined;
-  // The one publisher of pod and container events; each service sends its own through it.
+  const store = new ContainerStore(config.root, quarantine);
   const events = new LifecycleEvents({
     sandbox: (id) => sandboxStore.get(id),
-    containersOf: (id) => containerStore.ofSandbox(id),
+    containersOf: (id) => store.ofSandbox(id),
     extensions: nriLifecycle,
     log: log.child({ module: 'events' }),
   });
   const containers = new ContainerService({
-    store: containerStore,
+    store,
     sandboxes,
     images,
     monitor,
@@ -233,68 +268,80 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     lifecycle: nriLifecycle,
     log: log.child({ module: 'container' }),
   });
-  const pods = new PodLifecycle({ sandboxes, containers, events });
-  const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
-  const criMetrics = new MetricsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'metrics' }) });
-  // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.
-  const exits = new ExitWatcher({
-    exitsDir: paths.exitsDir,
-    onExit: async (exit) => {
-      await pods.routeExit(exit);
-    },
-    log: log.child({ module: 'exits' }),
-  });
-  // Recovery before the API answers: the watcher first, so no exit falls between reading and watching.
-  const recoveryStarted = performance.now();
+  return { containers, events, nriLifecycle };
+}
+
+/**
+ * Recovery before the API answers: the exit watcher first (each exit goes to the module that owns the
+ * ID), so no exit falls between reading and watching; then the pods, then the containers.
+ */
+async function recover({ config, paths, log }: BuildContext, pods: PodLifecycle, sandboxes: SandboxService, containers: ContainerService): Promise<ExitWatcher> {
+  const exits = new ExitWatcher({ exitsDir: paths.exitsDir, onExit: (exit) => pods.routeExit(exit), log: log.child({ module: 'exits' }) });
+  const started = performance.now();
   await exits.start();
   await pods.recover();
   await recoverContainers(containers);
   // Exits that came between the watcher's start and the containers' load were not theirs yet.
   await recheckExits(containers);
   await tightenRecoveredPodDirs(config.state, paths, sandboxes, containers, log);
-  metrics().recovered((performance.now() - recoveryStarted) / 1000);
+  metrics().recovered((performance.now() - started) / 1000);
+  return exits;
+}
 
-  // Plugins register and are synchronized with the recovered pods before the API answers.
-  const nri = nriLifecycle ? await startNri(config, nriLifecycle, nriLifecycle.host(containers), log.child({ module: 'nri' })) : undefined;
-
-  const info = new RuntimeInfo({
-    config,
-    version: stoveVersion(),
-    log: log.child({ module: 'runtime-info' }),
-    networkReadiness: () => podNetwork.readiness(),
-    runtimeHandlers: () => handlerFeatures,
-    quarantine: () => quarantine.list(),
-  });
-
-  // Exec, Attach and PortForward hand out URLs of this server; it listens before the API answers.
-  const streamingDeps = { containers, sandboxes, monitor, log: log.child({ module: 'streaming' }) };
-  const streamingBackend = new CriStreamingBackend(streamingDeps);
-  const streaming = new StreamingServer({
-    ...streamingOptionsFromConfig(config.streaming),
-    backend: streamingBackend,
-    lookup: streamingLookup(streamingDeps),
-    log: streamingDeps.log,
-  });
+/** The exec/attach/port-forward server, listening: Exec, Attach and PortForward hand out its URLs. */
+async function startStreaming({ config, log }: BuildContext, { monitor }: Runtime, sandboxes: SandboxService, containers: ContainerService) {
+  const deps = { containers, sandboxes, monitor, log: log.child({ module: 'streaming' }) };
+  const backend = new CriStreamingBackend(deps);
+  const streaming = new StreamingServer({ ...streamingOptionsFromConfig(config.streaming), backend, lookup: streamingLookup(deps), log: deps.log });
   await streaming.start();
+  return { streaming, backend };
+}
 
-  const services = { info, pods, sandboxes, containers, images, streaming, stats, metrics: criMetrics, events };
-
-  const apiLog = log.child({ module: 'api' });
-  const serving = observability
-    .listen({
+/** The metrics listener, then the CRI on the socket; the streaming server stops if either fails. */
+async function serve({ config, log }: BuildContext, observability: Observability, services: CriServices, quarantine: Quarantine): Promise<GrpcEndpoint> {
+  const { containers, sandboxes, images, streaming } = services;
+  try {
+    await observability.listen({
       containerStates: () => containers.list().map((c) => c.state),
       podSandboxStates: () => sandboxes.list().map((s) => s.state),
       imageCount: () => images.list().length,
       streamingSessions: () => streaming.sessionsByKind(),
       quarantinedRecords: () => quarantine.list().length,
-    })
-    .then(() =>
-      serveGrpc(config.socket, criServices(runtimeHandlers(services), imageHandlers(services), apiLog), log),
-    );
-  const endpoint = await serving.catch(async (err: unknown) => {
+    });
+    return await serveGrpc(config.socket, criServices(runtimeHandlers(services), imageHandlers(services), log.child({ module: 'api' })), log);
+  } catch (err) {
     await streaming.stop();
     throw err;
+  }
+}
+
+/** Everything after the lock: services, recovery, the API. */
+async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, observability: Observability): Promise<Daemon> {
+  const ctx: BuildContext = { config, paths: pathsFor(config), log };
+  const quarantine = await openQuarantine(ctx);
+  const images = await openImages(ctx, quarantine);
+  const runtime = await buildRuntime(ctx);
+  const pod = await buildSandboxes(ctx, runtime, quarantine);
+  const { sandboxes, podNetwork } = pod;
+  const { containers, events, nriLifecycle } = await buildContainers(ctx, runtime, pod, images, quarantine);
+  const pods = new PodLifecycle({ runner: pod.runner, sandboxes, containers, events });
+  const exits = await recover(ctx, pods, sandboxes, containers);
+  // Plugins register and are synchronized with the recovered pods before the API answers.
+  const nri = nriLifecycle ? await startNri(config, nriLifecycle, nriLifecycle.host(containers), log.child({ module: 'nri' })) : undefined;
+  const info = new RuntimeInfo({
+    config,
+    version: stoveVersion(),
+    log: log.child({ module: 'runtime-info' }),
+    networkReadiness: () => podNetwork.readiness(),
+    runtimeHandlers: () => runtime.handlerFeatures,
+    quarantine: () => quarantine.list(),
   });
+  const { streaming, backend: streamingBackend } = await startStreaming(ctx, runtime, sandboxes, containers);
+  const usage = { cgroups: runtime.cgroups, images, containerDir: ctx.paths.containerDir };
+  const stats = new StatsReader({ ...usage, log: log.child({ module: 'stats' }) });
+  const criMetrics = new MetricsReader({ ...usage, log: log.child({ module: 'metrics' }) });
+  const services: CriServices = { info, pods, sandboxes, containers, images, streaming, stats, metrics: criMetrics, events };
+  const endpoint = await serve(ctx, observability, services, quarantine);
 
   let current = config;
   return {
@@ -303,20 +350,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       // Live keys against the last config applied; the others against the start-up config in force.
       const applied = planReload(current, next).live;
       const needsRestart = planReload(config, next).restart;
-      log.setLevel(next.logLevel);
-      images.setRegistries(next.registries);
-      images.setPinned(next.images.pinned);
-      images.setTrust(next.images);
-      // The spec builders read the live settings object at each create.
-      reloadSpecSettings(specSettings, {
-        pidsLimit: next.runtime.pidsLimit,
-        defaultUlimits: next.runtime.defaultUlimits,
-        allowedAnnotations: next.runtime.allowedAnnotations,
-      });
-      containers.setLogSizeMax(next.runtime.logSizeMax);
-      podNetwork.rescanConfig();
-      // The listener moves and tracers swap in the background; a failure keeps what was running.
-      observability.reconfigure(next).catch((err: unknown) => log.error('cannot apply the new metrics or tracing settings', { error: messageOf(err) }));
+      applyLiveKeys(next, { log, images, specSettings: runtime.specSettings, containers, podNetwork, observability });
       current = next;
       return { applied, needsRestart };
     },
@@ -335,3 +369,23 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   };
 }
 
+/** What a reload changes live (config/reload.ts lists the keys), for work that starts from now on. */
+function applyLiveKeys(
+  next: Config,
+  live: { log: RootLogger; images: ImageService; specSettings: Runtime['specSettings']; containers: ContainerService; podNetwork: PodNetworkManager; observability: Observability },
+): void {
+  live.log.setLevel(next.logLevel);
+  live.images.setRegistries(next.registries);
+  live.images.setPinned(next.images.pinned);
+  live.images.setTrust(next.images);
+  // The spec builders read the live settings object at each create.
+  reloadSpecSettings(live.specSettings, {
+    pidsLimit: next.runtime.pidsLimit,
+    defaultUlimits: next.runtime.defaultUlimits,
+    allowedAnnotations: next.runtime.allowedAnnotations,
+  });
+  live.containers.setLogSizeMax(next.runtime.logSizeMax);
+  live.podNetwork.rescanConfig();
+  // The listener moves and tracers swap in the background; a failure keeps what was running.
+  live.observability.reconfigure(next).catch((err: unknown) => live.log.error('cannot apply the new metrics or tracing settings', { error: messageOf(err) }));
+}

@@ -116,12 +116,8 @@ export class ContainerService {
   /** What an exec or attach needs; NotFound for an unknown container. */
   execTarget(idOrPrefix: string): ExecTarget {
     const r = this.get(idOrPrefix);
-    const config = this.configOf(r);
+    const config = containerConfigOf(r);
     return { id: r.id, runtime: this.runtimeOf(r), process: r.process, tty: config.tty, stdin: config.stdin, stdinOnce: config.stdinOnce, state: r.state };
-  }
-
-  configOf(record: ContainerRecord): ContainerConfig {
-    return containerConfigOf(record);
   }
 
   /** The OCI spec in the container's bundle, if the bundle is still there. */

@@ -6,7 +6,7 @@ import { criPodState } from './sandbox-convert.js';
 import type { SandboxService } from '../sandbox/service.js';
 
 /** The sandbox service's reads: the query RPCs change no pod. */
-export type SandboxReads = Pick<SandboxService, 'get' | 'find' | 'list' | 'configOf' | 'pauseState' | 'pauseSpec' | 'networkStatus'>;
+export type SandboxReads = Pick<SandboxService, 'get' | 'find' | 'list' | 'pauseState' | 'pauseSpec' | 'networkStatus'>;
 
 /** Filters: `id` (full ID or unique prefix), `state`, and a label selector (every pair must match). */
 export async function listPodSandbox(sandboxes: SandboxReads, req: ListPodSandboxRequest): Promise<ListPodSandboxResponse> {
@@ -39,7 +39,7 @@ export function selectPodSandboxes(sandboxes: SandboxReads, filter: PodSandboxFi
   const selector = Object.entries(filter?.labelSelector ?? {});
   if (selector.length) {
     records = records.filter((r) => {
-      const labels = sandboxes.configOf(r).labels;
+      const labels = podConfigOf(r).labels;
       return selector.every(([k, v]) => labels[k] === v);
     });
   }

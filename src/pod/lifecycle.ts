@@ -28,7 +28,6 @@ import type { PauseState, SandboxRecord } from '../sandbox/model.js';
  * called here under that pod's lock.
  */
 export interface PodSandboxes {
-  run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord>;
   find(idOrPrefix: string): SandboxRecord | undefined;
   /** NotFound for an unknown pod. */
   get(idOrPrefix: string): SandboxRecord;
@@ -68,7 +67,13 @@ export interface PodEvents {
   pod(type: LifecycleEventType, sandboxId: string): void;
 }
 
+/** RunPodSandbox's steps (sandbox/run.ts). */
+export interface PodRunner {
+  run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord>;
+}
+
 export interface PodLifecycleOptions {
+  runner: PodRunner;
   sandboxes: PodSandboxes;
   containers: PodContainers;
   events: PodEvents;
@@ -81,7 +86,7 @@ export class PodLifecycle {
 
   /** Creates and starts a pod; CREATED and STARTED go out once it runs. */
   async run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
-    const record = await this.o.sandboxes.run(config, runtimeHandler);
+    const record = await this.o.runner.run(config, runtimeHandler);
     this.o.events.pod('created', record.id);
     this.o.events.pod('started', record.id);
     return record;

@@ -30,51 +30,51 @@ import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './deps.js';
-import type { CgroupParentUsers } from './cgroup-parents.js';
 import { StepTimer } from '../observability/steps.js';
 import { metrics } from '../observability/hooks.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */
 const NETNS_PENDING = '/proc/self/ns/net';
 
-/** Creates and starts a pod sandbox; on failure nothing it made is left. */
-export async function runSandbox(
-  o: SandboxServiceOptions,
-  config: PodSandboxConfig,
-  runtimeHandler: string,
-  parentUsers: CgroupParentUsers,
-): Promise<SandboxRecord> {
-  o.runtimes.get(runtimeHandler);
-  const plan = planPod(config, o.defaults);
-  const { seccompProfiles } = await preparePauseHost(config);
-  const id = newId();
-  const stateDir = o.sandboxStateDir(id);
-  const files = podFilePaths(stateDir, plan.modes.hostIpc);
-  // The whole spec is built (and so validated) before anything exists; the netns path comes later.
-  const spec = buildPauseSpec({
-    sandboxId: id,
-    config,
-    rootPath: o.pauseRootfs,
-    hostname: plan.hostname,
-    // Absent, the pause container gets a new netns of its own (pods with a user namespace).
-    netnsPath: plan.modes.hostNetwork || ownsNetns(plan) ? undefined : NETNS_PENDING,
-    shmPath: files.shmPath,
-    cgroupParent: plan.cgroupParent,
-    imageName: PAUSE_IMAGE_NAME,
-    seccompProfiles,
-    settings: o.specSettings,
-  });
-  const log = o.log.child({ sandbox: shortId(id), pod: plan.name });
-  const timer = new StepTimer();
-  // Until the record is stored, this run keeps the levels above its cgroup from being removed.
-  const release = parentUsers.claim(plan.cgroupParent);
-  const record = await withCleanup(log, (cleanup) =>
-    new PodRun(o, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer, parentUsers).run(),
-  ).finally(release);
-  const ms = timer.total();
-  metrics().podSandboxStarted(ms / 1000, timer.steps);
-  log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms, steps: timer.steps });
-  return record;
+/** RunPodSandbox, which the pod coordinator calls (no lock: the pod has no ID before it). */
+export class SandboxRunner {
+  constructor(private readonly o: SandboxServiceOptions) {}
+
+  /** Creates and starts a pod sandbox; on failure nothing it made is left. */
+  async run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
+    const { o } = this;
+    o.runtimes.get(runtimeHandler);
+    const plan = planPod(config, o.defaults);
+    const { seccompProfiles } = await preparePauseHost(config);
+    const id = newId();
+    const stateDir = o.sandboxStateDir(id);
+    const files = podFilePaths(stateDir, plan.modes.hostIpc);
+    // The whole spec is built (and so validated) before anything exists; the netns path comes later.
+    const spec = buildPauseSpec({
+      sandboxId: id,
+      config,
+      rootPath: o.pauseRootfs,
+      hostname: plan.hostname,
+      // Absent, the pause container gets a new netns of its own (pods with a user namespace).
+      netnsPath: plan.modes.hostNetwork || ownsNetns(plan) ? undefined : NETNS_PENDING,
+      shmPath: files.shmPath,
+      cgroupParent: plan.cgroupParent,
+      imageName: PAUSE_IMAGE_NAME,
+      seccompProfiles,
+      settings: o.specSettings,
+    });
+    const log = o.log.child({ sandbox: shortId(id), pod: plan.name });
+    const timer = new StepTimer();
+    // Until the record is stored, this run keeps the levels above its cgroup from being removed.
+    const release = o.parentUsers.claim(plan.cgroupParent);
+    const record = await withCleanup(log, (cleanup) =>
+      new PodRun(o, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer).run(),
+    ).finally(release);
+    const ms = timer.total();
+    metrics().podSandboxStarted(ms / 1000, timer.steps);
+    log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms, steps: timer.steps });
+    return record;
+  }
 }
 
 /** What a run is about, fixed before it starts. */
@@ -97,7 +97,6 @@ class PodRun {
     private readonly input: PodRunInput,
     private readonly cleanup: CleanupStack,
     private readonly timer: StepTimer,
-    private readonly parentUsers: CgroupParentUsers,
   ) {
     this.id = input.id;
   }
@@ -272,7 +271,7 @@ class PodRun {
     const missing = await this.o.host.missingCgroupLevels(this.input.plan.cgroupParent);
     this.cleanup.push('remove cgroup parents', async () => {
       const parent = this.input.plan.cgroupParent;
-      for (const level of this.parentUsers.removable(parent, missing, { claimedParent: parent })) await this.o.host.removeEmptyCgroup(level);
+      for (const level of this.o.parentUsers.removable(parent, missing, { claimedParent: parent })) await this.o.host.removeEmptyCgroup(level);
     });
     const cgroupsPath = this.input.spec.linux?.cgroupsPath;
     if (cgroupsPath) this.cleanup.push('remove pause cgroup', () => this.o.host.removeCgroup(cgroupsPath));

@@ -1,6 +1,6 @@
 /**
- * The pod sandbox service: RunPodSandbox (run.ts), StopPodSandbox and RemovePodSandbox over the
- * network, the pod files and the pause container; the lookups the container module and the query RPCs
+ * The pod sandbox service: StopPodSandbox and RemovePodSandbox over the network, the pod files and the
+ * pause container (RunPodSandbox is run.ts's SandboxRunner); the lookups the container module and the query RPCs
  * use; the step that marks a pod NOTREADY when its pause process dies; and the recovery that rebuilds
  * everything from disk before the API answers (recover.ts removes what interrupted runs left).
  *
@@ -21,22 +21,17 @@ import type { SandboxServiceOptions } from './deps.js';
 import { podConfigOf, type PauseState, type SandboxRecord } from './model.js';
 import { pauseRefs } from './pause.js';
 import { collectGarbage } from './recover.js';
-import { runSandbox } from './run.js';
 import { StepTimer } from '../observability/steps.js';
 import { podCgroupPath, podLimits } from './resize.js';
 import type { SandboxStore } from './store.js';
-import { CgroupParentUsers } from './cgroup-parents.js';
 
 export class SandboxService {
   private readonly store: SandboxStore;
   private readonly log: Logger;
-  /** Who is under the cgroup parent levels pods made: a level goes with the last of them. */
-  private readonly parentUsers: CgroupParentUsers;
 
   constructor(private readonly o: SandboxServiceOptions) {
     this.store = o.store;
     this.log = o.log;
-    this.parentUsers = new CgroupParentUsers(() => this.store.list());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -70,14 +65,6 @@ export class SandboxService {
   /** The pause container's OCI spec as written to its bundle, if it is still there. */
   async pauseSpec(record: SandboxRecord): Promise<unknown> {
     return readBundleSpec(record.bundleDir);
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // RunPodSandbox
-
-  /** Creates and starts a pod sandbox; on failure nothing it made is left. */
-  run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
-    return runSandbox(this.o, config, runtimeHandler, this.parentUsers);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -171,7 +158,7 @@ export class SandboxService {
       await this.o.host.removePodFiles(record.files);
       await rm(record.stateDir, { recursive: true, force: true });
       await this.o.host.removeCgroup(record.cgroupsPath);
-      for (const level of this.parentUsers.removable(record.cgroupParent, record.createdCgroupParents, { id: record.id })) {
+      for (const level of this.o.parentUsers.removable(record.cgroupParent, record.createdCgroupParents, { id: record.id })) {
         await this.o.host.removeEmptyCgroup(level);
       }
     } catch (err) {
@@ -219,10 +206,5 @@ export class SandboxService {
       total: this.store.list().length,
       ready: this.store.list().filter((r) => r.state === 'ready').length,
     });
-  }
-
-  /** The parsed CRI config of a record. */
-  configOf(record: SandboxRecord): PodSandboxConfig {
-    return podConfigOf(record);
   }
 }

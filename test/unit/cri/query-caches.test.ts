@@ -101,7 +101,7 @@ describe('query RPC caches', () => {
     const list = async () => wire(runtime.listPodSandbox!, (b) => ListPodSandboxResponse.decode(b), await listPodSandbox(h.service, { filter: undefined })).items;
 
     it('PodSandboxStatus shows a stop at once, with a fresh timestamp on every answer', async () => {
-      const r = await h.service.run(pod('web'), '');
+      const r = await h.runner.run(pod('web'), '');
       const first = await status(r.id);
       assert.equal(first.status!.state, PodSandboxState.SANDBOX_READY);
       assert.deepEqual(first.status!.network!.ip, '10.9.0.2');
@@ -118,8 +118,8 @@ describe('query RPC caches', () => {
     });
 
     it('ListPodSandbox shows runs, stops and removals at once, and filters by label', async () => {
-      const a = await h.service.run(pod('a'), '');
-      const b = await h.service.run(pod('b'), '');
+      const a = await h.runner.run(pod('a'), '');
+      const b = await h.runner.run(pod('b'), '');
       assert.deepEqual((await list()).map((p) => [p.id, p.state]), [[a.id, PodSandboxState.SANDBOX_READY], [b.id, PodSandboxState.SANDBOX_READY]]);
       await h.service.stop(a.id);
       assert.deepEqual((await list()).map((p) => p.state), [PodSandboxState.SANDBOX_NOTREADY, PodSandboxState.SANDBOX_READY]);
