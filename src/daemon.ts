@@ -35,6 +35,7 @@ import { LinuxSandboxHost } from './sandbox/host.js';
 import { MetricsReader } from './stats/metrics.js';
 import { ContainerStore } from './container/store.js';
 import { ContainerService } from './container/service.js';
+import type { ContainerServiceOptions } from './container/deps.js';
 import { StatsReader } from './stats/stats.js';
 import { recheckExits, recoverContainers } from './container/recover.js';
 import { detectCgroups } from './platform/cgroups.js';
@@ -252,7 +253,7 @@ async function buildContainers(
     extensions: nriLifecycle,
     log: log.child({ module: 'events' }),
   });
-  const containers = new ContainerService({
+  const options: ContainerServiceOptions = {
     store,
     sandboxes,
     images,
@@ -267,22 +268,28 @@ async function buildContainers(
     events,
     lifecycle: nriLifecycle,
     log: log.child({ module: 'container' }),
-  });
-  return { containers, events, nriLifecycle };
+  };
+  return { containers: new ContainerService(options), containerOptions: options, events, nriLifecycle };
 }
 
 /**
  * Recovery before the API answers: the exit watcher first (each exit goes to the module that owns the
  * ID), so no exit falls between reading and watching; then the pods, then the containers.
  */
-async function recover({ config, paths, log }: BuildContext, pods: PodLifecycle, sandboxes: SandboxService, containers: ContainerService): Promise<ExitWatcher> {
+async function recover(
+  { config, paths, log }: BuildContext,
+  pods: PodLifecycle,
+  sandboxes: SandboxService,
+  containers: ContainerService,
+  containerOptions: ContainerServiceOptions,
+): Promise<ExitWatcher> {
   const exits = new ExitWatcher({ exitsDir: paths.exitsDir, onExit: (exit) => pods.routeExit(exit), log: log.child({ module: 'exits' }) });
   const started = performance.now();
   await exits.start();
   await pods.recover();
-  await recoverContainers(containers);
+  await recoverContainers(containers, containerOptions);
   // Exits that came between the watcher's start and the containers' load were not theirs yet.
-  await recheckExits(containers);
+  await recheckExits(containers, containerOptions);
   await tightenRecoveredPodDirs(config.state, paths, sandboxes, containers, log);
   metrics().recovered((performance.now() - started) / 1000);
   return exits;
@@ -323,9 +330,9 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   const runtime = await buildRuntime(ctx);
   const pod = await buildSandboxes(ctx, runtime, quarantine);
   const { sandboxes, podNetwork } = pod;
-  const { containers, events, nriLifecycle } = await buildContainers(ctx, runtime, pod, images, quarantine);
+  const { containers, containerOptions, events, nriLifecycle } = await buildContainers(ctx, runtime, pod, images, quarantine);
   const pods = new PodLifecycle({ runner: pod.runner, sandboxes, containers, events });
-  const exits = await recover(ctx, pods, sandboxes, containers);
+  const exits = await recover(ctx, pods, sandboxes, containers, containerOptions);
   // Plugins register and are synchronized with the recovered pods before the API answers.
   const nri = nriLifecycle ? await startNri(config, nriLifecycle, nriLifecycle.host(containers), log.child({ module: 'nri' })) : undefined;
   const info = new RuntimeInfo({

@@ -19,7 +19,7 @@ import { failedPrecondition, invalidArgument, isKind, notFound, wrap } from '../
 import type { ImageInfo } from '../images/image-service.js';
 import { removeCgroup } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
-import { isReady, podConfigOf, podRootGid, type SandboxRecord } from '../sandbox/model.js';
+import { isReady, podRootGid, type SandboxRecord } from '../sandbox/model.js';
 import { makePodDir } from '../persist/tree-modes.js';
 import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
 import type { ContainerServiceOptions } from './deps.js';
@@ -48,6 +48,8 @@ export interface CreatePlan {
   targetPid?: number;
   /** Canonical name of the signal StopContainer sends first. */
   stopSignal: string;
+  /** `runtime.log_size_max` as in force when the create began (bytes; absent: no cap). */
+  logSizeMax?: number;
 }
 
 /** The sandbox a container goes into: it must exist and be ready. */
@@ -104,16 +106,11 @@ export function stopSignalFor(config: ContainerConfig, image: ImageInfo, sandbox
   }
 }
 
-/** Container name as in the record, from the request and pod metadata. */
-export function uniqueName(config: ContainerConfig, podConfig: PodSandboxConfig): string {
+/** The name a container is recorded (and reserved) under, from the request's and the pod's metadata. */
+export function containerNameFor(config: ContainerConfig, podConfig: PodSandboxConfig): string {
   const meta = config.metadata!;
   const pod = podConfig.metadata ?? { name: '', namespace: '', uid: '', attempt: 0 };
   return containerName(meta, pod);
-}
-
-/** The pod's config as the sandbox recorded it. */
-export function podConfigFor(sandbox: SandboxRecord): PodSandboxConfig {
-  return podConfigOf(sandbox);
 }
 
 /**
@@ -152,7 +149,8 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
 
   // conmon starts now and sets itself up while the bundle is prepared; it runs `runc create` only once
   // the gate opens (its start pipe). A failed preparation closes the gate and the monitor undoes conmon.
-  const gate = deferred();
+  const gate = Promise.withResolvers<void>();
+  gate.promise.catch(() => {}); // observed through `creating`
   const conmonStarted = performance.now();
   const creating = o.monitor.createContainer(plan.runtime, {
     id,
@@ -160,7 +158,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     bundle: bundleDir,
     persistDir,
     logPath: plan.logPath || undefined,
-    logSizeMax: o.logSizeMax,
+    logSizeMax: plan.logSizeMax,
     tty: config.tty,
     stdin: config.stdin,
     stdinOnce: config.stdinOnce,
@@ -282,14 +280,3 @@ async function writeBundle(
   return { spec, host, edits, adjustedResources };
 }
 
-/** A promise with its resolve and reject (the gate conmon waits at). */
-function deferred(): { promise: Promise<void>; resolve: () => void; reject: (err: unknown) => void } {
-  let resolve!: () => void;
-  let reject!: (err: unknown) => void;
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  promise.catch(() => {}); // observed through `creating`
-  return { promise, resolve, reject };
-}

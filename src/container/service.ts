@@ -32,10 +32,9 @@ import {
   stopSignalFor,
   createSteps,
   imageForCreate,
-  podConfigFor,
   sandboxForCreate,
   targetPidFor,
-  uniqueName,
+  containerNameFor,
 } from './create.js';
 import { logPathFor, prepareLogFile } from './log-file.js';
 import { podConfigOf } from '../sandbox/model.js';
@@ -81,15 +80,18 @@ export class ContainerService {
   private readonly locks = new KeyedMutex();
   private readonly exitWaiters = new Map<string, Set<() => void>>();
   private readonly log: Logger;
+  /** `runtime.log_size_max`, which a reload replaces (the options stay as given). */
+  private logSizeMax: number | undefined;
 
-  constructor(readonly o: ContainerServiceOptions) {
+  constructor(private readonly o: ContainerServiceOptions) {
     this.store = o.store;
     this.log = o.log;
+    this.logSizeMax = o.logSizeMax;
   }
 
   /** A config reload's `runtime.log_size_max`: for containers created from now on. */
   setLogSizeMax(bytes: number): void {
-    this.o.logSizeMax = bytes;
+    this.logSizeMax = bytes;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -132,12 +134,12 @@ export class ContainerService {
   async create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
     const started = performance.now();
     const sandbox = sandboxForCreate(this.o, podSandboxId);
-    const podConfig = sandbox.config ? podConfigFor(sandbox) : requestPodConfig!;
+    const podConfig = sandbox.config ? podConfigOf(sandbox) : requestPodConfig!;
     checkRequest(config, podConfig);
     const imageName = config.image!.image;
     const image = imageForCreate(this.o, imageName);
     const id = newId();
-    const name = uniqueName(config, podConfig);
+    const name = containerNameFor(config, podConfig);
     const plan = {
       id,
       name,
@@ -150,6 +152,7 @@ export class ContainerService {
       logPath: logPathFor(podConfig, config),
       targetPid: targetPidFor((c) => this.store.find(c), config, sandbox.id),
       stopSignal: stopSignalFor(config, image, sandbox.id),
+      logSizeMax: this.logSizeMax,
     };
     const log = this.log.child({ container: shortId(id), name });
     const timer = new StepTimer();
