@@ -144,7 +144,7 @@ export interface MetricsReaderOptions {
 export class MetricsReader {
   private device?: Promise<string>;
 
-  constructor(private readonly o: MetricsReaderOptions) {}
+  constructor(private readonly options: MetricsReaderOptions) {}
 
   /**
    * The metrics of a ready pod: its cgroup totals (pause and live containers) and network interfaces
@@ -165,7 +165,7 @@ export class MetricsReader {
   }
 
   private async containerMetrics(r: ContainerRecord, timestamp: bigint): Promise<{ metrics: PodMetricSamples['containers'][number]; stats: CgroupStats | undefined }> {
-    const [stats, layer, device] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.o.images.rootfsUsage(r.id), this.fsDevice()]);
+    const [stats, layer, device] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.options.images.rootfsUsage(r.id), this.fsDevice()]);
     const samples = new Samples([r.id, r.name], timestamp);
     samples.cgroup(stats);
     samples.add('container_spec_memory_limit_bytes', resourcesOf(r)?.memoryLimitInBytes ?? 0n);
@@ -176,7 +176,7 @@ export class MetricsReader {
 
   private async cgroupStats(cgroupsPath: string): Promise<CgroupStats | undefined> {
     if (!cgroupsPath) return undefined;
-    return readCgroupStats(this.o.cgroups, cgroupsPath).catch(() => undefined);
+    return readCgroupStats(this.options.cgroups, cgroupsPath).catch(() => undefined);
   }
 
   /** Every interface of the pod's network namespace but loopback (none for host network). */
@@ -185,7 +185,7 @@ export class MetricsReader {
     try {
       return [...(await processNetDev(sandbox.pausePid)).values()].filter((i) => i.name !== 'lo');
     } catch (err) {
-      this.o.log.debug('no network metrics for pod', { sandbox: sandbox.id, error: messageOf(err) });
+      this.options.log.debug('no network metrics for pod', { sandbox: sandbox.id, error: messageOf(err) });
       return [];
     }
   }
@@ -193,7 +193,7 @@ export class MetricsReader {
   /** The device the writable layers live on (mountinfo's source), read once. */
   private fsDevice(): Promise<string> {
     this.device ??= readMountInfo()
-      .then((mounts) => mountContaining(mounts, this.o.containerDir('x'))?.source ?? '')
+      .then((mounts) => mountContaining(mounts, this.options.containerDir('x'))?.source ?? '')
       .catch(() => '');
     return this.device;
   }
