@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit clean
+.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm clean
 
 setup:
 	@scripts/setup.sh
@@ -69,13 +69,27 @@ run: setup
 stop:
 	@scripts/run.sh stop
 
-# Every test: lint, unit tests (no root), integration tests (real runc, conmon, CNI, registry), then
-# the security regression tests (test/security/, against a real daemon too).
+# Every test: lint, unit tests (no root), integration tests (real runc, conmon, CNI, registry), the
+# security regression tests (test/security/, against a real daemon too), the single-node Kubernetes
+# suite (a real kubelet and control plane on Stove), then the VM suite (cgroup v2 and systemd).
 test: setup lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
+	@$(MAKE) --no-print-directory test-cluster
+	@$(MAKE) --no-print-directory test-vm
+
+# The single-node cluster (test/e2e/cluster/): up.sh before the first test, down.sh after the last. The
+# first run builds Kubernetes from its Go modules into /var/cache/stove-e2e (about 11 min here).
+test-cluster: build
+	@$(MOCHA) --file dist/test/e2e/cluster/setup.js 'dist/test/e2e/cluster/*.test.js'
 
 test-unit: build lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'
+
+# The VM suite (test/vm/): a Debian 12 guest with systemd and pure cgroup v2 under QEMU, once with each
+# cgroup driver. Needs no host lock: the guest has its own kernel, cgroups and network, and no network.
+test-vm: build
+	@test/vm/run.sh --driver systemd -- test/vm/suite.sh
+	@test/vm/run.sh --driver cgroupfs -- test/vm/suite.sh
 
 # Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).
 bench: setup

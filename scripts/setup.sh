@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   runc conmon crun containernetworking-plugins iptables iproute2 zstd
-  docker-registry busybox-static socat util-linux gcc libc6-dev make ca-certificates openssl
+  docker-registry busybox-static socat util-linux gcc libc6-dev make ca-certificates openssl curl
   prometheus
 )
 

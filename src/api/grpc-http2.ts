@@ -1,20 +1,19 @@
 /**
- * gRPC over HTTP/2 (http2-connection.ts), server side, for unary and server-streaming calls (all the CRI
+ * gRPC over HTTP/2 on `node:http2`, server side, for unary and server-streaming calls (all the CRI
  * has): one length-prefixed request message, then messages and a status in trailers, or a
  * Trailers-Only answer for an error before any message. No compression (identity only), no
  * client-streaming, no reflection or health service. A leaner path than a general gRPC server: the
- * kubelet polls the status RPCs, and per call the transport was most of their cost. A unary answer's
- * HEADERS, DATA and trailers leave in one write.
+ * kubelet polls the status RPCs, and per call the transport was most of their cost. HTTP/2 itself
+ * (framing, HPACK, flow control, RFC 9113 §8's checks of a request) is nghttp2's, through node:http2.
  *
  * Every byte of a request is hostile: a message's size is checked from its prefix before it is
- * buffered, anything malformed gets an error status on its stream, and nothing one stream or session
- * does can throw out of here.
+ * buffered, the request bytes a connection buffers are bounded, anything malformed gets an error
+ * status on its stream, and nothing one stream or session does can throw out of here.
  */
+import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { EventEmitter } from 'node:events';
 import { status } from '@grpc/grpc-js';
 import { StoveError } from '../common/errors.js';
-import { encodeHeaderBlock } from './hpack.js';
-import { H2_ERROR, type HeaderFields, type RequestHeaders, type ServerStream } from './http2-connection.js';
 
 /** A call's request headers as gRPC metadata (lower-case keys, values as sent). */
 export interface CallMetadata {
@@ -67,8 +66,6 @@ export interface Route {
 
 export interface TransportLimits {
   maxReceiveBytes: number;
-  /** Request headers (metadata) per call, RFC 9113 §6.5.2 size; the connection marks a larger request. */
-  maxHeaderListBytes: number;
   maxSendBytes: number;
   /**
    * How long the request message (and the end of the request) may take to arrive after its headers.
@@ -83,15 +80,30 @@ export interface TransportLimits {
   responseStallMs: number;
 }
 
+/**
+ * What the calls of one connection hold, counted here where node:http2 does not: calls whose stream is
+ * open or whose handler's work still runs (a stream the client reset counts until its handler ends, so
+ * resetting each stream at once, "rapid reset", starts no more work than the streams a connection may
+ * have open), and request bytes buffered for calls whose handler has not run yet (nghttp2 gives a
+ * stream's window back as its data is read, so without this a connection's open streams could each
+ * buffer a whole message).
+ */
+export class ConnectionCalls {
+  /** Calls counted against maxCalls. */
+  active = 0;
+  /** Request message bytes reserved from their prefixes and not yet handed to a handler. */
+  requestBytes = 0;
+
+  constructor(
+    readonly maxCalls: number,
+    readonly maxRequestBytes: number,
+  ) {}
+}
+
 const PREFIX_BYTES = 5;
 const MAX_TIMER_MS = 2 ** 31 - 1;
-/** The answer's headers and an OK status's trailers: the same for every call, encoded once. */
-const RESPONSE_FIELDS: HeaderFields = [
-  [':status', '200'],
-  ['content-type', 'application/grpc'],
-];
-const RESPONSE_HEADERS = encodeHeaderBlock(RESPONSE_FIELDS);
-const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
+const { HTTP2_HEADER_STATUS, HTTP2_HEADER_CONTENT_TYPE, HTTP2_HEADER_METHOD, HTTP2_HEADER_PATH, NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } =
+  http2.constants;
 
 /** `grpc-message`: percent-encoded UTF-8, everything outside printable ASCII and '%' escaped (the gRPC spec). */
 export function encodeGrpcMessage(message: string): string {
@@ -127,7 +139,7 @@ function framed(bytes: Buffer): Buffer {
   return out;
 }
 
-function metadataOf(headers: RequestHeaders): CallMetadata {
+function metadataOf(headers: IncomingHttpHeaders): CallMetadata {
   return {
     get(key) {
       const v = headers[key.toLowerCase()];
@@ -192,13 +204,6 @@ export class Watchdog {
 
 const isGrpcContentType = (ct: string | undefined) => ct !== undefined && /^application\/grpc(?:[+;]|$)/.test(ct);
 
-/** A status as trailing fields: grpc-status, and grpc-message when there is one. */
-function statusFields(result: CallStatus): HeaderFields {
-  const fields: [string, string][] = [['grpc-status', String(result.code)]];
-  if (result.details) fields.push(['grpc-message', encodeGrpcMessage(result.details)]);
-  return fields;
-}
-
 /** One call on one HTTP/2 stream: reads the request, answers with messages and a status exactly once. */
 class Call extends EventEmitter implements ServerStreamCall {
   request: unknown;
@@ -207,25 +212,29 @@ class Call extends EventEmitter implements ServerStreamCall {
   private abortReason: StoveError | undefined;
   private headersSent = false;
   private finished = false;
+  private trailers: CallStatus = { code: status.OK, details: '' };
   private deadline: NodeJS.Timeout | undefined;
   /** Keys of this call's entries in the watchdog. */
   private readonly requestWait = {};
   private readonly responseWait = {};
+  private readonly answerWait = {};
 
   constructor(
-    private readonly stream: ServerStream,
-    headers: RequestHeaders,
+    private readonly stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
     private readonly limits: TransportLimits,
     private readonly watchdog: Watchdog,
     private readonly encode: (message: unknown) => Buffer,
   ) {
     super();
     this.metadata = metadataOf(headers);
-    stream.onClose = () => this.closed();
-    stream.onDrain = () => {
-      this.watchdog.cancel(this.responseWait);
-      this.emit('drain');
-    };
+    stream.on('wantTrailers', () => {
+      const { code, details } = this.trailers;
+      const trailers: Record<string, string> = { 'grpc-status': String(code) };
+      if (details) trailers['grpc-message'] = encodeGrpcMessage(details);
+      stream.sendTrailers(trailers);
+    });
+    stream.once('close', () => this.closed());
   }
 
   get isFinished(): boolean {
@@ -269,17 +278,20 @@ class Call extends EventEmitter implements ServerStreamCall {
   private watchResponseStall(): void {
     if (this.watchdog.has(this.responseWait)) return;
     const stream = this.stream;
-    this.watchdog.watch(this.responseWait, this.limits.responseStallMs, () => stream.reset(H2_ERROR.CANCEL));
+    this.watchdog.watch(this.responseWait, this.limits.responseStallMs, () => {
+      if (!stream.closed && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
+    });
+    stream.once('drain', () => this.watchdog.cancel(this.responseWait));
   }
 
   sendHeaders(): void {
-    if (this.headersSent || this.finished || this.stream.closed) return;
+    if (this.headersSent || this.finished || this.stream.destroyed) return;
     this.headersSent = true;
-    this.stream.respond(RESPONSE_HEADERS);
+    this.stream.respond([HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc'], { waitForTrailers: true });
   }
 
   write(message: unknown): boolean {
-    if (this.finished || this.stream.closed) return false;
+    if (this.finished || this.stream.destroyed) return false;
     const bytes = this.encodeChecked(message);
     if (!bytes) return false;
     this.sendHeaders();
@@ -290,7 +302,7 @@ class Call extends EventEmitter implements ServerStreamCall {
 
   /** A unary answer: one message and OK, in one go. */
   reply(message: unknown): void {
-    if (this.finished || this.stream.closed) return;
+    if (this.finished || this.stream.destroyed) return;
     const bytes = this.encodeChecked(message);
     if (!bytes) return;
     this.sendHeaders();
@@ -327,14 +339,25 @@ class Call extends EventEmitter implements ServerStreamCall {
     clearTimeout(this.deadline);
     this.watchdog.cancel(this.requestWait);
     const stream = this.stream;
-    if (!stream.closed) {
+    if (!stream.destroyed && !stream.closed) {
       if (this.headersSent) {
-        stream.end(last, result.code === status.OK && !result.details ? OK_TRAILERS : statusFields(result));
-        if (stream.writableLength > 0) this.watchResponseStall();
+        this.trailers = result;
+        if (last) stream.end(last);
+        else stream.end();
+        // Until the stream closes (the client took the answer and its trailers), however small the
+        // answer: one that waits for a window the client never opens would otherwise stay.
+        const closeStream = () => {
+          if (!stream.closed && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
+        };
+        this.watchdog.watch(this.answerWait, this.limits.responseStallMs, closeStream);
       } else {
-        // Trailers-Only: the status in the one and only HEADERS frame (the stream resets itself with
-        // NO_ERROR if the client is still sending: that is no longer wanted).
-        stream.respond([...RESPONSE_FIELDS, ...statusFields(result)], true);
+        // Trailers-Only: the status in the one and only HEADERS frame.
+        const headers = [HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc', 'grpc-status', String(result.code)];
+        if (result.details) headers.push('grpc-message', encodeGrpcMessage(result.details));
+        stream.respond(headers, { endStream: true });
+        // Whatever the client still sends is not wanted: once the answer is out, the stream is reset
+        // with NO_ERROR (as HTTP/2 allows a server that answered before the request ended).
+        if (!stream.readableEnded) stream.once('finish', () => stream.close(NGHTTP2_NO_ERROR));
       }
     }
     if (result.code !== status.OK) {
@@ -348,6 +371,7 @@ class Call extends EventEmitter implements ServerStreamCall {
     clearTimeout(this.deadline);
     this.watchdog.cancel(this.requestWait);
     this.watchdog.cancel(this.responseWait);
+    this.watchdog.cancel(this.answerWait);
     if (!this.finished) {
       // The client went away (RST_STREAM or the connection closed) before the call ended.
       this.finished = true;
@@ -359,84 +383,137 @@ class Call extends EventEmitter implements ServerStreamCall {
 
 /**
  * Answers one HTTP/2 stream as a gRPC call to the route its `:path` names; `watchdog` (one per server,
- * Watchdog.forLimits) checks its request-arrival and response-stall limits.
+ * Watchdog.forLimits) checks its request-arrival and response-stall limits, `calls` (one per
+ * connection) counts it until both its stream and its handler's work have ended.
  */
 export function serveStream(
-  stream: ServerStream,
-  headers: RequestHeaders,
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
   routes: ReadonlyMap<string, Route>,
   limits: TransportLimits,
   watchdog: Watchdog,
+  calls: ConnectionCalls,
 ): void {
-  if (headers[':method'] !== 'POST') {
-    stream.respond(
-      [
-        [':status', '405'],
-        ['allow', 'POST'],
-      ],
-      true,
-    );
+  // A stream error (the peer reset it, the session died) must never reach the process.
+  stream.on('error', () => {});
+  if (calls.active >= calls.maxCalls) {
+    // Only streams closed while their handler works get here (nghttp2 refuses open streams beyond
+    // SETTINGS_MAX_CONCURRENT_STREAMS itself).
+    stream.close(NGHTTP2_REFUSED_STREAM);
     return;
   }
-  if (!isGrpcContentType(headers['content-type'] as string | undefined)) {
-    stream.respond([[':status', '415']], true);
-    return;
+  calls.active++;
+  // Two holds on the call's place: its stream, and its handler's work (or the lack of one).
+  let holds = 2;
+  const release = () => {
+    if (--holds === 0) calls.active--;
+  };
+  const request: RequestHold = { calls, bytes: 0 };
+  stream.once('close', () => {
+    unhold(request);
+    release();
+  });
+  if (!serveCall(stream, headers, routes, limits, watchdog, request, release)) release();
+}
+
+/** The request bytes one call holds of its connection's budget (ConnectionCalls.requestBytes). */
+interface RequestHold {
+  readonly calls: ConnectionCalls;
+  bytes: number;
+}
+
+function unhold(hold: RequestHold): void {
+  hold.calls.requestBytes -= hold.bytes;
+  hold.bytes = 0;
+}
+
+/**
+ * The call's checks, then its request and handler. Returns false when no handler was started (the
+ * call was answered here); `workDone` runs once when a started handler's work ends.
+ */
+function serveCall(
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  routes: ReadonlyMap<string, Route>,
+  limits: TransportLimits,
+  watchdog: Watchdog,
+  request: RequestHold,
+  workDone: () => void,
+): boolean {
+  if (headers[HTTP2_HEADER_METHOD] !== 'POST') {
+    stream.respond({ [HTTP2_HEADER_STATUS]: 405, allow: 'POST' }, { endStream: true });
+    return false;
   }
-  const path = String(headers[':path'] ?? '');
+  if (!isGrpcContentType(headers[HTTP2_HEADER_CONTENT_TYPE] as string | undefined)) {
+    stream.respond({ [HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
+    return false;
+  }
+  const path = String(headers[HTTP2_HEADER_PATH] ?? '');
   const route = routes.get(path);
   const call = new Call(stream, headers, limits, watchdog, route ? route.encode : () => Buffer.alloc(0));
-  if (stream.headersTooLarge) {
-    return call.fail({ code: status.RESOURCE_EXHAUSTED, details: `the request's metadata is larger than the ${limits.maxHeaderListBytes} bytes allowed` });
-  }
-  if (!route) return call.fail({ code: status.UNIMPLEMENTED, details: `unknown method ${path}` });
+  const refuse = (err: CallStatus) => {
+    call.fail(err);
+    return false;
+  };
+  if (!route) return refuse({ code: status.UNIMPLEMENTED, details: `unknown method ${path}` });
   const encoding = headers['grpc-encoding'] as string | undefined;
   if (encoding !== undefined && encoding !== 'identity') {
-    return call.fail({ code: status.UNIMPLEMENTED, details: `grpc-encoding "${String(encoding)}" is not supported; use identity` });
+    return refuse({ code: status.UNIMPLEMENTED, details: `grpc-encoding "${String(encoding)}" is not supported; use identity` });
   }
   const timeout = headers['grpc-timeout'];
   if (timeout !== undefined) {
     const ms = parseGrpcTimeout(String(timeout));
     // INTERNAL, as grpc-go (operateHeaders) and grpc-js answer a malformed grpc-timeout.
-    if (ms === undefined) return call.fail({ code: status.INTERNAL, details: `malformed grpc-timeout "${quoteShort(String(timeout))}"` });
+    if (ms === undefined) return refuse({ code: status.INTERNAL, details: `malformed grpc-timeout "${quoteShort(String(timeout))}"` });
     // Beyond what a timer can hold (about 24 days) is no deadline in practice.
     if (ms <= MAX_TIMER_MS) call.setDeadline(ms);
   }
   call.setRequestDeadline(limits.requestTimeoutMs);
-  readOneMessage(stream, limits.maxReceiveBytes, (err, bytes) => {
+  readOneMessage(stream, limits.maxReceiveBytes, request, (err, bytes) => {
+    unhold(request);
     call.requestArrived();
-    if (err) return call.fail(err);
-    if (call.isFinished) return; // the deadline passed or the client left while the request arrived
+    if (err) return endWithout(err);
+    if (call.isFinished) return endWithout(); // the deadline passed or the client left while the request arrived
     try {
       call.request = route.decode(bytes!);
     } catch (e) {
-      return call.fail({ code: status.INTERNAL, details: `failed to parse the request: ${(e as Error).message}` });
+      return endWithout({ code: status.INTERNAL, details: `failed to parse the request: ${(e as Error).message}` });
     }
-    // The handler's work counts against the connection's streams until it ends, even if the client
-    // resets the stream first (http2-connection.ts, workStarted).
-    stream.workStarted();
     try {
       if (route.responseStream) {
-        call.once('close', () => stream.workDone());
+        stream.on('drain', () => call.emit('drain'));
+        call.once('close', workDone);
         (route.handler as ServerStreamImplementation)(call);
       } else {
         (route.handler as UnaryImplementation)(call, (err, response) => {
-          stream.workDone();
+          workDone();
           if (err) call.fail(err);
           else call.reply(response);
         });
       }
     } catch (e) {
-      stream.workDone();
+      workDone();
       call.fail({ code: status.INTERNAL, details: (e as Error).message ?? String(e) });
     }
   });
+  /** The request did not reach a handler: the call ends (with `err`, unless it already has) and its work hold goes. */
+  function endWithout(err?: CallStatus): void {
+    workDone();
+    if (err) call.fail(err);
+  }
+  return true;
 }
 
 /**
  * Reads exactly one length-prefixed message and the end of the request. The size comes from the
  * prefix and is checked before anything is buffered.
  */
-function readOneMessage(stream: ServerStream, maxBytes: number, done: (err: CallStatus | null, message?: Buffer) => void): void {
+function readOneMessage(
+  stream: ServerHttp2Stream,
+  maxBytes: number,
+  hold: RequestHold,
+  done: (err: CallStatus | null, message?: Buffer) => void,
+): void {
   let prefix: Buffer | undefined;
   const parts: Buffer[] = [];
   let have = 0;
@@ -445,7 +522,7 @@ function readOneMessage(stream: ServerStream, maxBytes: number, done: (err: Call
   let over = false;
   const stop = (err: CallStatus) => {
     over = true;
-    stream.onData = undefined;
+    stream.off('data', onData);
     done(err);
   };
   const onData = (chunk: Buffer) => {
@@ -458,6 +535,15 @@ function readOneMessage(stream: ServerStream, maxBytes: number, done: (err: Call
       if (flag !== 0) return stop({ code: status.INTERNAL, details: `malformed message prefix (flag ${flag})` });
       need = prefix.readUInt32BE(1);
       if (need > maxBytes) return stop({ code: status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${need} vs. ${maxBytes})` });
+      const calls = hold.calls;
+      if (calls.requestBytes + need > calls.maxRequestBytes) {
+        return stop({
+          code: status.RESOURCE_EXHAUSTED,
+          details: `the request messages in flight on this connection would exceed ${calls.maxRequestBytes >> 20} MiB; retry once others are answered`,
+        });
+      }
+      calls.requestBytes += need;
+      hold.bytes = need;
       chunk = prefix.subarray(PREFIX_BYTES);
       prefix = undefined;
     }
@@ -468,10 +554,10 @@ function readOneMessage(stream: ServerStream, maxBytes: number, done: (err: Call
     have += chunk.length;
     if (have === need) complete = true;
   };
-  stream.onData = onData;
-  stream.onEnd = () => {
+  stream.on('data', onData);
+  stream.once('end', () => {
     if (over) return;
     if (!complete) return done({ code: status.INTERNAL, details: need < 0 && !prefix ? 'the request has no message' : 'the request ended inside a message' });
     done(null, parts.length === 1 ? parts[0] : Buffer.concat(parts, have));
-  };
+  });
 }

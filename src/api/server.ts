@@ -1,5 +1,5 @@
 /**
- * The gRPC server on a unix socket (the transport is grpc-http2.ts over http2-connection.ts). Refuses to start when another live server answers on the socket,
+ * The gRPC server on a unix socket (the transport is grpc-http2.ts on node:http2). Refuses to start when another live server answers on the socket,
  * removes a stale one, and drains in-flight calls on shutdown. Whoever reaches the socket is
  * root-equivalent, so it is never wider than 0660, not even between bind and chmod (the umask is
  * 0117 while binding), and its directory must be a real directory owned by the daemon's user that no
@@ -11,15 +11,15 @@
  * IDLE_CONNECTION_TIMEOUT_MS). Responses marked for reuse (wire-reuse.ts) are encoded once.
  */
 import type { ServiceDefinition } from '@grpc/grpc-js';
-import { connect, createServer, type Socket } from 'node:net';
+import http2 from 'node:http2';
+import { connect } from 'node:net';
 import { chmod, mkdir, unlink, lstat } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { dirname } from 'node:path';
 import { StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { withWireReuse } from './wire-reuse.js';
-import { serveStream, Watchdog, type Route, type ServerStreamImplementation, type UnaryImplementation } from './grpc-http2.js';
-import { H2_ERROR, Http2Connection } from './http2-connection.js';
+import { ConnectionCalls, serveStream, Watchdog, type Route, type ServerStreamImplementation, type UnaryImplementation } from './grpc-http2.js';
 
 /** 16 MiB each way, as containerd and the kubelet's CRI client use. */
 export const MAX_MESSAGE_BYTES = 16 << 20;
@@ -27,18 +27,29 @@ export const MAX_MESSAGE_BYTES = 16 << 20;
 export const MAX_CONCURRENT_STREAMS = 1000;
 /** Request headers (metadata) per call, as grpc-go's default (16 KiB). */
 const MAX_HEADER_LIST_BYTES = 16 << 10;
+/** Header fields per request, as node:http2's default: gRPC metadata is a handful. */
+const MAX_HEADER_LIST_PAIRS = 128;
 /**
- * What one connection may hold in request and answer buffers (its flow-control window; answers waiting
- * for the client beyond this refuse new calls): room for a few messages at the 16 MiB limit, not a way
- * for one client to take the node's memory.
+ * What node:http2 tolerates of a connection before ending it, each at node:http2's default, set here so
+ * that docs/security.md can name them: entries in one SETTINGS frame, frames it had to discard as
+ * invalid, streams it refused (beyond the stream limit or the memory below).
  */
-const MAX_CONNECTION_MEMORY_BYTES = 64 << 20;
-/** A request stream's window: one message at the largest size with its prefix, and nothing more. */
-const MAX_STREAM_BODY_BYTES = MAX_MESSAGE_BYTES + 5;
+const MAX_SETTINGS_ENTRIES = 32;
+const MAX_INVALID_FRAMES = 1000;
+const MAX_REFUSED_STREAMS = 100;
+/**
+ * What one connection may hold in answers waiting for the client, header tables and unacknowledged
+ * frames (node:http2's maxSessionMemory, MB; beyond it new calls are refused), and in request messages
+ * buffered before their handlers run (ConnectionCalls): room for a few messages at the 16 MiB limit,
+ * not a way for one client to take the node's memory.
+ */
+const MAX_CONNECTION_MEMORY_MB = 64;
+/** How long a connection we closed may take to flush its last frames before its socket is destroyed. */
+const ENDING_GRACE_MS = 10_000;
 /**
  * Open connections at most; one more is closed at once (net.Server's maxConnections) and logged: not
  * for a client that opens connections until the daemon runs out of file descriptors or memory (each
- * may buffer up to MAX_SESSION_MEMORY_MB). Connections with calls in flight count here; idle ones are
+ * may buffer up to MAX_CONNECTION_MEMORY_MB). Connections with calls in flight count here; idle ones are
  * closed well before (IDLE_CONNECTIONS_KEPT).
  */
 const MAX_CONNECTIONS = 1024;
@@ -171,47 +182,79 @@ const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   idleConnectionTimeoutMs: IDLE_CONNECTION_TIMEOUT_MS,
 };
 
+/** Whether a connection has a call in flight, and since when it has not. */
+interface ConnectionActivity {
+  /** performance.now() when its last call ended (or it connected); undefined while a call is open. */
+  idleSince(): number | undefined;
+}
+
 /**
- * Closes `connection` gracefully once it has had no call in flight for `idleMs` (`firstCallMs` before
+ * Closes `session` gracefully (GOAWAY; the calls open on it finish) and destroys it if it is still
+ * there ENDING_GRACE_MS later: a peer that does not read would otherwise keep it.
+ */
+function closeGracefully(session: http2.ServerHttp2Session): void {
+  if (session.closed || session.destroyed) return;
+  session.close();
+  const timer = setTimeout(() => session.destroy(), ENDING_GRACE_MS).unref();
+  session.once('close', () => clearTimeout(timer));
+}
+
+/**
+ * Closes `session` gracefully once it has had no call in flight for `idleMs` (`firstCallMs` before
  * its first call). One timer per connection, never touched by a call: when it fires it checks when
  * the connection last went quiet and waits again for the rest (re-arming a timer at the end of every
  * call cost each call a rebuild of Node's timer list).
  */
-function closeWhenIdle(connection: Http2Connection, limits: ConnectionLimits, log: Logger): void {
+function closeWhenIdle(session: http2.ServerHttp2Session, limits: ConnectionLimits, log: Logger): ConnectionActivity {
+  let open = 0;
+  let called = false;
+  const connectedAt = performance.now();
+  let quietSince = connectedAt;
   let timer: NodeJS.Timeout;
   const check = () => {
-    if (connection.closed) return;
+    if (session.closed || session.destroyed) return;
     const now = performance.now();
-    // Quiet since its last call ended, or since it connected when it has had none.
-    const since = connection.idleSince();
-    const [limit, why] = connection.hasHadStream
-      ? [limits.idleConnectionTimeoutMs, 'no call in flight']
-      : [limits.firstCallTimeoutMs, 'no call since it connected'];
-    if (since === undefined || now - since < limit) {
-      timer = setTimeout(check, since === undefined ? limits.idleConnectionTimeoutMs : limit - (now - since)).unref();
+    const [since, limit, why] = called
+      ? [quietSince, limits.idleConnectionTimeoutMs, 'no call in flight']
+      : [connectedAt, limits.firstCallTimeoutMs, 'no call since it connected'];
+    if (open > 0 || now - since < limit) {
+      timer = setTimeout(check, open > 0 ? limits.idleConnectionTimeoutMs : limit - (now - since)).unref();
       return;
     }
     log.debug('closing an idle CRI connection', { reason: why });
-    connection.close();
+    closeGracefully(session);
   };
   timer = setTimeout(check, Math.min(limits.firstCallTimeoutMs, limits.idleConnectionTimeoutMs)).unref();
-  connection.once('close', () => clearTimeout(timer));
+  session.on('stream', (stream: http2.ServerHttp2Stream) => {
+    open++;
+    called = true;
+    stream.once('close', () => {
+      if (--open === 0) quietSince = performance.now();
+    });
+  });
+  session.once('close', () => clearTimeout(timer));
+  return { idleSince: () => (open > 0 ? undefined : quietSince) };
 }
 
 /** Beyond `kept` open connections, closes (GOAWAY) the one idle longest other than `newest`, if any. */
-function closeLongestIdle(connections: Set<Http2Connection>, newest: Http2Connection, kept: number, log: Logger): void {
-  if (connections.size <= kept) return;
-  let oldest: Http2Connection | undefined;
+function closeLongestIdle(
+  sessions: Map<http2.ServerHttp2Session, ConnectionActivity>,
+  newest: http2.ServerHttp2Session,
+  kept: number,
+  log: Logger,
+): void {
+  if (sessions.size <= kept) return;
+  let oldest: http2.ServerHttp2Session | undefined;
   let oldestSince = Infinity;
-  for (const connection of connections) {
-    const since = connection.idleSince();
-    if (connection === newest || connection.closed || since === undefined || since >= oldestSince) continue;
-    oldest = connection;
+  for (const [session, activity] of sessions) {
+    const since = activity.idleSince();
+    if (session === newest || session.closed || since === undefined || since >= oldestSince) continue;
+    oldest = session;
     oldestSince = since;
   }
   if (!oldest) return;
-  log.debug('closing an idle CRI connection', { reason: 'too many open', open: connections.size, kept });
-  oldest.close();
+  log.debug('closing an idle CRI connection', { reason: 'too many open', open: sessions.size, kept });
+  closeGracefully(oldest);
 }
 
 /** Serves `services` on the unix socket at `socketPath`. */
@@ -226,35 +269,37 @@ export async function serveGrpc(
   const conn = { ...DEFAULT_CONNECTION_LIMITS, ...connectionLimits };
   const limits = {
     maxReceiveBytes: MAX_MESSAGE_BYTES,
-    maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
     maxSendBytes: MAX_MESSAGE_BYTES,
     requestTimeoutMs: conn.requestTimeoutMs,
     responseStallMs: conn.responseStallMs,
   };
   const watchdog = Watchdog.forLimits(limits);
-  const connections = new Set<Http2Connection>();
-  const server = createServer((socket: Socket) => {
-    const connection = new Http2Connection(socket, {
-      maxConcurrentStreams: MAX_CONCURRENT_STREAMS,
-      maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
-      maxStreamBodyBytes: MAX_STREAM_BODY_BYTES,
-      maxConnectionMemoryBytes: MAX_CONNECTION_MEMORY_BYTES,
-      onStream: (stream, headers) => {
-        try {
-          serveStream(stream, headers, routes, limits, watchdog);
-        } catch (err) {
-          log.error('CRI call failed in the transport', { error: (err as Error).message });
-          stream.reset(H2_ERROR.INTERNAL_ERROR);
-        }
-      },
-      // A client that breaks the protocol loses its connection, never the daemon.
-      onError: (err) => log.debug('CRI connection failed', { error: err.message }),
-    });
-    connections.add(connection);
-    connection.once('close', () => connections.delete(connection));
-    closeWhenIdle(connection, conn, log);
-    closeLongestIdle(connections, connection, conn.idleConnectionsKept, log);
+  const server = http2.createServer({
+    settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES, enablePush: false },
+    maxHeaderListPairs: MAX_HEADER_LIST_PAIRS,
+    maxSessionMemory: MAX_CONNECTION_MEMORY_MB,
+    maxSettings: MAX_SETTINGS_ENTRIES,
+    maxSessionInvalidFrames: MAX_INVALID_FRAMES,
+    maxSessionRejectedStreams: MAX_REFUSED_STREAMS,
   });
+  const sessions = new Map<http2.ServerHttp2Session, ConnectionActivity>();
+  server.on('session', (session) => {
+    sessions.set(session, closeWhenIdle(session, conn, log));
+    session.once('close', () => sessions.delete(session));
+    closeLongestIdle(sessions, session, conn.idleConnectionsKept, log);
+    // A client that breaks the protocol loses its connection, never the daemon.
+    session.on('error', (err: Error) => log.debug('CRI connection failed', { error: err.message }));
+    const calls = new ConnectionCalls(MAX_CONCURRENT_STREAMS, MAX_CONNECTION_MEMORY_MB << 20);
+    session.on('stream', (stream, headers) => {
+      try {
+        serveStream(stream, headers, routes, limits, watchdog, calls);
+      } catch (err) {
+        log.error('CRI call failed in the transport', { error: (err as Error).message });
+        stream.destroy();
+      }
+    });
+  });
+  server.on('sessionError', () => {});
   server.maxConnections = conn.maxConnections;
   let refused = 0;
   let refusedLoggedAt = -Infinity;
@@ -288,15 +333,15 @@ export async function serveGrpc(
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           log.warn('in-flight calls did not finish in time; closing them', { graceMs });
-          for (const connection of connections) connection.destroy();
+          for (const session of sessions.keys()) session.destroy();
         }, graceMs);
-        // Stops accepting; the callback runs once every connection has closed.
+        // Stops accepting; the callback runs once every session has closed.
         server.close(() => {
           clearTimeout(timer);
           resolve();
         });
         // GOAWAY: no new calls on open connections, the calls in flight finish.
-        for (const connection of connections) connection.close();
+        for (const session of sessions.keys()) session.close();
       });
       await unlink(socketPath).catch(() => {});
     },

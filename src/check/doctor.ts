@@ -83,12 +83,19 @@ async function checkOverlay(): Promise<CheckResult> {
     : { name: 'overlayfs', status: 'fail', detail: 'overlay not in /proc/filesystems', fix: 'modprobe overlay' };
 }
 
+/** The v2 controllers Stove's limits and stats use; a node without one of them cannot honour a CRI field. */
+const V2_REQUIRED = ['cpu', 'cpuset', 'memory', 'pids', 'io'];
+
 async function checkCgroups(): Promise<CheckResult> {
-  try {
-    const controllers = await readFile('/sys/fs/cgroup/cgroup.controllers', 'utf8');
-    return { name: 'cgroups', status: 'ok', detail: `v2 (unified), controllers: ${controllers.trim()}` };
-  } catch {
-    /* not v2 */
+  const v2 = await readFile('/sys/fs/cgroup/cgroup.controllers', 'utf8').catch(() => undefined);
+  if (v2 !== undefined) {
+    const controllers = v2.trim().split(/\s+/);
+    const missing = V2_REQUIRED.filter((c) => !controllers.includes(c));
+    // PSI feeds the CRI stats' pressure fields; the kernel may be built with it off (psi=1 turns it on).
+    const psi = (await readFile('/proc/pressure/cpu', 'utf8').catch(() => undefined)) !== undefined;
+    const detail = `v2 (unified), controllers: ${controllers.join(' ')}; PSI ${psi ? 'on' : 'off'}`;
+    if (missing.length) return { name: 'cgroups', status: 'fail', detail: `${detail}; missing: ${missing.join(', ')}`, fix: 'enable them in the kernel (and, under systemd, do not disable them with DefaultXAccounting=no)' };
+    return psi ? { name: 'cgroups', status: 'ok', detail } : { name: 'cgroups', status: 'warn', detail, fix: 'boot with psi=1 for pressure stats' };
   }
   const text = await readFile('/proc/cgroups', 'utf8').catch(() => '');
   const enabled = text
@@ -102,6 +109,29 @@ async function checkCgroups(): Promise<CheckResult> {
   return missing.length === 0
     ? { name: 'cgroups', status: 'ok', detail: `v1, controllers: ${enabled.join(',')}` }
     : { name: 'cgroups', status: 'fail', detail: `v1, missing controllers: ${missing.join(', ')}`, fix: 'enable them on the kernel command line (cgroup_enable=…)' };
+}
+
+/**
+ * The cgroup driver against the node: `systemd` needs systemd as PID 1 and its D-Bus (runc asks it for a
+ * scope per container) and slices as parents; `cgroupfs` on a systemd node works but is not what the
+ * kubelet expects there, and both must use the same driver.
+ */
+async function checkCgroupDriver(config: Config): Promise<CheckResult> {
+  const { cgroupDriver, cgroupParent } = config.runtime;
+  const systemdRuns = await access('/run/systemd/system').then(() => true, () => false);
+  const name = 'cgroup driver';
+  if (cgroupDriver === 'systemd') {
+    if (!systemdRuns) return { name, status: 'fail', detail: 'systemd, but systemd is not PID 1 here', fix: 'set runtime.cgroup_driver = "cgroupfs" (and --cgroup-driver=cgroupfs for the kubelet)' };
+    if (!(await access('/run/dbus/system_bus_socket').then(() => true, () => false))) {
+      return { name, status: 'fail', detail: 'systemd, but the D-Bus system bus is not running', fix: 'install and start dbus (runc reaches systemd through it)' };
+    }
+    if (!cgroupParent.endsWith('.slice')) return { name, status: 'fail', detail: `systemd, but runtime.cgroup_parent "${cgroupParent}" is not a slice`, fix: 'set runtime.cgroup_parent = "kubepods.slice"' };
+    return { name, status: 'ok', detail: `systemd (pods default to ${cgroupParent}; the kubelet needs cgroupDriver: systemd)` };
+  }
+  if (cgroupParent.endsWith('.slice')) return { name, status: 'fail', detail: `cgroupfs, but runtime.cgroup_parent "${cgroupParent}" is a systemd slice`, fix: 'set runtime.cgroup_parent to a path such as "/kubepods"' };
+  return systemdRuns
+    ? { name, status: 'warn', detail: 'cgroupfs on a node that systemd manages', fix: 'set runtime.cgroup_driver = "systemd" and cgroupDriver: systemd in the kubelet, as Kubernetes recommends on systemd nodes' }
+    : { name, status: 'ok', detail: `cgroupfs (pods default to ${cgroupParent}; the kubelet needs cgroupDriver: cgroupfs)` };
 }
 
 async function checkIptables(): Promise<CheckResult> {
@@ -199,6 +229,7 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkCniConfig(config),
     checkOverlay(),
     checkCgroups(),
+    checkCgroupDriver(config),
     checkIptables(),
     checkFreeSpace(config),
     checkCdi(config),

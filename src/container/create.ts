@@ -73,6 +73,18 @@ export function checkRequest(config: ContainerConfig, podConfig: PodSandboxConfi
   checkImageMounts(config.mounts);
 }
 
+/**
+ * The name ContainerStatus reports as its image: what the pod spec says (the kubelet sends it as
+ * user_specified_image and names the image by its ID), else the requested name unless it is an ID, else
+ * the image's first tag (as containerd does), else the ID.
+ */
+function statusImageName(config: ContainerConfig, requested: string, image: ImageInfo): string {
+  const userSpecified = config.image?.userSpecifiedImage;
+  if (userSpecified) return userSpecified;
+  if (requested !== image.id && !/^(sha256:)?[0-9a-f]{64}$/.test(requested)) return requested;
+  return image.repoTags[0] ?? requested;
+}
+
 /** The image the container runs; NOT_FOUND with a hint when it is not present. */
 export function imageForCreate(options: ContainerServiceOptions, imageName: string): ImageInfo {
   try {
@@ -208,7 +220,7 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
     sandboxId: sandbox.id,
     config: ContainerConfig.toJSON(config),
     runtimeHandler: sandbox.runtimeHandler,
-    image: plan.imageName,
+    image: statusImageName(config, plan.imageName, image),
     imageId: image.id,
     imageRef: image.repoDigests[0] ?? image.id,
     stopSignal: plan.stopSignal,

@@ -23,7 +23,7 @@ import { writeFileAtomic } from '../persist/atomic-file.js';
 import { execProcess } from '../monitor/exec-dir.js';
 import { MonitorError } from '../monitor/errors.js';
 import { EXEC_SYNC_MAX_OUTPUT } from '../monitor/exec-sync.js';
-import { exitReason, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
+import { exitReason, oomRecordedWithin, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
 import { readOomKills, removeCgroup } from '../platform/cgroups.js';
 import { RuncError, type Runc } from '../runtime/runc.js';
 import { linuxResources, readBundleSpec, specToJson, type Spec } from '../oci/index.js';
@@ -45,6 +45,11 @@ import type { ContainerStore } from './store.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { DEFAULT_STOP_SIGNAL, runtimeSignalArg } from './stop-signal.js';
 import { metrics } from '../observability/hooks.js';
+
+/** 128 + SIGKILL: how an OOM kill (or any SIGKILL) shows in an exit code. */
+const SIGKILL_EXIT_CODE = 137;
+/** How long an exit with a vanished cgroup waits for conmon's oom file. */
+const OOM_FILE_GRACE_MS = 500;
 
 /** Exit code and reason of a container whose start failed (containerd's). */
 const START_ERROR_EXIT_CODE = 128;
@@ -108,6 +113,11 @@ export class ContainerService {
 
   list(): ContainerRecord[] {
     return this.store.list();
+  }
+
+  /** The containers of one pod. */
+  ofSandbox(sandboxId: string): ContainerRecord[] {
+    return this.store.ofSandbox(sandboxId);
   }
 
   /** The runtime a container runs under. */
@@ -334,7 +344,7 @@ export class ContainerService {
   /** Records an exit (or, without one, exit 255 reason Unknown). The caller holds the lock. */
   async applyExit(r: ContainerRecord, exit: ExitRecord | undefined): Promise<ContainerRecord> {
     if (r.state === 'exited') return r;
-    const oom = exit ? await this.wasOomKilled(r) : false;
+    const oom = exit ? await this.wasOomKilled(r, exit.exitCode) : false;
     const updated = await this.store.update(r.id, (c) => {
       c.state = 'exited';
       c.pid = 0;
@@ -359,11 +369,13 @@ export class ContainerService {
   }
 
   /** conmon's oom file, or the cgroup's OOM kill counter (conmon misses some kills on cgroup v1). */
-  private async wasOomKilled(r: ContainerRecord): Promise<boolean> {
+  private async wasOomKilled(r: ContainerRecord, exitCode: number): Promise<boolean> {
     if (await wasOomKilled(r.persistDir, r.bundleDir)) return true;
-    if (!r.cgroupsPath) return false;
-    const kills = await readOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined);
-    return kills !== undefined && kills > 0n;
+    const kills = r.cgroupsPath ? await readOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined) : undefined;
+    if (kills !== undefined) return kills > 0n;
+    // The cgroup is gone (systemd removes a scope once it is empty) and the exit may have reached us
+    // before conmon's oom file: a SIGKILLed container gets a moment for that file to appear.
+    return exitCode === SIGKILL_EXIT_CODE && oomRecordedWithin(OOM_FILE_GRACE_MS, r.persistDir, r.bundleDir);
   }
 
   // ---------------------------------------------------------------------------------------------

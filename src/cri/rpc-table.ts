@@ -81,7 +81,7 @@ export function runtimeHandlers(s: CriServices): Omit<RuntimeHandlers, 'checkpoi
     stopPodSandbox: (r) => stopPodSandbox(pods, r),
     removePodSandbox: (r) => removePodSandbox(pods, r),
     updatePodSandboxResources: (r) => updatePodSandboxResources(pods, r),
-    podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes }, r),
+    podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes, containersOf: (id) => containers.ofSandbox(id) }, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
     createContainer: (r) => createContainer(pods, r),

@@ -12,6 +12,7 @@
  *   unless it runs with --leave-stdin-open, and keeps sending output.
  * Exits 0 when conmon closes the socket, 1 on errors (message on stderr).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -46,16 +47,43 @@ static int write_frame(const char *data, uint32_t len) {
   return len ? write_all(STDOUT_FILENO, data, len) : 0;
 }
 
+/*
+ * A path longer than sun_path (a deep state dir: 64 hex digits of container ID sit in it) is reached
+ * through the socket's directory, opened with O_PATH and named as /proc/self/fd/N/<name>, as conmon binds
+ * it (the directory is conmon's <id> link to the bundle, in a directory only root writes).
+ */
+static int socket_address(const char *path, struct sockaddr_un *addr, int *dir_fd) {
+  *dir_fd = -1;
+  if (strlen(path) < sizeof(addr->sun_path)) {
+    strcpy(addr->sun_path, path);
+    return 0;
+  }
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path) return -1;
+  char dir[4096];
+  size_t dir_len = (size_t)(slash - path);
+  if (dir_len >= sizeof(dir)) return -1;
+  memcpy(dir, path, dir_len);
+  dir[dir_len] = 0;
+  *dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (*dir_fd < 0) return -1;
+  int n = snprintf(addr->sun_path, sizeof(addr->sun_path), "/proc/self/fd/%d/%s", *dir_fd, slash + 1);
+  return n > 0 && (size_t)n < sizeof(addr->sun_path) ? 0 : -1;
+}
+
 static int connect_seqpacket(const char *path) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof(addr.sun_path)) {
+  int dir_fd;
+  if (socket_address(path, &addr, &dir_fd) < 0) {
     fprintf(stderr, "attach socket path too long: %s\n", path);
     return -1;
   }
-  strcpy(addr.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-    fprintf(stderr, "connect %s: %s\n", path, strerror(errno));
+  int failed = fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0;
+  int saved = errno;
+  if (dir_fd >= 0) close(dir_fd);
+  if (failed) {
+    fprintf(stderr, "connect %s: %s\n", path, strerror(saved));
     return -1;
   }
   return fd;

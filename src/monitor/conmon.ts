@@ -99,6 +99,9 @@ export function conmonCreateArgs(config: ConmonConfig, runtime: Runc, opts: Crea
     '--log-level', config.logLevel ?? 'info',
   ];
   for (const arg of runtime.globalArgs()) args.push('--runtime-arg', arg);
+  // The runtime's own log lines (runc's systemd driver warns about devices it skips) go to a file in the
+  // bundle, not to the container's stderr and so its CRI log; its fatal errors still reach stderr.
+  args.push('--runtime-arg', `--log=${join(opts.bundle, 'runtime.log')}`);
   if (config.syslog) args.push('--syslog');
   if (opts.logSizeMax !== undefined && opts.logSizeMax > 0) args.push('--log-size-max', String(opts.logSizeMax));
   if (opts.noPivot) args.push('--no-pivot');

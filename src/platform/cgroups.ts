@@ -79,6 +79,15 @@ export function cgroupPathOf(cgroupsPath: string): string {
   return posix.normalize(cgroupsPath).replace(/(.)\/$/, '$1');
 }
 
+/**
+ * The cgroup path of a pod's `cgroup_parent`: a systemd slice (its last element, as runc reads it:
+ * `/kubepods.slice/kubepods-burstable.slice` → `kubepods-burstable.slice`) expanded, or a cgroupfs path.
+ */
+export function cgroupParentPath(parent: string): string {
+  const last = parent.split('/').filter(Boolean).pop() ?? '';
+  return last.endsWith('.slice') ? expandSlice(last) : cgroupPathOf(`/${parent.split('/').filter(Boolean).join('/')}`);
+}
+
 /** `a-b-c.slice` → `/a.slice/a-b.slice/a-b-c.slice`; `-.slice` → `/`. */
 export function expandSlice(slice: string): string {
   if (!slice.endsWith('.slice') || slice.includes('/')) throw invalidArgument(`invalid systemd slice "${slice}"`);

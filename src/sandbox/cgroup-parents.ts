@@ -5,11 +5,15 @@
  * other pod is under it: removing it while another pod's `runc create` makes its cgroup there fails
  * that pod ("mkdir …: no such file or directory"), as critest's pod benchmark showed, 4 pods at a time.
  */
-import { cgroupPathOf } from '../platform/cgroups.js';
+import { cgroupParentPath } from '../platform/cgroups.js';
 
-/** A cgroup_parent as a cgroup path; undefined for a systemd slice (whose levels Stove never makes). */
+/** A cgroup_parent as a cgroup path (a systemd slice as its expanded path); undefined when invalid. */
 function levelOf(parent: string): string | undefined {
-  return parent.startsWith('/') ? cgroupPathOf(parent) : undefined;
+  try {
+    return cgroupParentPath(parent);
+  } catch {
+    return undefined;
+  }
 }
 
 const isUnder = (parent: string, level: string): boolean => {

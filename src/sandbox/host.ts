@@ -2,12 +2,13 @@
  * The host-side steps of a pod that need root (the shm tmpfs, cgroup directories, sysctls of a pinned
  * netns), behind one interface so the sandbox service can be unit-tested without root.
  */
-import { access, rmdir } from 'node:fs/promises';
+import { access, readdir, readFile, rmdir } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { DNSConfig } from '../gen/runtime/v1/api.js';
 import { internal } from '../common/errors.js';
 import { execInNetns } from '../network/netns-exec.js';
-import { cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cgroups.js';
+import { cgroupParentPath, cgroupPathOf, detectCgroups, dirIn, removeCgroup } from '../platform/cgroups.js';
+import { commandFailure, runCommand } from '../platform/processes.js';
 import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { writeCgroupLimits, type CgroupWrite } from './cgroup-limits.js';
@@ -19,13 +20,16 @@ export interface SandboxHost {
   unmountShm(files: PodFiles): Promise<void>;
   removePodFiles(files: PodFiles): Promise<void>;
   /**
-   * The levels of a cgroupfs parent path that do not exist yet, deepest first (`/a/b` with only `/a`
-   * present → [`/a/b`]); empty for systemd slices, which systemd owns.
+   * The levels of a cgroup parent that do not exist yet, as cgroup paths, deepest first (`/a/b` with
+   * only `/a` present → [`/a/b`]; a slice `a-b.slice` with only `a.slice` → [`/a.slice/a-b.slice`]).
    */
   missingCgroupLevels(parent: string): Promise<string[]>;
   /** Removes a container cgroup and everything below it; missing is fine. */
   removeCgroup(cgroupsPath: string): Promise<void>;
-  /** Removes one cgroup level if it is empty (never recursively: other pods may live below it). */
+  /**
+   * Removes one cgroup level if it is empty (never recursively: other pods may live below it); a
+   * slice's level is stopped through systemd, which owns it.
+   */
   removeEmptyCgroup(path: string): Promise<void>;
   /** Writes sysctls (dotted names) inside the network namespace pinned at `netnsPath`. */
   writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void>;
@@ -51,12 +55,11 @@ export class LinuxSandboxHost implements SandboxHost {
   removePodFiles = removePodFiles;
 
   async missingCgroupLevels(parent: string): Promise<string[]> {
-    if (!parent.startsWith('/')) return [];
     const layout = await detectCgroups();
     const probe = layout.hierarchies.find((h) => h.version === layout.version);
     if (!probe) return [];
     const missing: string[] = [];
-    for (let path = cgroupPathOf(parent); path !== '/'; path = posix.dirname(path)) {
+    for (let path = cgroupParentPath(parent); path !== '/'; path = posix.dirname(path)) {
       if (await exists(dirIn(probe, path))) break;
       missing.push(path);
     }
@@ -83,6 +86,8 @@ export class LinuxSandboxHost implements SandboxHost {
 
   async removeEmptyCgroup(path: string): Promise<void> {
     const layout = await detectCgroups();
+    const slice = posix.basename(path);
+    if (slice.endsWith('.slice')) return stopEmptySlice(slice, dirIn(layout.hierarchies.find((h) => h.version === layout.version)!, path));
     const dirs = new Set(layout.hierarchies.map((h) => dirIn(h, cgroupPathOf(path))));
     await Promise.all(
       [...dirs].map((d) =>
@@ -92,4 +97,18 @@ export class LinuxSandboxHost implements SandboxHost {
       ),
     );
   }
+}
+
+/**
+ * Stops a slice unit that runc had systemd start for a pod (systemd keeps an empty slice active, and its
+ * cgroup, until it is stopped). Stopping a slice stops every unit in it, so one that holds anything
+ * (a scope or process that came after the pod's) is left alone.
+ */
+async function stopEmptySlice(unit: string, dir: string): Promise<void> {
+  const children = await readdir(dir, { withFileTypes: true }).catch(() => undefined);
+  if (!children) return; // gone already
+  const procs = (await readFile(posix.join(dir, 'cgroup.procs'), 'utf8').catch(() => '')).trim();
+  if (procs || children.some((e) => e.isDirectory())) return;
+  const r = await runCommand('systemctl', { args: ['stop', unit], timeoutMs: 30_000, maxOutputBytes: 64 * 1024 });
+  if (r.exitCode !== 0) throw internal(`failed to stop systemd slice ${unit}: ${commandFailure(r)}`);
 }

@@ -71,6 +71,13 @@ const DEFINITIONS = new Map<string, Definition>(
     def('container_processes', 'Number of processes running inside the container.', GAUGE),
     def('container_fs_usage_bytes', 'Number of bytes that are consumed by the container on this filesystem.', GAUGE, ['device']),
     def('container_fs_inodes_total', 'Number of Inodes', GAUGE, ['device']),
+    // Pressure stall time (cgroup v2 PSI), cAdvisor's names: "waiting" is the `some` line, "stalled" `full`.
+    def('container_pressure_cpu_waiting_seconds_total', 'Total time duration tasks in the container have waited due to CPU congestion.', COUNTER),
+    def('container_pressure_cpu_stalled_seconds_total', 'Total time duration no tasks in the container could make progress due to CPU congestion.', COUNTER),
+    def('container_pressure_memory_waiting_seconds_total', 'Total time duration tasks in the container have waited due to memory congestion.', COUNTER),
+    def('container_pressure_memory_stalled_seconds_total', 'Total time duration no tasks in the container could make progress due to memory congestion.', COUNTER),
+    def('container_pressure_io_waiting_seconds_total', 'Total time duration tasks in the container have waited due to IO congestion.', COUNTER),
+    def('container_pressure_io_stalled_seconds_total', 'Total time duration no tasks in the container could make progress due to IO congestion.', COUNTER),
     def('container_network_receive_bytes_total', 'Cumulative count of bytes received', COUNTER, ['interface']),
     def('container_network_receive_packets_total', 'Cumulative count of packets received', COUNTER, ['interface']),
     def('container_network_receive_packets_dropped_total', 'Cumulative count of packets dropped while receiving', COUNTER, ['interface']),
@@ -116,6 +123,12 @@ class Samples {
     }
     if (s.pids) this.add('container_processes', s.pids.current);
     this.add('container_oom_events_total', s.oomKills);
+    for (const kind of ['cpu', 'memory', 'io'] as const) {
+      const p = s.pressure?.[kind];
+      // PSI totals are µs.
+      if (p?.some) this.add(`container_pressure_${kind}_waiting_seconds_total`, p.some.total / 1_000_000n);
+      if (p?.full) this.add(`container_pressure_${kind}_stalled_seconds_total`, p.full.total / 1_000_000n);
+    }
   }
 
   network(interfaces: InterfaceStats[]): void {

@@ -18,6 +18,9 @@ import { execFileSync } from 'node:child_process';
 import { request } from 'undici';
 import type { TestRegistry } from './registry.js';
 
+/** What a push needs of a registry: a test's own, or one a script started (the e2e cluster's). */
+export type RegistryEndpoint = Pick<TestRegistry, 'host' | 'url' | 'dispatcher' | 'authorization'>;
+
 // ---------------------------------------------------------------------------------------------
 // Layer entries and the tar writer
 
@@ -307,13 +310,13 @@ export function splitName(name: string): { repo: string; tag: string } {
   return { repo: name, tag: 'latest' };
 }
 
-function headers(registry: TestRegistry, extra: Record<string, string> = {}): Record<string, string> {
+function headers(registry: RegistryEndpoint, extra: Record<string, string> = {}): Record<string, string> {
   const auth = registry.authorization();
   return auth ? { ...extra, authorization: auth } : extra;
 }
 
 /** Uploads a blob (monolithic upload) unless the repository has it already. */
-export async function pushBlob(registry: TestRegistry, repo: string, data: Uint8Array, digest = sha256(data)): Promise<string> {
+export async function pushBlob(registry: RegistryEndpoint, repo: string, data: Uint8Array, digest = sha256(data)): Promise<string> {
   const head = await request(`${registry.url}/v2/${repo}/blobs/${digest}`, { method: 'HEAD', headers: headers(registry), dispatcher: registry.dispatcher });
   await head.body.dump();
   if (head.statusCode === 200) return digest;
@@ -334,7 +337,7 @@ export async function pushBlob(registry: TestRegistry, repo: string, data: Uint8
 }
 
 /** Puts a manifest under a tag (or its digest); returns the manifest digest. */
-export async function pushManifest(registry: TestRegistry, repo: string, reference: string, body: Buffer, mediaType: string): Promise<string> {
+export async function pushManifest(registry: RegistryEndpoint, repo: string, reference: string, body: Buffer, mediaType: string): Promise<string> {
   const res = await request(`${registry.url}/v2/${repo}/manifests/${reference}`, {
     method: 'PUT',
     headers: headers(registry, { 'content-type': mediaType }),
@@ -374,7 +377,7 @@ export interface PushImageOptions extends ImageSettings {
 }
 
 /** Builds and pushes one image; `name` is `repo[:tag]` (no host). */
-export async function pushImage(registry: TestRegistry, name: string, options: PushImageOptions): Promise<PushedImage> {
+export async function pushImage(registry: RegistryEndpoint, name: string, options: PushImageOptions): Promise<PushedImage> {
   const { repo, tag } = splitName(name);
   const media = options.mediaTypes ?? 'oci';
   const platform = options.platform ?? hostPlatform();
@@ -418,7 +421,7 @@ export interface PushedIndex {
  * Pushes a multi-platform index (OCI) or manifest list (Docker) over images already pushed to the
  * same repository (push them `untagged`).
  */
-export async function pushIndex(registry: TestRegistry, name: string, images: PushedImage[], mediaTypes: MediaTypes = 'oci'): Promise<PushedIndex> {
+export async function pushIndex(registry: RegistryEndpoint, name: string, images: PushedImage[], mediaTypes: MediaTypes = 'oci'): Promise<PushedIndex> {
   const { repo, tag } = splitName(name);
   const mediaType = mediaTypes === 'oci' ? MEDIA.ociIndex : MEDIA.dockerList;
   const body = Buffer.from(
@@ -524,7 +527,7 @@ export interface BusyboxImageOptions extends ImageSettings, BusyboxRootOptions {
  * Pushes a busybox image (`name` = `repo[:tag]`, no host) whose default command is `sh` unless
  * `cmd`/`entrypoint` say otherwise. Returns the references and digests a test needs.
  */
-export async function pushBusyboxImage(registry: TestRegistry, name: string, options: BusyboxImageOptions = {}): Promise<PushedImage> {
+export async function pushBusyboxImage(registry: RegistryEndpoint, name: string, options: BusyboxImageOptions = {}): Promise<PushedImage> {
   const compression = options.compression ?? 'gzip';
   const layers: (BuiltLayer | LayerEntry[])[] = [busyboxLayer(compression, options)];
   if (options.extraFiles?.length) layers.push(options.extraFiles);

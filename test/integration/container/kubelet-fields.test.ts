@@ -1,10 +1,11 @@
 /**
  * Fields a Kubernetes 1.33–1.36 kubelet sends with every container, against real runc, conmon and CNI:
- * hugepage limits of 0 for each page size of the node, stop_signal (request, image, default).
+ * hugepage limits of 0 for each page size of the node, stop_signal (request, image, default), the image
+ * named by its ID with the pod spec's name beside it.
  */
 import assert from 'node:assert/strict';
 import { readdir } from 'node:fs/promises';
-import { Signal } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerFilter, Signal } from '../../../src/gen/runtime/v1/api.js';
 import { detectCgroups } from '../../../src/platform/cgroups.js';
 import { containerSuite, ContainerWorld, eventually, rejectsWith } from './world.js';
 
@@ -43,6 +44,20 @@ describe('containers: fields of current kubelets (real runc, conmon and CNI)', f
       const log = world.daemon.output();
       assert.equal(log.split('\n').filter((l) => l.includes('zero hugepage limits are not set')).length, 1, 'logged once');
     }
+  });
+
+  it('reports the image the pod spec names when the kubelet names the image by its ID', async () => {
+    // A kubelet sends the image ID as image and the pod spec's name as user_specified_image; kubectl
+    // shows ContainerStatus.image as the pod's image.
+    const sleeper = world.image('sleeper');
+    const asKubelet = await world.create(pod, world.config('sleeper', { image: { image: sleeper.configDigest, userSpecifiedImage: sleeper.reference } }));
+    assert.equal((await world.status(asKubelet)).status!.image!.image, sleeper.reference);
+    assert.equal((await world.status(asKubelet)).status!.imageId, sleeper.configDigest);
+    // By ID alone (crictl create with an ID): the image's tag, as containerd reports it.
+    const byId = await world.create(pod, world.config('sleeper', { image: { image: sleeper.configDigest } }));
+    assert.equal((await world.status(byId)).status!.image!.image, sleeper.reference);
+    const listed = (await world.daemon.clients.runtime.listContainers({ filter: ContainerFilter.fromPartial({ id: asKubelet }) })).containers;
+    assert.equal(listed[0]!.image!.image, sleeper.reference);
   });
 
   it('stops with stop_signal from the request over the image StopSignal, and reports the effective signal', async () => {

@@ -93,6 +93,25 @@ describe('containers: lifecycle (real runc, conmon and CNI)', function () {
     await rt.stopContainer({ containerId: id, timeout: 0n });
   });
 
+  it("PodSandboxStatus carries, with its timestamp, every container's status, as ContainerStatus reports it", async () => {
+    // A kubelet with the EventedPLEG gate takes these as the pod's containers.
+    const rt = world.daemon.clients.runtime;
+    const pod = await world.pod();
+    const running = await world.run(pod, world.config('sleeper', { metadata: { name: 'running', attempt: 0 } }));
+    const created = await world.create(pod, world.config('sleeper', { metadata: { name: 'created', attempt: 0 } }));
+    const before = nowNs();
+    const answer = await rt.podSandboxStatus({ podSandboxId: pod.id, verbose: false });
+    assert.ok(answer.timestamp >= before && answer.timestamp <= nowNs() + 1_000_000n, "a timestamp of now (ns)");
+    const byId = new Map(answer.containersStatuses.map((s) => [s.id, s]));
+    assert.deepEqual([...byId.keys()].sort(), [running, created].sort());
+    for (const id of [running, created]) assert.deepEqual(byId.get(id), (await world.status(id)).status);
+    assert.equal(byId.get(running)!.state, ContainerState.CONTAINER_RUNNING);
+    await rt.removeContainer({ containerId: created });
+    assert.deepEqual((await rt.podSandboxStatus({ podSandboxId: pod.id, verbose: false })).containersStatuses.map((s) => s.id), [running]);
+    const empty = await world.pod();
+    assert.deepEqual((await rt.podSandboxStatus({ podSandboxId: empty.id, verbose: false })).containersStatuses, []);
+  });
+
   it('reserves names: the same metadata in a pod is ALREADY_EXISTS until the holder is removed', async () => {
     const rt = world.daemon.clients.runtime;
     const pod = await world.pod();

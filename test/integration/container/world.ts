@@ -11,7 +11,7 @@ import { suiteHooks } from '../../helpers/suite.js';
 import { pushBusyboxImage, type BusyboxImageOptions, type PushedImage } from '../../helpers/image-builder.js';
 import { conmonsUnder, PodWorld, skipReason as podSkipReason } from '../sandbox/world.js';
 import { mountPoints } from '../../../src/platform/mount.js';
-import { cgroupPathOf, detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
+import { detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
 import { execa } from 'execa';
 import { waitFor } from '../../helpers/wait.js';
 
@@ -202,9 +202,10 @@ export class ContainerWorld {
     const conmons = await conmonsUnder(join(state, 'containers'));
     if (conmons.length) out.push(`conmon processes: ${conmons.join(' ')}`);
     const layout = await detectCgroups();
+    const podCgroups = new Set([...pods].map((id) => this.pods.cgroupNameOf(id)));
     for (const h of layout.hierarchies) {
-      const d = dirIn(h, cgroupPathOf(this.pods.cgroupRoot));
-      const children = (await readdir(d, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory() && !pods.has(e.name));
+      const d = dirIn(h, this.pods.cgroupRootPath);
+      const children = (await readdir(d, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory() && !podCgroups.has(e.name));
       if (children.length) out.push(`container cgroups in ${d}: ${children.map((e) => e.name).join(' ')}`);
     }
     return out;

@@ -296,6 +296,24 @@ describe('monitor: exec and attach through conmon', function () {
     });
   });
 
+  describe('attach under a deep state dir', () => {
+    let deep: MonitorFixture;
+    before(async () => (deep = await MonitorFixture.create({ deep: true })));
+    after(async () => deep?.cleanup());
+
+    it('reaches an attach socket whose path is longer than a unix socket address', async () => {
+      const c = await deep.create({ args: ['sh', '-c', 'while read l; do echo got:$l; done'] }, { stdin: true, stdinOnce: true });
+      assert.ok(`${deep.attachDir}/${c.id}/attach`.length > 108);
+      await deep.runc.start(c.id);
+      const stdin = new PassThrough();
+      const stdout = new Collector();
+      const session = await deep.monitor.attach(c.id, { stdin, stdout });
+      stdin.end('deep\n');
+      await session.done;
+      assert.equal(stdout.text(), 'got:deep\n');
+    });
+  });
+
   describe('log reopen', () => {
     it('after a rename, returns once the new log exists and new output goes there', async () => {
       const c = await fx.run({ args: ['sh', '-c', 'i=0; while true; do echo line$i; i=$((i+1)); sleep 0.05; done'] });

@@ -43,7 +43,11 @@ export class MonitorFixture {
   readonly monitor: Monitor;
   private readonly ids = new Set<string>();
 
-  private constructor(readonly base: string) {
+  /** `top`: the temp dir that holds `base` (removed whole by cleanup). */
+  private constructor(
+    readonly base: string,
+    private readonly top = base,
+  ) {
     const log = process.env['STOVE_TEST_DEBUG'] ? createLogger('debug') : silentLogger;
     this.runc = new Runc({ binary: RUNC, root: join(base, 'runc') });
     this.monitor = new Monitor({
@@ -61,11 +65,15 @@ export class MonitorFixture {
     return new MonitorFixture(base);
   }
 
-  static async create(): Promise<MonitorFixture> {
-    // Short: attach socket paths go through <base>/attach/<id>/attach and must stay under 108 bytes.
-    const base = await mkdtemp('/tmp/stm-');
-    await mkdir(join(base, 'logs'));
-    return new MonitorFixture(base);
+  /**
+   * Under a short temp dir, or with `deep`, one whose attach sockets (<base>/attach/<id>/attach) are
+   * longer than the 108 bytes of a unix socket address, as under a state dir like /var/lib/<cluster>/….
+   */
+  static async create(options: { deep?: boolean } = {}): Promise<MonitorFixture> {
+    const top = await mkdtemp('/tmp/stm-');
+    const base = options.deep ? join(top, 'a-state-dir-deep-enough-that-attach-sockets-exceed-sun-path') : top;
+    await mkdir(join(base, 'logs'), { recursive: true });
+    return new MonitorFixture(base, top);
   }
 
   get exitsDir(): string {
@@ -132,6 +140,6 @@ export class MonitorFixture {
   /** Removes every container and the temp dir. */
   async cleanup(): Promise<void> {
     for (const id of [...this.ids]) await this.destroy(id);
-    await rm(this.base, { recursive: true, force: true });
+    await rm(this.top, { recursive: true, force: true });
   }
 }

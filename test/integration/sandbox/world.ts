@@ -10,9 +10,10 @@ import { join } from 'node:path';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { execa } from 'execa';
 import { PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
-import { createCgroup, detectCgroups, dirIn, cgroupPathOf, removeCgroup } from '../../../src/platform/cgroups.js';
+import { detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
 import { mountPoints, unmount } from '../../../src/platform/mount.js';
 import { REPO_ROOT, startStove, type StoveProcess } from '../../helpers/stove-process.js';
+import { cgroupNameOf, makeParent, parentPath, removeParent, systemdSkipReason, testCgroupDriver, unitsMatching } from '../../helpers/cgroup-driver.js';
 import { DEBIAN_CNI_DIR, iptablesLinesMentioning, skipReason as netSkipReason, TestNet } from '../network/host-net.js';
 
 export { iptablesLinesMentioning, TestNet };
@@ -25,7 +26,7 @@ export function skipReason(): string | undefined {
     if (!existsSync(bin)) return `${bin} is missing`;
   }
   if (!existsSync(join(REPO_ROOT, 'rootfs/pause/bin/pause'))) return 'rootfs/pause is not built (make rootfs)';
-  return undefined;
+  return testCgroupDriver() === 'systemd' ? systemdSkipReason() : undefined;
 }
 
 /** Asserts a call fails with `code` and a message matching `re`; returns the message. */
@@ -59,14 +60,23 @@ export class PodWorld {
   /** More tables after the world's own (e.g. `[cdi]` and its keys). */
   extraToml: string[] = [];
 
-  /** The default cgroup parent of this world's pods (config runtime.cgroup_parent). */
+  /** The cgroup driver of this world's daemon (STOVE_TEST_CGROUP_DRIVER, cgroupfs by default). */
+  readonly driver = testCgroupDriver();
+
+  /** The default cgroup parent of this world's pods (config runtime.cgroup_parent): a path or a slice. */
   get cgroupRoot(): string {
-    return `/stove-it-${this.tag}`;
+    return this.driver === 'systemd' ? `stoveit${this.tag}.slice` : `/stove-it-${this.tag}`;
+  }
+
+  /** The cgroup path of the default parent. */
+  get cgroupRootPath(): string {
+    return parentPath(this.cgroupRoot);
   }
 
   configToml(): string {
     return [
       '[runtime]',
+      `cgroup_driver = "${this.driver}"`,
       `cgroup_parent = "${this.cgroupRoot}"`,
       ...this.runtimeToml,
       '[network]',
@@ -80,7 +90,7 @@ export class PodWorld {
 
   async start(writeConf = true): Promise<void> {
     // As a kubelet would, the parent exists before any pod; pods must leave nothing inside it.
-    await createCgroup(await detectCgroups(), this.cgroupRoot);
+    await makeParent(this.cgroupRoot);
     this.net = await TestNet.create();
     if (writeConf) await this.net.writeConf();
     this.daemon = await startStove({ configToml: this.configToml() });
@@ -147,13 +157,21 @@ export class PodWorld {
     if (conmons.length) out.push(`conmon processes: ${conmons.join(' ')}`);
     const layout = await detectCgroups();
     for (const h of layout.hierarchies) {
-      const d = dirIn(h, cgroupPathOf(this.cgroupRoot));
+      const d = dirIn(h, this.cgroupRootPath);
       const children = (await readdir(d, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory());
       if (children.length) out.push(`cgroups in ${d}: ${children.map((e) => e.name).join(' ')}`);
     }
+    // systemd's side: no scope of a pod or container (tests run one at a time), no slice below the world's.
+    const units = (await unitsMatching('stove-', `stoveit${this.tag}-`)).filter((u) => u.startsWith(`stoveit${this.tag}-`) || /^stove-[0-9a-f]{64}\.scope$/.test(u));
+    if (units.length) out.push(`systemd units: ${units.join(' ')}`);
     const ips = await this.net.reservedIps();
     if (ips.length) out.push(`reserved IPs: ${ips.join(' ')}`);
     return out;
+  }
+
+  /** The cgroup directory name of a pod's pause container or a container, for this world's driver. */
+  cgroupNameOf(id: string): string {
+    return cgroupNameOf(this.driver, id);
   }
 
   /** The safety net: pods through the CRI if possible, then everything by hand. */
@@ -172,7 +190,7 @@ export class PodWorld {
       const mounts = [...(await mountPoints())].filter((m) => m.startsWith(this.daemon.dir + '/')).sort((a, b) => b.length - a.length);
       for (const m of mounts) await unmount(m, true).catch(() => {});
     }
-    await removeCgroup(await detectCgroups(), this.cgroupRoot).catch(() => {});
+    await removeParent(this.cgroupRoot).catch(() => {});
     await this.net?.cleanup();
     await this.daemon?.cleanup().catch(() => {});
   }

@@ -1,7 +1,8 @@
 /**
- * The gRPC transport: calls from a grpc-js client (framing, statuses, streams, cancel,
- * deadlines) and malformed requests from a raw HTTP/2 client (bad prefix, oversize, garbage), after
- * which the server still answers.
+ * The gRPC layer on node:http2: calls from a grpc-js client (framing, statuses, streams, cancel,
+ * deadlines), malformed requests from a raw HTTP/2 client (bad prefix, oversize, garbage), after
+ * which the server still answers, and the limits the gRPC layer keeps per connection (calls counted
+ * until their handlers end, request bytes buffered).
  */
 import assert from 'node:assert/strict';
 import { lstat, mkdtemp, rm } from 'node:fs/promises';
@@ -18,7 +19,8 @@ import { invalidArgument } from '../../../src/common/errors.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { ContainerEventResponse, StreamContainersResponse, VersionRequest, VersionResponse } from '../../../src/gen/runtime/v1/api.js';
 import { collect, criClients, type CriClients } from '../../helpers/cri-client.js';
-import { eventually } from '../../helpers/wait.js';
+import { FLAG, FRAME, H2_ERROR, RawHttp2Client, callFields, emptyRequest, frame, headerBlock } from '../../helpers/h2-raw.js';
+import { eventually, waitFor } from '../../helpers/wait.js';
 
 interface RawAnswer {
   headers: http2.IncomingHttpHeaders;
@@ -45,6 +47,8 @@ describe('api: the gRPC transport', function () {
   let endpoint: GrpcEndpoint;
   let clients: CriClients;
   let session: http2.ClientHttp2Session;
+  /** Resolves once `session` has the server's SETTINGS (and so has sent its ACK). */
+  let settingsSeen: Promise<void>;
   const events: { sinks: StreamSink<unknown>[]; closed: number } = { sinks: [], closed: 0 };
   /** Calls to ContainerStatus wait here until released. */
   const held: (() => void)[] = [];
@@ -95,6 +99,7 @@ describe('api: the gRPC transport', function () {
   beforeEach(() => {
     session = http2.connect('http://localhost', { createConnection: () => net.connect(sock) });
     session.on('error', () => {});
+    settingsSeen = new Promise((resolve) => session.once('remoteSettings', () => resolve()));
   });
   afterEach(() => session.destroy());
 
@@ -120,6 +125,17 @@ describe('api: the gRPC transport', function () {
       req.on('error', reject);
       if (body) req.write(body);
       if (opts.end !== false) req.end();
+    });
+  }
+
+  /** A raw Version call with `headers`; resolves with the code of the reset that ended it (0 if none). */
+  function rawReset(headers: http2.OutgoingHttpHeaders): Promise<number> {
+    return new Promise((resolve) => {
+      const req = session.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/Version', 'content-type': 'application/grpc', te: 'trailers', ...headers });
+      req.on('error', () => {});
+      req.resume();
+      req.on('close', () => resolve(req.rstCode ?? 0));
+      req.end(prefixed(Buffer.alloc(0)));
     });
   }
 
@@ -257,12 +273,13 @@ describe('api: the gRPC transport', function () {
     await stillServes();
   });
 
-  it('frees the place of each call among the streams when its work ends, whoever ends the call: 1100 unary calls and 1100 cancelled streams on one connection', async function () {
+  it('frees the place of each call among the streams when its work ends, whoever ends the call: 1100 unary calls, 900 cancelled streams, then 200 open at once', async function () {
     this.timeout(60_000);
     for (let batch = 0; batch < 11; batch++) {
       await Promise.all(Array.from({ length: 100 }, () => clients.runtime.version({ version: 'v1' })));
     }
-    for (let batch = 0; batch < 11; batch++) {
+    // 900 resets: under nghttp2's burst of 1000 for a connection ("rapid reset").
+    for (let batch = 0; batch < 9; batch++) {
       const before = events.sinks.length;
       const calls = Array.from({ length: 100 }, () => {
         const call = clients.rawRuntime.getContainerEvents({});
@@ -273,7 +290,81 @@ describe('api: the gRPC transport', function () {
       for (const call of calls) call.cancel();
       await eventually('their handlers saw the cancels', () => events.sinks.slice(before).every((sink) => sink.closed));
     }
+    // 200 more at once: 1100 places, were the cancelled ones still counted.
+    const before = events.sinks.length;
+    const open = Array.from({ length: 200 }, () => collect(clients.rawRuntime.getContainerEvents({})));
+    await eventually('200 events streams opened', () => events.sinks.length === before + 200);
+    for (const sink of events.sinks.slice(before)) sink.end();
+    assert.equal((await Promise.all(open)).length, 200);
     await stillServes();
+  });
+
+  it('counts a call the client reset until its handler ends: beyond 1000 working calls a new stream is refused, then served once they end', async function () {
+    this.timeout(30_000);
+    const heldBefore = held.length;
+    const peer = await RawHttp2Client.connect(sock);
+    try {
+      const headers = headerBlock(callFields('ContainerStatus'));
+      const open = (stream: number) => Buffer.concat([frame(FRAME.HEADERS, FLAG.END_HEADERS, stream, headers), emptyRequest(stream)]);
+      const cancel = Buffer.alloc(4);
+      cancel.writeUInt32BE(H2_ERROR.CANCEL);
+      // 600 calls whose handlers hold, reset by the client at once; 400 more left open.
+      await peer.flood(600, 100, (i) => Buffer.concat([open(2 * i + 1), frame(FRAME.RST_STREAM, 0, 2 * i + 1, cancel)]));
+      await peer.flood(400, 100, (i) => open(1201 + 2 * i));
+      await eventually('1000 handlers hold', () => held.length === heldBefore + 1000, 10_000);
+      await peer.write(open(2001));
+      const refused = await waitFor('stream 2001 refused', () => peer.find((f) => f.type === FRAME.RST_STREAM && f.stream === 2001));
+      assert.equal(refused.code, H2_ERROR.REFUSED_STREAM);
+      release();
+      await eventually('the open calls answered', () => peer.frames.filter((f) => f.type === FRAME.HEADERS).length >= 400, 10_000);
+      await peer.write(open(2003));
+      await eventually('stream 2003 reached its handler', () => held.length === 1);
+      release();
+      await eventually('stream 2003 answered', () => peer.find((f) => f.type === FRAME.HEADERS && f.stream === 2003) !== undefined);
+      assert.ok(!peer.find((f) => f.type === FRAME.GOAWAY), 'the connection goes on');
+    } finally {
+      peer.destroy();
+      release();
+    }
+  });
+
+  it('bounds the request bytes buffered on a connection: a message beyond 64 MiB in flight is RESOURCE_EXHAUSTED, and fits once others end', async () => {
+    const bigPrefix = Buffer.alloc(5);
+    bigPrefix.writeUInt32BE(MAX_MESSAGE_BYTES, 1);
+    // Four calls that promise a whole message each and send none of it: 64 MiB reserved.
+    const stalled = Array.from({ length: 4 }, () => {
+      const req = session.request({ ':method': 'POST', ':path': '/runtime.v1.RuntimeService/Version', 'content-type': 'application/grpc', te: 'trailers' });
+      req.on('error', () => {});
+      req.write(bigPrefix);
+      return req;
+    });
+    await new Promise((resolve) => session.ping(resolve));
+    const small = Buffer.from(VersionRequest.encode({ version: 'x' }).finish());
+    const refused = await raw(prefixed(small));
+    assert.equal(grpcStatus(refused), status.RESOURCE_EXHAUSTED);
+    assert.match(grpcMessage(refused), /the request messages in flight on this connection would exceed 64 MiB/);
+    for (const req of stalled) req.close(http2.constants.NGHTTP2_CANCEL);
+    await eventually('the stalled calls closed', () => stalled.every((r) => r.closed));
+    const served = await raw(prefixed(small));
+    assert.equal(grpcStatus(served), status.OK);
+  });
+
+  it('resets a request whose metadata is over 16 KiB or 128 fields (ENHANCE_YOUR_CALM), and serves the connection on', async () => {
+    // The limits hold once the client has acknowledged the server's SETTINGS (before, nghttp2's 64 KiB
+    // default does): the ACK leaves before the PING, whose answer says the server has read both.
+    await settingsSeen;
+    await new Promise((resolve) => session.ping(resolve));
+    const big = await rawReset({ 'x-big': 'a'.repeat(17 << 10) });
+    assert.equal(big, http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    const many: http2.OutgoingHttpHeaders = {};
+    for (let i = 0; i < 130; i++) many[`x-${i}`] = 'v';
+    assert.equal(await rawReset(many), http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    assert.equal(grpcStatus(await raw(prefixed(Buffer.alloc(0)))), status.OK);
+  });
+
+  it('resets a request whose :authority is a socket path (clients before Kubernetes 1.30)', async () => {
+    assert.equal(await rawReset({ ':authority': '/run/stove/stove.sock' }), http2.constants.NGHTTP2_PROTOCOL_ERROR);
+    assert.equal(grpcStatus(await raw(prefixed(Buffer.alloc(0)))), status.OK);
   });
 
   it('waits for the client when it reads slower than the stream writes (backpressure), losing nothing', async () => {

@@ -97,7 +97,7 @@ describe('query RPC caches', () => {
 
     const pod = (name: string) => PodSandboxConfig.fromPartial({ metadata: { name, namespace: 'ns', uid: `uid-${name}`, attempt: 0 }, labels: { app: name } });
     const status = async (id: string) =>
-      wire(runtime.podSandboxStatus!, (b) => PodSandboxStatusResponse.decode(b), await podSandboxStatus({ pods: h.pods, sandboxes: h.service }, { podSandboxId: id, verbose: false }));
+      wire(runtime.podSandboxStatus!, (b) => PodSandboxStatusResponse.decode(b), await podSandboxStatus({ pods: h.pods, sandboxes: h.service, containersOf: () => [] }, { podSandboxId: id, verbose: false }));
     const list = async () => wire(runtime.listPodSandbox!, (b) => ListPodSandboxResponse.decode(b), await listPodSandbox(h.service, { filter: undefined })).items;
 
     it('PodSandboxStatus shows a stop at once, with a fresh timestamp on every answer', async () => {
@@ -112,7 +112,7 @@ describe('query RPC caches', () => {
       assert.equal(stopped.status!.state, PodSandboxState.SANDBOX_NOTREADY);
       assert.equal(stopped.status!.network!.ip, '');
       assert.ok(stopped.timestamp >= second.timestamp);
-      const verbose = await podSandboxStatus({ pods: h.pods, sandboxes: h.service }, { podSandboxId: r.id, verbose: true });
+      const verbose = await podSandboxStatus({ pods: h.pods, sandboxes: h.service, containersOf: () => [] }, { podSandboxId: r.id, verbose: true });
       assert.ok(verbose.info.info);
       assert.equal(verbose.status!.state, PodSandboxState.SANDBOX_NOTREADY);
     });

@@ -29,7 +29,7 @@ describe('monitor: conmon command lines', () => {
     assert.equal(flag(args, '--persist-dir'), '/p/c1');
     assert.equal(flag(args, '--socket-dir-path'), '/run/s/attach');
     assert.equal(flag(args, '--log-size-max'), '1000');
-    assert.deepEqual(args.filter((_, i) => args[i - 1] === '--runtime-arg'), ['--root=/run/s/runc', '--log-format=json']);
+    assert.deepEqual(args.filter((_, i) => args[i - 1] === '--runtime-arg'), ['--root=/run/s/runc', '--log-format=json', '--log=/b/c1/runtime.log']);
     assert.ok(!args.includes('-t') && !args.includes('-i') && !args.includes('--syslog'));
 
     assert.ok(conmonCreateArgs(config, runc, { ...base, tty: true, stdin: true }).includes('-t'));

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import {
   cgroupDirs,
   cgroupOfProcess,
+  cgroupParentPath,
   cgroupPathOf,
   expandSlice,
   layoutFromMountInfo,
@@ -99,6 +100,9 @@ describe('cgroups', () => {
   it('expands systemd cgroup paths as runc does', () => {
     assert.equal(expandSlice('kubepods-burstable-pod1.slice'), '/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice');
     assert.equal(expandSlice('-.slice'), '/');
+    assert.equal(cgroupParentPath('kubepods-burstable-pod1.slice'), '/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice');
+    assert.equal(cgroupParentPath('/kubepods.slice/kubepods-pod1.slice'), '/kubepods.slice/kubepods-pod1.slice', 'the last element names the slice');
+    assert.equal(cgroupParentPath('/kubepods//burstable/'), '/kubepods/burstable');
     assert.equal(cgroupPathOf('kubepods-pod1.slice:stove:abc'), '/kubepods.slice/kubepods-pod1.slice/stove-abc.scope');
     assert.equal(cgroupPathOf('/a//b/'), '/a/b');
     for (const bad of ['a--b.slice', 'x.scope', '-a.slice']) assert.throws(() => expandSlice(bad), StoveError, bad);

@@ -48,4 +48,16 @@ describe('sandbox: cgroup parent levels pods made', () => {
     stored = [];
     assert.deepEqual(users.removable('/k/x', [], { id: 'd' }), ['/k']);
   });
+
+  it('counts pods under a slice level by the slice\'s expanded path (systemd driver)', () => {
+    const level = '/kubepods.slice/kubepods-besteffort.slice';
+    stored = [
+      { id: 'a', cgroupParent: 'kubepods-besteffort-poda.slice' },
+      { id: 'b', cgroupParent: 'kubepods-besteffort-podb.slice' },
+    ];
+    const made = [`${level}/kubepods-besteffort-poda.slice`, level];
+    assert.deepEqual(users.removable('kubepods-besteffort-poda.slice', made, { id: 'a' }), [made[0]], 'pod b is still under the besteffort slice');
+    stored = [{ id: 'b', cgroupParent: 'kubepods-besteffort-podb.slice' }];
+    assert.deepEqual(users.removable('kubepods-besteffort-podb.slice', [], { id: 'b' }), [level], 'it goes with the last pod under it');
+  });
 });

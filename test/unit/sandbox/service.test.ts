@@ -31,7 +31,7 @@ describe('sandbox service', () => {
     await h.cleanup();
   });
 
-  const status = (req: { podSandboxId: string; verbose: boolean }) => podSandboxStatus({ pods: h.pods, sandboxes: h.service }, req);
+  const status = (req: { podSandboxId: string; verbose: boolean }) => podSandboxStatus({ pods: h.pods, sandboxes: h.service, containersOf: () => [] }, req);
 
   /** Nothing of the sandbox is left anywhere the fakes can see. */
   async function assertNothingLeft(): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * PSI and IoUsage in container and pod stats, from cgroup v2 `*.pressure` files (fixtures), and their
- * absence (not zeros) where the kernel gives none, as on cgroup v1.
+ * absence (not zeros) where the kernel gives none, as on cgroup v1; and the cAdvisor pressure metrics.
  */
 import assert from 'node:assert/strict';
 import { cp, mkdir } from 'node:fs/promises';
@@ -9,6 +9,7 @@ import { ContainerConfig, PodSandboxConfig } from '../../../src/gen/runtime/v1/a
 import type { SandboxRecord } from '../../../src/sandbox/model.js';
 import { parsePressure, readCgroupStats, type CgroupLayout } from '../../../src/platform/cgroups.js';
 import { StatsReader } from '../../../src/stats/stats.js';
+import { MetricsReader, metricDescriptors } from '../../../src/stats/metrics.js';
 import { toContainerStats, toPodSandboxStats } from '../../../src/cri/stats-convert.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
 import { silentLogger } from '../../../src/common/logger.js';
@@ -73,6 +74,23 @@ describe('PSI and IoUsage', () => {
     const shared = toPodSandboxStats(await reader(layout).podStats(sandbox(''), []));
     assert.equal(shared.linux!.cpu!.psi, undefined);
     assert.equal(shared.linux!.io, undefined);
+  });
+
+  it('reports the pressure totals as cAdvisor\'s container_pressure_* counters, in seconds', async () => {
+    await mkdir(join(dir(), 'v2/pods'), { recursive: true });
+    await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir(), 'v2/pods/c1'), { recursive: true });
+    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir(), 'v2'), root: '/' }] };
+    const metrics = new MetricsReader({ cgroups: layout, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }) }, containerDir: (id) => join(dir(), 'containers', id), log: silentLogger });
+    const sandbox = { id: 'p1', name: 'p', cgroupsPath: '', netnsPath: '', pausePid: 0 } as unknown as SandboxRecord;
+    const c = { ...record('/pods/c1'), state: 'running' } as ContainerRecord;
+    const samples = (await metrics.podMetrics(sandbox, [c])).containers[0]!.samples;
+    const value = (name: string) => samples.find((m) => m.name === name)?.value;
+    assert.equal(value('container_pressure_cpu_waiting_seconds_total'), 123n, '123456789 µs');
+    assert.equal(value('container_pressure_cpu_stalled_seconds_total'), 0n);
+    assert.equal(value('container_pressure_memory_waiting_seconds_total'), 18446744073709n);
+    assert.equal(value('container_pressure_io_stalled_seconds_total'), 0n, '2121 µs');
+    const described = new Set(metricDescriptors().map((d) => d.name));
+    for (const m of samples) assert.ok(described.has(m.name), `${m.name} is described`);
   });
 
   it('leaves PSI and IoUsage out on cgroup v1, where the kernel has none', async () => {

@@ -1,0 +1,129 @@
+# Shared by up.sh and down.sh: the cluster's names, addresses and ports, and small helpers.
+# shellcheck shell=bash
+W="${CLUSTER_DIR:-/var/lib/stove-cluster}"
+RUNTIME="${CLUSTER_RUNTIME:-$(cat "$W/runtime" 2>/dev/null || echo stove)}"
+NODE_NAME=stove-node
+# The node's address lives on a link of its own (a bridge without ports, as the kernel may have no dummy
+# links): endpoints may not be loopback addresses, and
+# nothing sent to it leaves the machine.
+NODE_LINK=stove-e2e0
+NODE_IP=10.250.0.1
+BRIDGE=stove-e2e-br
+GUARD_CHAIN=STOVE-E2E-GUARD
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
+DNS_SERVICE_IP=10.96.0.10
+CLUSTER_CIDR=10.244.0.0/16
+POD_CIDR=10.244.0.0/24
+REGISTRY_ADDR=127.0.0.1:5055
+ETCD_CLIENT=127.0.0.1:12379
+ETCD_PEER=127.0.0.1:12380
+ETCD_METRICS=127.0.0.1:12381
+if [ "$RUNTIME" = containerd ]; then SOCKET="$W/containerd/containerd.sock"; else SOCKET="$W/stove/stove.sock"; fi
+# The host's kernel settings the kubelet and kube-proxy change; up.sh records them, down.sh restores them.
+SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
+  kernel.keys.root_maxbytes net.ipv4.ip_forward net.ipv4.conf.all.route_localnet
+  net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables net.netfilter.nf_conntrack_max
+  net.netfilter.nf_conntrack_tcp_timeout_established net.netfilter.nf_conntrack_tcp_timeout_close_wait)
+# The processes, in the order up.sh starts them (down.sh stops them in reverse).
+PROCESSES=(registry stove containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+step() { echo "$(basename "$0"): $*" >&2; }
+
+# start NAME CMD... — runs CMD in its own session, output to $W/logs/NAME.log, pid in $W/pids/NAME, the
+# command in $W/cmd/NAME (for restart.sh).
+start() {
+  local name=$1; shift
+  mkdir -p "$W/cmd" && printf '%s\0' "$@" >"$W/cmd/$name"
+  setsid "$@" >>"$W/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$W/pids/$name"
+  step "started $name (pid $!)"
+}
+
+# wait_for WHAT SECONDS CMD... — until CMD succeeds; on time-out, the end of every log and a failure.
+wait_for() {
+  local what=$1 limit=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      for f in "$W"/logs/*.log; do echo "--- ${f##*/}" >&2; tail -15 "$f" >&2; done
+      die "$what did not come up within ${limit}s"
+    fi
+    for p in "$W"/pids/*; do
+      [ -e "$p" ] || continue
+      kill -0 "$(cat "$p")" 2>/dev/null || { tail -30 "$W/logs/${p##*/}.log" >&2; die "${p##*/} exited while waiting for $what"; }
+    done
+    sleep 1
+  done
+}
+
+kubectl() { "$(cat "$W/bin-dir")/kubectl" --kubeconfig "$W/admin.kubeconfig" "$@"; }
+
+node_ready() {
+  [ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+coredns_version() { awk '$1 == "github.com/coredns/coredns" { print $2; exit }' "$here/tools/coredns/go.mod"; }
+
+# stop_process NAME [SIGNAL] — signals NAME's process (default TERM), waits up to 10 s, then kills it.
+stop_process() {
+  local pid; pid=$(cat "$W/pids/$1" 2>/dev/null) || return 0
+  kill -"${2:-TERM}" "$pid" 2>/dev/null || { rm -f "$W/pids/$1"; return 0; }
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$W/pids/$1"
+}
+
+# containerd 2.x in Stove's place (CLUSTER_RUNTIME=containerd): its root, state, socket, CNI config and
+# registry config all under $W, runc with the cgroupfs driver, the pause image from the cluster registry.
+start_containerd() {
+  local bin; bin="$(cat "$W/bin-dir")"
+  [ -x "$bin/containerd" ] || bin="$("$here/build.sh" containerd | tail -1)"
+  [ "$bin" = "$(cat "$W/bin-dir")" ] || die "containerd built into another dir than the cluster's ($bin)"
+  mkdir -p "$W/containerd/certs.d/$REGISTRY_ADDR"
+  printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REGISTRY_ADDR" "$REGISTRY_ADDR" \
+    >"$W/containerd/certs.d/$REGISTRY_ADDR/hosts.toml"
+  cat >"$W/containerd/config.toml" <<EOT
+version = 3
+root = "$W/containerd/root"
+state = "$W/containerd/state"
+[grpc]
+  address = "$SOCKET"
+[ttrpc]
+  address = "$SOCKET.ttrpc"
+[debug]
+  address = "$W/containerd/debug.sock"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = '$PAUSE_IMAGE'
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = '$W/containerd/certs.d'
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_selinux = false
+  # this machine withholds CAP_SYS_RESOURCE even from root: a sandbox's -998 cannot be written
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = '/usr/bin/runc'
+        Root = '$W/containerd/runc'
+        SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/usr/lib/cni']
+    conf_dir = '$W/cni/net.d'
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+[plugins.'io.containerd.internal.v1.opt']
+  path = '$W/containerd/opt'
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+EOT
+  # The runc v2 shim is found on PATH.
+  start containerd env PATH="$bin:/usr/sbin:/usr/bin:/sbin:/bin" "$bin/containerd" --config "$W/containerd/config.toml" --log-level warn
+}

