@@ -13,54 +13,34 @@ import { planReload } from './config/reload.js';
 import { criServices } from './api/services.js';
 import { ensureSocketFree, serveGrpc, type GrpcEndpoint } from './api/server.js';
 import { lockStateDir, type StateLock } from './persist/state-lock.js';
-import type { ImageHandlers, RuntimeHandlers } from './api/handlers.js';
 import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
+import { imageHandlers, runtimeHandlers, type CriServices } from './cri/rpc-table.js';
 import { PodNetworkManager } from './network/pod-network.js';
 import { nriStatusFile, pathsFor, type Paths } from './config/paths.js';
 import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
 import { Quarantine } from './persist/quarantine.js';
 import { podRootGid } from './sandbox/model.js';
 import { ImageService } from './images/image-service.js';
-import { pullImage } from './cri/image-pull.js';
-import { listImages, imageStatus, imageFsInfo, streamImages } from './cri/image-query.js';
-import { removeImage } from './cri/image-remove.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { detectSpecSettings, reloadSpecSettings } from './oci/index.js';
 import { SandboxStore } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
+import { SandboxRunner } from './sandbox/run.js';
+import { CgroupParentUsers } from './sandbox/cgroup-parents.js';
 import { RuntimeHandlerSet } from './runtime/handlers.js';
 import { ConmonPauseRuntime } from './sandbox/pause.js';
 import { installPauseRootfs } from './sandbox/pause-rootfs.js';
 import { LinuxSandboxHost } from './sandbox/host.js';
-import { runPodSandbox } from './cri/sandbox-run.js';
-import { stopPodSandbox } from './cri/sandbox-stop.js';
-import { updatePodSandboxResources } from './cri/sandbox-update.js';
-import { listMetricDescriptors, listPodSandboxMetrics, streamPodSandboxMetrics } from './cri/metrics.js';
-import { MetricsReader } from './container/metrics.js';
-import { removePodSandbox } from './cri/sandbox-remove.js';
-import { listPodSandbox, podSandboxStatus, streamPodSandboxes } from './cri/sandbox-query.js';
+import { MetricsReader } from './stats/metrics.js';
 import { ContainerStore } from './container/store.js';
 import { ContainerService } from './container/service.js';
-import { StatsReader } from './container/stats.js';
+import type { ContainerServiceOptions } from './container/deps.js';
+import { StatsReader } from './stats/stats.js';
 import { recheckExits, recoverContainers } from './container/recover.js';
 import { detectCgroups } from './platform/cgroups.js';
-import { createContainer, removeContainer, startContainer, stopContainer } from './cri/container-lifecycle.js';
-import { containerStatus, listContainers, streamContainers } from './cri/container-query.js';
-import { reopenContainerLog, updateContainerResources } from './cri/container-update.js';
-import { execSync } from './cri/exec-sync.js';
-import { attach, exec, portForward } from './cri/streaming.js';
-import { getContainerEvents } from './cri/container-events.js';
 import { LifecycleEvents } from './pod/events.js';
 import { PodLifecycle } from './pod/lifecycle.js';
-import {
-  containerStats,
-  listContainerStats,
-  listPodSandboxStats,
-  podSandboxStats,
-  streamContainerStats,
-  streamPodSandboxStats,
-} from './cri/stats.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
 import { CdiRegistry } from './cdi/index.js';
@@ -147,21 +127,23 @@ async function tightenRecoveredPodDirs(state: string, paths: Paths, sandboxes: S
   if (changed) log.info('set the access of pod and container state dirs', { changed });
 }
 
-/** Everything after the lock: services, recovery, the API. */
-async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, observability: Observability): Promise<Daemon> {
-  const paths = pathsFor(config);
-  const podNetwork = new PodNetworkManager({
-    ...config.network,
-    netnsDir: paths.netnsDir,
-    cacheDir: paths.cniCacheDir,
-    log: log.child({ module: 'network' }),
-  });
+/** What every builder reads: the configuration, the paths it gives, and the root logger. */
+interface BuildContext {
+  config: Config;
+  paths: Paths;
+  log: RootLogger;
+}
 
-  // Unreadable records go here, and what they describe is left alone (persist/quarantine.ts).
+/** Unreadable records go here, and what they describe is left alone (persist/quarantine.ts). */
+async function openQuarantine({ paths, log }: BuildContext): Promise<Quarantine> {
   const quarantine = new Quarantine(paths.quarantineDir, log.child({ module: 'quarantine' }));
   await quarantine.load();
+  return quarantine;
+}
 
-  const images = await ImageService.open({
+/** The image store, loaded (its unreadable records to `quarantine`). */
+function openImages({ config, paths, log }: BuildContext, quarantine: Quarantine): Promise<ImageService> {
+  return ImageService.open({
     quarantine,
     imagesDir: paths.imagesDir,
     stateDir: config.state,
@@ -178,7 +160,10 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     pinnedImages: config.images.pinned,
     log: log.child({ module: 'images' }),
   });
+}
 
+/** What runs containers: the OCI runtimes, conmon, and the spec settings detected on this host. */
+async function buildRuntime({ config, paths, log }: BuildContext) {
   const runtimes = new RuntimeHandlerSet({
     runc: { binary: config.runtime.runc, root: paths.runcRoot },
     handlers: config.runtime.handlers,
@@ -205,10 +190,22 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     },
     log.child({ module: 'spec' }),
   );
-  const sandboxStore = new SandboxStore(config.root, quarantine);
-  const containerStore = new ContainerStore(config.root, quarantine);
-  const sandboxes = new SandboxService({
-    store: sandboxStore,
+  return { runtimes, monitor, handlerFeatures, specSettings, cgroups: await detectCgroups() };
+}
+
+type Runtime = Awaited<ReturnType<typeof buildRuntime>>;
+
+/** Pods: their network, the sandbox service and RunPodSandbox's runner over one set of options. */
+async function buildSandboxes({ config, paths, log }: BuildContext, { runtimes, monitor, specSettings }: Runtime, quarantine: Quarantine) {
+  const podNetwork = new PodNetworkManager({
+    ...config.network,
+    netnsDir: paths.netnsDir,
+    cacheDir: paths.cniCacheDir,
+    log: log.child({ module: 'network' }),
+  });
+  const store = new SandboxStore(config.root, quarantine);
+  const options = {
+    store,
     sandboxStateDir: paths.sandboxStateDir,
     network: podNetwork,
     pause: new ConmonPauseRuntime(monitor, runtimes),
@@ -217,9 +214,25 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     specSettings,
     pauseRootfs: await installPauseRootfs(config.state),
     defaults: { cgroupParent: config.runtime.cgroupParent, cgroupDriver: config.runtime.cgroupDriver },
+    parentUsers: new CgroupParentUsers(() => store.list()),
     log: log.child({ module: 'sandbox' }),
-  });
-  const cgroups = await detectCgroups();
+  };
+  return { podNetwork, sandboxStore: store, sandboxes: new SandboxService(options), runner: new SandboxRunner(options) };
+}
+
+type Sandboxes = Awaited<ReturnType<typeof buildSandboxes>>;
+
+/**
+ * Containers, with what edits their specs (CDI, OCI hooks, NRI), and the one publisher of pod and
+ * container events (each service sends its own through it).
+ */
+async function buildContainers(
+  { config, paths, log }: BuildContext,
+  { runtimes, monitor, specSettings, cgroups }: Runtime,
+  { sandboxes, sandboxStore }: Sandboxes,
+  images: ImageService,
+  quarantine: Quarantine,
+) {
   const cdi = new CdiRegistry({ specDirs: config.cdi.specDirs, log: log.child({ module: 'cdi' }) });
   const ociHooks = new OciHookRegistry({ hooksDirs: config.runtime.hooksDirs, log: log.child({ module: 'oci-hooks' }) });
   // Read once now so that bad files are logged at start, not at the first container that wants them.
@@ -233,15 +246,15 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
         log.child({ module: 'nri' }),
       )
     : undefined;
-  // The one publisher of pod and container events; each service sends its own through it.
+  const store = new ContainerStore(config.root, quarantine);
   const events = new LifecycleEvents({
     sandbox: (id) => sandboxStore.get(id),
-    containersOf: (id) => containerStore.ofSandbox(id),
+    containersOf: (id) => store.ofSandbox(id),
     extensions: nriLifecycle,
     log: log.child({ module: 'events' }),
   });
-  const containers = new ContainerService({
-    store: containerStore,
+  const options: ContainerServiceOptions = {
+    store,
     sandboxes,
     images,
     monitor,
@@ -255,114 +268,87 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     events,
     lifecycle: nriLifecycle,
     log: log.child({ module: 'container' }),
-  });
-  const pods = new PodLifecycle({ sandboxes, containers, events });
-  const stats = new StatsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'stats' }) });
-  const criMetrics = new MetricsReader({ cgroups, images, containerDir: paths.containerDir, log: log.child({ module: 'metrics' }) });
-  // One watcher for conmon's exit dir; each exit goes to the module that owns the ID.
-  const exits = new ExitWatcher({
-    exitsDir: paths.exitsDir,
-    onExit: async (exit) => {
-      await pods.routeExit(exit);
-    },
-    log: log.child({ module: 'exits' }),
-  });
-  // Recovery before the API answers: the watcher first, so no exit falls between reading and watching.
-  const recoveryStarted = performance.now();
+  };
+  return { containers: new ContainerService(options), containerOptions: options, events, nriLifecycle };
+}
+
+/**
+ * Recovery before the API answers: the exit watcher first (each exit goes to the module that owns the
+ * ID), so no exit falls between reading and watching; then the pods, then the containers.
+ */
+async function recover(
+  { config, paths, log }: BuildContext,
+  pods: PodLifecycle,
+  sandboxes: SandboxService,
+  containers: ContainerService,
+  containerOptions: ContainerServiceOptions,
+): Promise<ExitWatcher> {
+  const exits = new ExitWatcher({ exitsDir: paths.exitsDir, onExit: (exit) => pods.routeExit(exit), log: log.child({ module: 'exits' }) });
+  const started = performance.now();
   await exits.start();
   await pods.recover();
-  await recoverContainers(containers);
+  await recoverContainers(containers, containerOptions);
   // Exits that came between the watcher's start and the containers' load were not theirs yet.
-  await recheckExits(containers);
+  await recheckExits(containers, containerOptions);
   await tightenRecoveredPodDirs(config.state, paths, sandboxes, containers, log);
-  metrics().recovered((performance.now() - recoveryStarted) / 1000);
+  metrics().recovered((performance.now() - started) / 1000);
+  return exits;
+}
 
-  // Plugins register and are synchronized with the recovered pods before the API answers.
-  const nri = nriLifecycle ? await startNri(config, nriLifecycle, nriLifecycle.host(containers), log.child({ module: 'nri' })) : undefined;
-
-  const info = new RuntimeInfo({
-    config,
-    version: stoveVersion(),
-    log: log.child({ module: 'runtime-info' }),
-    networkReadiness: () => podNetwork.readiness(),
-    runtimeHandlers: () => handlerFeatures,
-    quarantine: () => quarantine.list(),
-  });
-
-  // Exec, Attach and PortForward hand out URLs of this server; it listens before the API answers.
-  const streamingDeps = { containers, sandboxes, monitor, log: log.child({ module: 'streaming' }) };
-  const streamingBackend = new CriStreamingBackend(streamingDeps);
-  const streaming = new StreamingServer({
-    ...streamingOptionsFromConfig(config.streaming),
-    backend: streamingBackend,
-    lookup: streamingLookup(streamingDeps),
-    log: streamingDeps.log,
-  });
+/** The exec/attach/port-forward server, listening: Exec, Attach and PortForward hand out its URLs. */
+async function startStreaming({ config, log }: BuildContext, { monitor }: Runtime, sandboxes: SandboxService, containers: ContainerService) {
+  const deps = { containers, sandboxes, monitor, log: log.child({ module: 'streaming' }) };
+  const backend = new CriStreamingBackend(deps);
+  const streaming = new StreamingServer({ ...streamingOptionsFromConfig(config.streaming), backend, lookup: streamingLookup(deps), log: deps.log });
   await streaming.start();
+  return { streaming, backend };
+}
 
-  // Every RPC of CRI v1 (Kubernetes 1.36) has a handler; tsc refuses a missing one. CheckpointContainer
-  // alone answers UNIMPLEMENTED (no CRIU here).
-  const runtimeHandlers: Omit<RuntimeHandlers, 'checkpointContainer'> = {
-    version: (r) => info.version(r),
-    status: (r) => info.status(r),
-    runtimeConfig: () => info.runtimeConfig(),
-    updateRuntimeConfig: (r) => info.updateRuntimeConfig(r),
-    runPodSandbox: (r) => runPodSandbox(pods, r),
-    stopPodSandbox: (r) => stopPodSandbox(pods, r),
-    removePodSandbox: (r) => removePodSandbox(pods, r),
-    updatePodSandboxResources: (r) => updatePodSandboxResources(pods, r),
-    podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes, containersOf: (id) => containerStore.ofSandbox(id) }, r),
-    listPodSandbox: (r) => listPodSandbox(sandboxes, r),
-    streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
-    createContainer: (r) => createContainer(pods, r),
-    startContainer: (r) => startContainer(pods, r),
-    stopContainer: (r) => stopContainer(containers, r),
-    removeContainer: (r) => removeContainer(containers, r),
-    containerStatus: (r) => containerStatus(containers, r),
-    listContainers: (r) => listContainers(containers, sandboxes, r),
-    streamContainers: (r, sink) => streamContainers(containers, sandboxes, r, sink),
-    updateContainerResources: (r) => updateContainerResources(containers, r),
-    reopenContainerLog: (r) => reopenContainerLog(containers, r),
-    execSync: (r, call) => execSync(containers, r, call.signal),
-    exec: (r) => exec(streaming, r),
-    attach: (r) => attach(streaming, r),
-    portForward: (r) => portForward(streaming, r),
-    containerStats: (r) => containerStats({ containers, sandboxes, stats }, r),
-    listContainerStats: (r) => listContainerStats({ containers, sandboxes, stats }, r),
-    podSandboxStats: (r) => podSandboxStats({ containers, sandboxes, stats }, r),
-    listPodSandboxStats: (r) => listPodSandboxStats({ containers, sandboxes, stats }, r),
-    streamContainerStats: (r, sink) => streamContainerStats({ containers, sandboxes, stats }, r, sink),
-    streamPodSandboxStats: (r, sink) => streamPodSandboxStats({ containers, sandboxes, stats }, r, sink),
-    listMetricDescriptors: () => listMetricDescriptors(),
-    listPodSandboxMetrics: () => listPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }),
-    streamPodSandboxMetrics: (r, sink) => streamPodSandboxMetrics({ containers, sandboxes, metrics: criMetrics }, r, sink),
-    getContainerEvents: (r, sink) => getContainerEvents(events, r, sink),
-  };
-  const imageHandlers: ImageHandlers = {
-    pullImage: (r, call) => pullImage(images, r, call.signal),
-    listImages: (r) => listImages(images, r),
-    streamImages: (r, sink) => streamImages(images, r, sink),
-    imageStatus: (r) => imageStatus(images, r),
-    removeImage: (r) => removeImage(images, r),
-    imageFsInfo: () => imageFsInfo(images),
-  };
-
-  const apiLog = log.child({ module: 'api' });
-  const serving = observability
-    .listen({
+/** The metrics listener, then the CRI on the socket; the streaming server stops if either fails. */
+async function serve({ config, log }: BuildContext, observability: Observability, services: CriServices, quarantine: Quarantine): Promise<GrpcEndpoint> {
+  const { containers, sandboxes, images, streaming } = services;
+  try {
+    await observability.listen({
       containerStates: () => containers.list().map((c) => c.state),
       podSandboxStates: () => sandboxes.list().map((s) => s.state),
       imageCount: () => images.list().length,
       streamingSessions: () => streaming.sessionsByKind(),
       quarantinedRecords: () => quarantine.list().length,
-    })
-    .then(() =>
-      serveGrpc(config.socket, criServices(runtimeHandlers, imageHandlers, apiLog), log),
-    );
-  const endpoint = await serving.catch(async (err: unknown) => {
+    });
+    return await serveGrpc(config.socket, criServices(runtimeHandlers(services), imageHandlers(services), log.child({ module: 'api' })), log);
+  } catch (err) {
     await streaming.stop();
     throw err;
+  }
+}
+
+/** Everything after the lock: services, recovery, the API. */
+async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, observability: Observability): Promise<Daemon> {
+  const ctx: BuildContext = { config, paths: pathsFor(config), log };
+  const quarantine = await openQuarantine(ctx);
+  const images = await openImages(ctx, quarantine);
+  const runtime = await buildRuntime(ctx);
+  const pod = await buildSandboxes(ctx, runtime, quarantine);
+  const { sandboxes, podNetwork } = pod;
+  const { containers, containerOptions, events, nriLifecycle } = await buildContainers(ctx, runtime, pod, images, quarantine);
+  const pods = new PodLifecycle({ runner: pod.runner, sandboxes, containers, events });
+  const exits = await recover(ctx, pods, sandboxes, containers, containerOptions);
+  // Plugins register and are synchronized with the recovered pods before the API answers.
+  const nri = nriLifecycle ? await startNri(config, nriLifecycle, nriLifecycle.host(containers), log.child({ module: 'nri' })) : undefined;
+  const info = new RuntimeInfo({
+    config,
+    version: stoveVersion(),
+    log: log.child({ module: 'runtime-info' }),
+    networkReadiness: () => podNetwork.readiness(),
+    runtimeHandlers: () => runtime.handlerFeatures,
+    quarantine: () => quarantine.list(),
   });
+  const { streaming, backend: streamingBackend } = await startStreaming(ctx, runtime, sandboxes, containers);
+  const usage = { cgroups: runtime.cgroups, images, containerDir: ctx.paths.containerDir };
+  const stats = new StatsReader({ ...usage, log: log.child({ module: 'stats' }) });
+  const criMetrics = new MetricsReader({ ...usage, log: log.child({ module: 'metrics' }) });
+  const services: CriServices = { info, pods, sandboxes, containers, images, streaming, stats, metrics: criMetrics, events };
+  const endpoint = await serve(ctx, observability, services, quarantine);
 
   let current = config;
   return {
@@ -371,20 +357,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
       // Live keys against the last config applied; the others against the start-up config in force.
       const applied = planReload(current, next).live;
       const needsRestart = planReload(config, next).restart;
-      log.setLevel(next.logLevel);
-      images.setRegistries(next.registries);
-      images.setPinned(next.images.pinned);
-      images.setTrust(next.images);
-      // The spec builders read the live settings object at each create.
-      reloadSpecSettings(specSettings, {
-        pidsLimit: next.runtime.pidsLimit,
-        defaultUlimits: next.runtime.defaultUlimits,
-        allowedAnnotations: next.runtime.allowedAnnotations,
-      });
-      containers.setLogSizeMax(next.runtime.logSizeMax);
-      podNetwork.rescanConfig();
-      // The listener moves and tracers swap in the background; a failure keeps what was running.
-      observability.reconfigure(next).catch((err: unknown) => log.error('cannot apply the new metrics or tracing settings', { error: messageOf(err) }));
+      applyLiveKeys(next, { log, images, specSettings: runtime.specSettings, containers, podNetwork, observability });
       current = next;
       return { applied, needsRestart };
     },
@@ -403,3 +376,23 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   };
 }
 
+/** What a reload changes live (config/reload.ts lists the keys), for work that starts from now on. */
+function applyLiveKeys(
+  next: Config,
+  live: { log: RootLogger; images: ImageService; specSettings: Runtime['specSettings']; containers: ContainerService; podNetwork: PodNetworkManager; observability: Observability },
+): void {
+  live.log.setLevel(next.logLevel);
+  live.images.setRegistries(next.registries);
+  live.images.setPinned(next.images.pinned);
+  live.images.setTrust(next.images);
+  // The spec builders read the live settings object at each create.
+  reloadSpecSettings(live.specSettings, {
+    pidsLimit: next.runtime.pidsLimit,
+    defaultUlimits: next.runtime.defaultUlimits,
+    allowedAnnotations: next.runtime.allowedAnnotations,
+  });
+  live.containers.setLogSizeMax(next.runtime.logSizeMax);
+  live.podNetwork.rescanConfig();
+  // The listener moves and tracers swap in the background; a failure keeps what was running.
+  live.observability.reconfigure(next).catch((err: unknown) => live.log.error('cannot apply the new metrics or tracing settings', { error: messageOf(err) }));
+}

@@ -7,8 +7,7 @@
  */
 import { lstat } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { splitDevT } from '../oci/host-devices.js';
-import type { Hook, LinuxDevice, Mount, Spec } from '../oci/types.js';
+import { splitDevT, type OciHook as Hook, type OciDevice as LinuxDevice, type OciMount as Mount, type Spec } from '../oci/index.js';
 import type { CdiDeviceNode, ContainerEdits } from './spec-file.js';
 
 /** A device node with everything the OCI spec needs. */

@@ -14,7 +14,7 @@ import { failedPrecondition, invalidArgument, messageOf } from '../common/errors
 import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
-import type { Spec } from '../oci/types.js';
+import type { Spec } from '../oci/index.js';
 import { applyEdits, mergeEdits, resolveEdits, type HostNode } from './edits.js';
 import { qualifiedName } from './names.js';
 // The parser (and its YAML library) is imported with the first spec file: most nodes have none.
@@ -70,12 +70,12 @@ export class CdiRegistry {
   private readonly files: ConfigDirs<Loaded>;
   private view: CdiView = { devices: new Map(), specs: [], rejected: [], conflicts: [] };
 
-  constructor(private readonly o: CdiRegistryOptions) {
+  constructor(private readonly options: CdiRegistryOptions) {
     this.files = new ConfigDirs<Loaded>({
-      dirs: o.specDirs,
+      dirs: options.specDirs,
       accept: (name) => extname(name) === '.json' || extname(name) === '.yaml',
       load: (path) => this.load(path),
-      log: o.log,
+      log: options.log,
     });
   }
 
@@ -85,7 +85,7 @@ export class CdiRegistry {
     if (changed) {
       this.view = buildView(
         files.map((f) => ('reason' in f.loaded ? { path: f.path, reason: f.loaded.reason } : { ...f.loaded, path: f.path, priority: f.priority })),
-        this.o.log,
+        this.options.log,
       );
     }
     return this.view;
@@ -113,7 +113,7 @@ export class CdiRegistry {
     }
     let resolved;
     try {
-      resolved = await resolveEdits(mergeEdits(edits), this.o.hostNode);
+      resolved = await resolveEdits(mergeEdits(edits), this.options.hostNode);
     } catch (err) {
       throw failedPrecondition(`failed to inject CDI devices ${devices.join(', ')}: ${messageOf(err)}`);
     }
@@ -125,10 +125,10 @@ export class CdiRegistry {
     try {
       const { MAX_SPEC_BYTES, parseSpecText } = await loadPart('CDI spec parser', () => import('./spec-file.js'));
       const spec = parseSpecText(await readSmallFile(path, MAX_SPEC_BYTES));
-      this.o.log.info('CDI spec file loaded', { path, kind: spec.kind, cdiVersion: spec.version, devices: spec.devices.map((d) => d.name) });
+      this.options.log.info('CDI spec file loaded', { path, kind: spec.kind, cdiVersion: spec.version, devices: spec.devices.map((d) => d.name) });
       return spec;
     } catch (err) {
-      this.o.log.warn('CDI spec file skipped', { path, reason: messageOf(err) });
+      this.options.log.warn('CDI spec file skipped', { path, reason: messageOf(err) });
       return { reason: messageOf(err) };
     }
   }

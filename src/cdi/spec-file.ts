@@ -14,7 +14,7 @@
  * rejected like any unknown version.
  */
 import { parse as parseYaml } from 'yaml';
-import type { HookStage, LinuxIntelRdt } from '../oci/types.js';
+import type { OciHookStage as HookStage, LinuxIntelRdt } from '../oci/index.js';
 import { deviceNameProblem, splitKind, vendorOrClassProblem } from './names.js';
 
 /** The versions Stove reads, oldest first. */
@@ -105,21 +105,21 @@ export function parseSpecText(text: string): CdiSpec {
 
 /** Checks parsed data as a CDI spec. */
 export function checkSpec(data: unknown): CdiSpec {
-  const o = object(data, 'spec', ['cdiVersion', 'kind', 'annotations', 'devices', 'containerEdits']);
-  const rawVersion = requiredString(o, 'cdiVersion', 'spec');
+  const fields = object(data, 'spec', ['cdiVersion', 'kind', 'annotations', 'devices', 'containerEdits']);
+  const rawVersion = requiredString(fields, 'cdiVersion', 'spec');
   const version = rawVersion.replace(/^v/, '');
   if (!(CDI_VERSIONS as readonly string[]).includes(version)) {
     throw new SpecFileError(`cdiVersion "${rawVersion}" is not one Stove reads (${CDI_VERSIONS[0]} to ${CDI_VERSIONS.at(-1)})`);
   }
-  const kind = requiredString(o, 'kind', 'spec');
+  const kind = requiredString(fields, 'kind', 'spec');
   const split = splitKind(kind);
   if (!split) throw new SpecFileError(`kind "${kind}": want vendor.com/class`);
   const kindProblem = vendorOrClassProblem('vendor', split.vendor) ?? vendorOrClassProblem('class', split.class);
   if (kindProblem) throw new SpecFileError(`kind "${kind}": ${kindProblem}`);
-  const annotations = annotationMap(o.annotations, 'annotations');
-  const edits = containerEdits(o.containerEdits, 'containerEdits');
-  if (!Array.isArray(o.devices)) throw new SpecFileError('devices: required list missing');
-  const devices = o.devices.map((d, i) => device(d, `devices[${i}]`));
+  const annotations = annotationMap(fields.annotations, 'annotations');
+  const edits = containerEdits(fields.containerEdits, 'containerEdits');
+  if (!Array.isArray(fields.devices)) throw new SpecFileError('devices: required list missing');
+  const devices = fields.devices.map((d, i) => device(d, `devices[${i}]`));
   if (!devices.length) throw new SpecFileError('invalid spec: no devices');
   const names = new Set<string>();
   for (const d of devices) {
@@ -151,13 +151,13 @@ export function requiredVersion(spec: CdiSpec): { version: CdiVersion; because: 
 }
 
 function device(data: unknown, where: string): CdiDevice {
-  const o = object(data, where, ['name', 'annotations', 'containerEdits']);
-  const name = requiredString(o, 'name', where);
+  const fields = object(data, where, ['name', 'annotations', 'containerEdits']);
+  const name = requiredString(fields, 'name', where);
   const problem = deviceNameProblem(name);
   if (problem) throw new SpecFileError(`${where}: ${problem}`);
-  const edits = containerEdits(o.containerEdits, `device "${name}" containerEdits`);
+  const edits = containerEdits(fields.containerEdits, `device "${name}" containerEdits`);
   if (isEmpty(edits)) throw new SpecFileError(`device "${name}": no container edits`);
-  return { name, annotations: annotationMap(o.annotations, `device "${name}" annotations`), edits };
+  return { name, annotations: annotationMap(fields.annotations, `device "${name}" annotations`), edits };
 }
 
 function isEmpty(e: ContainerEdits): boolean {
@@ -166,79 +166,79 @@ function isEmpty(e: ContainerEdits): boolean {
 
 function containerEdits(data: unknown, where: string): ContainerEdits {
   if (data === undefined || data === null) return { env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: [] };
-  const o = object(data, where, ['env', 'deviceNodes', 'mounts', 'hooks', 'additionalGids', 'intelRdt']);
-  const env = envList(o.env, `${where}.env`);
-  const deviceNodes = list(o.deviceNodes, `${where}.deviceNodes`).map((d, i) => deviceNode(d, `${where}.deviceNodes[${i}]`));
-  const mounts = list(o.mounts, `${where}.mounts`).map((m, i) => mount(m, `${where}.mounts[${i}]`));
-  const hooks = list(o.hooks, `${where}.hooks`).map((h, i) => hook(h, `${where}.hooks[${i}]`));
-  const additionalGids = list(o.additionalGids, `${where}.additionalGids`).map((g, i) => integer(g, `${where}.additionalGids[${i}]`, 0xffffffff));
+  const fields = object(data, where, ['env', 'deviceNodes', 'mounts', 'hooks', 'additionalGids', 'intelRdt']);
+  const env = envList(fields.env, `${where}.env`);
+  const deviceNodes = list(fields.deviceNodes, `${where}.deviceNodes`).map((d, i) => deviceNode(d, `${where}.deviceNodes[${i}]`));
+  const mounts = list(fields.mounts, `${where}.mounts`).map((m, i) => mount(m, `${where}.mounts[${i}]`));
+  const hooks = list(fields.hooks, `${where}.hooks`).map((h, i) => hook(h, `${where}.hooks[${i}]`));
+  const additionalGids = list(fields.additionalGids, `${where}.additionalGids`).map((g, i) => integer(g, `${where}.additionalGids[${i}]`, 0xffffffff));
   const edits: ContainerEdits = { env, deviceNodes, mounts, hooks, additionalGids };
-  if (o.intelRdt !== undefined && o.intelRdt !== null) edits.intelRdt = intelRdt(o.intelRdt, `${where}.intelRdt`);
+  if (fields.intelRdt !== undefined && fields.intelRdt !== null) edits.intelRdt = intelRdt(fields.intelRdt, `${where}.intelRdt`);
   return edits;
 }
 
 function deviceNode(data: unknown, where: string): CdiDeviceNode {
-  const o = object(data, where, ['path', 'hostPath', 'type', 'major', 'minor', 'fileMode', 'permissions', 'uid', 'gid']);
-  const path = requiredString(o, 'path', where);
+  const fields = object(data, where, ['path', 'hostPath', 'type', 'major', 'minor', 'fileMode', 'permissions', 'uid', 'gid']);
+  const path = requiredString(fields, 'path', where);
   if (!path.startsWith('/')) throw new SpecFileError(`${where}: path "${path}" must be absolute`);
   const node: CdiDeviceNode = { path };
-  const hostPath = optionalString(o, 'hostPath', where);
+  const hostPath = optionalString(fields, 'hostPath', where);
   if (hostPath) {
     if (!hostPath.startsWith('/')) throw new SpecFileError(`${where}: hostPath "${hostPath}" must be absolute`);
     node.hostPath = hostPath;
   }
-  const type = optionalString(o, 'type', where);
+  const type = optionalString(fields, 'type', where);
   if (type && !['b', 'c', 'u', 'p'].includes(type)) throw new SpecFileError(`${where}: device "${path}": invalid type "${type}"`);
   if (type) node.type = type;
-  const permissions = optionalString(o, 'permissions', where);
+  const permissions = optionalString(fields, 'permissions', where);
   if (permissions && permissions !== 'none' && !/^[rwm]+$/.test(permissions)) {
     throw new SpecFileError(`${where}: device "${path}": invalid permissions "${permissions}"`);
   }
   if (permissions) node.permissions = permissions;
   for (const key of ['major', 'minor', 'fileMode', 'uid', 'gid'] as const) {
-    if (o[key] === undefined || o[key] === null) continue;
-    node[key] = integer(o[key], `${where}.${key}`, key === 'major' || key === 'minor' ? 0xffffffff : key === 'fileMode' ? 0o7777 : 0xffffffff);
+    if (fields[key] === undefined || fields[key] === null) continue;
+    node[key] = integer(fields[key], `${where}.${key}`, key === 'major' || key === 'minor' ? 0xffffffff : key === 'fileMode' ? 0o7777 : 0xffffffff);
   }
   return node;
 }
 
 function mount(data: unknown, where: string): CdiMount {
-  const o = object(data, where, ['hostPath', 'containerPath', 'options', 'type']);
-  const m: CdiMount = { hostPath: requiredString(o, 'hostPath', where), containerPath: requiredString(o, 'containerPath', where) };
+  const fields = object(data, where, ['hostPath', 'containerPath', 'options', 'type']);
+  const m: CdiMount = { hostPath: requiredString(fields, 'hostPath', where), containerPath: requiredString(fields, 'containerPath', where) };
   if (!m.containerPath.startsWith('/')) throw new SpecFileError(`${where}: containerPath "${m.containerPath}" must be absolute`);
-  if (o.options !== undefined && o.options !== null) m.options = stringList(o.options, `${where}.options`);
-  const type = optionalString(o, 'type', where);
+  if (fields.options !== undefined && fields.options !== null) m.options = stringList(fields.options, `${where}.options`);
+  const type = optionalString(fields, 'type', where);
   if (type) m.type = type;
   return m;
 }
 
 function hook(data: unknown, where: string): CdiHook {
-  const o = object(data, where, ['hookName', 'path', 'args', 'env', 'timeout']);
-  const hookName = requiredString(o, 'hookName', where);
+  const fields = object(data, where, ['hookName', 'path', 'args', 'env', 'timeout']);
+  const hookName = requiredString(fields, 'hookName', where);
   if (!(HOOK_NAMES as readonly string[]).includes(hookName)) throw new SpecFileError(`${where}: invalid hook name "${hookName}"`);
-  const path = requiredString(o, 'path', where);
+  const path = requiredString(fields, 'path', where);
   if (!path.startsWith('/')) throw new SpecFileError(`${where}: hook path "${path}" must be absolute`);
   const h: CdiHook = { hookName: hookName as HookStage, path };
-  if (o.args !== undefined && o.args !== null) h.args = stringList(o.args, `${where}.args`);
-  if (o.env !== undefined && o.env !== null) h.env = envList(o.env, `${where}.env`);
-  if (o.timeout !== undefined && o.timeout !== null) {
-    h.timeout = integer(o.timeout, `${where}.timeout`, 0x7fffffff);
+  if (fields.args !== undefined && fields.args !== null) h.args = stringList(fields.args, `${where}.args`);
+  if (fields.env !== undefined && fields.env !== null) h.env = envList(fields.env, `${where}.env`);
+  if (fields.timeout !== undefined && fields.timeout !== null) {
+    h.timeout = integer(fields.timeout, `${where}.timeout`, 0x7fffffff);
     if (h.timeout <= 0) throw new SpecFileError(`${where}: timeout must be greater than zero`);
   }
   return h;
 }
 
 function intelRdt(data: unknown, where: string): LinuxIntelRdt {
-  const o = object(data, where, ['closID', 'l3CacheSchema', 'memBwSchema', 'enableCMT', 'enableMBM']);
+  const fields = object(data, where, ['closID', 'l3CacheSchema', 'memBwSchema', 'enableCMT', 'enableMBM']);
   const rdt: LinuxIntelRdt = {};
   for (const key of ['closID', 'l3CacheSchema', 'memBwSchema'] as const) {
-    const v = optionalString(o, key, where);
+    const v = optionalString(fields, key, where);
     if (v) rdt[key] = v;
   }
   for (const key of ['enableCMT', 'enableMBM'] as const) {
-    if (o[key] === undefined || o[key] === null) continue;
-    if (typeof o[key] !== 'boolean') throw new SpecFileError(`${where}.${key}: want true or false`);
-    if (o[key]) rdt[key] = true;
+    if (fields[key] === undefined || fields[key] === null) continue;
+    if (typeof fields[key] !== 'boolean') throw new SpecFileError(`${where}.${key}: want true or false`);
+    if (fields[key]) rdt[key] = true;
   }
   // A CLOS is a resctrl directory name ("/" is the root group).
   const clos = rdt.closID;
@@ -257,14 +257,14 @@ function object(data: unknown, where: string, keys: readonly string[]): Obj {
   return data as Obj;
 }
 
-function requiredString(o: Obj, key: string, where: string): string {
-  const v = o[key];
+function requiredString(fields: Obj, key: string, where: string): string {
+  const v = fields[key];
   if (typeof v !== 'string' || !v) throw new SpecFileError(`${where}: required field "${key}" missing or not a string`);
   return v;
 }
 
-function optionalString(o: Obj, key: string, where: string): string | undefined {
-  const v = o[key];
+function optionalString(fields: Obj, key: string, where: string): string | undefined {
+  const v = fields[key];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string') throw new SpecFileError(`${where}.${key}: want a string`);
   return v;

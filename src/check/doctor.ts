@@ -212,10 +212,10 @@ async function checkQuarantine(config: Config): Promise<CheckResult> {
   if (entries.length === 0) return { name: 'quarantine', status: 'ok', detail: 'no unreadable records' };
   return {
     name: 'quarantine',
-    status: 'warn',
+    status: 'fail',
     detail: `${entries.length} unreadable record(s) in ${dir}; what they describe is left alone`,
     lines: entries.map((e) => `${e.kind} ${e.id}, from ${e.from || 'an unknown place'}: ${e.error || 'unreadable'}`),
-    fix: 'repair each record and move it back to where it came from (then restart stove), or clean up what it describes by hand and delete the entry; image garbage collection waits until then',
+    fix: 'repair each record and move it back to where it came from (then restart stove), or clean up what it describes by hand and delete the entry; until then image garbage collection keeps every layer and blob such a record may reference',
   };
 }
 

@@ -19,7 +19,7 @@ import { failedPrecondition, invalidArgument, isKind, notFound, wrap } from '../
 import type { ImageInfo } from '../images/image-service.js';
 import { removeCgroup } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
-import { isReady, podConfigOf, podRootGid, type SandboxRecord } from '../sandbox/model.js';
+import { isReady, podRootGid, type SandboxRecord } from '../sandbox/model.js';
 import { makePodDir } from '../persist/tree-modes.js';
 import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
 import type { ContainerServiceOptions } from './deps.js';
@@ -48,11 +48,13 @@ export interface CreatePlan {
   targetPid?: number;
   /** Canonical name of the signal StopContainer sends first. */
   stopSignal: string;
+  /** `runtime.log_size_max` as in force when the create began (bytes; absent: no cap). */
+  logSizeMax?: number;
 }
 
 /** The sandbox a container goes into: it must exist and be ready. */
-export function sandboxForCreate(o: ContainerServiceOptions, podSandboxId: string): SandboxRecord {
-  const sandbox = o.sandboxes.find(podSandboxId);
+export function sandboxForCreate(options: ContainerServiceOptions, podSandboxId: string): SandboxRecord {
+  const sandbox = options.sandboxes.find(podSandboxId);
   if (!sandbox) throw notFound(`sandbox "${podSandboxId}" not found`);
   if (!isReady(sandbox) || sandbox.pausePid <= 0) {
     throw failedPrecondition(`sandbox "${sandbox.id}" is not ready: containers can only be created in a ready sandbox`);
@@ -71,22 +73,22 @@ export function checkRequest(config: ContainerConfig, podConfig: PodSandboxConfi
   checkImageMounts(config.mounts);
 }
 
-/** The image the container runs; NOT_FOUND with a hint when it is not present. */
 /**
  * The name ContainerStatus reports as its image: what the pod spec says (the kubelet sends it as
  * user_specified_image and names the image by its ID), else the requested name unless it is an ID, else
  * the image's first tag (as containerd does), else the ID.
  */
-export function statusImageName(config: ContainerConfig, requested: string, image: ImageInfo): string {
+function statusImageName(config: ContainerConfig, requested: string, image: ImageInfo): string {
   const userSpecified = config.image?.userSpecifiedImage;
   if (userSpecified) return userSpecified;
   if (requested !== image.id && !/^(sha256:)?[0-9a-f]{64}$/.test(requested)) return requested;
   return image.repoTags[0] ?? requested;
 }
 
-export function imageForCreate(o: ContainerServiceOptions, imageName: string): ImageInfo {
+/** The image the container runs; NOT_FOUND with a hint when it is not present. */
+export function imageForCreate(options: ContainerServiceOptions, imageName: string): ImageInfo {
   try {
-    return o.images.getImage(imageName);
+    return options.images.getImage(imageName);
   } catch (err) {
     if (isKind(err, 'NotFound')) throw notFound(`image "${imageName}" not found: pull it before creating a container from it`, err);
     throw err;
@@ -116,30 +118,25 @@ export function stopSignalFor(config: ContainerConfig, image: ImageInfo, sandbox
   }
 }
 
-/** Container name as in the record, from the request and pod metadata. */
-export function uniqueName(config: ContainerConfig, podConfig: PodSandboxConfig): string {
+/** The name a container is recorded (and reserved) under, from the request's and the pod's metadata. */
+export function containerNameFor(config: ContainerConfig, podConfig: PodSandboxConfig): string {
   const meta = config.metadata!;
   const pod = podConfig.metadata ?? { name: '', namespace: '', uid: '', attempt: 0 };
   return containerName(meta, pod);
-}
-
-/** The pod's config as the sandbox recorded it. */
-export function podConfigFor(sandbox: SandboxRecord): PodSandboxConfig {
-  return podConfigOf(sandbox);
 }
 
 /**
  * Runs the acquisition steps of a create under `cleanup` and returns the record (already stored).
  * The name is reserved by the caller.
  */
-export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, timer = new StepTimer()): Promise<ContainerRecord> {
+export async function createSteps(options: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, timer = new StepTimer()): Promise<ContainerRecord> {
   const { id, config, sandbox, image } = plan;
   // Each lap is a step in the log and a trace span; conmon's span starts with conmon, not after the spec.
   timer.startLaps();
   const lap = (name: string, spanFrom?: number) => timer.lap(name, spanFrom);
-  const bundleDir = o.containerStateDir(id);
+  const bundleDir = options.containerStateDir(id);
   const rootfsDir = join(bundleDir, 'rootfs');
-  const persistDir = o.containerDir(id);
+  const persistDir = options.containerDir(id);
 
   cleanup.push('remove bundle dir', () => rm(bundleDir, { recursive: true, force: true }));
   cleanup.push('remove container dir', () => rm(persistDir, { recursive: true, force: true }));
@@ -155,24 +152,25 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
       bundleDir,
       `sandbox "${sandbox.id}" has its own user namespace, whose root cannot reach the container's root filesystem`,
     );
-  const cgroupsPath = cgroupsPathFor(sandbox.cgroupParent, id, o.specSettings.cgroupDriver);
-  cleanup.push('remove cgroup', () => removeCgroup(o.cgroups, cgroupsPath));
+  const cgroupsPath = cgroupsPathFor(sandbox.cgroupParent, id, options.specSettings.cgroupDriver);
+  cleanup.push('remove cgroup', () => removeCgroup(options.cgroups, cgroupsPath));
 
   // Pushed before the mount (a mount that fails after the image hold was written must still release
   // it) and before conmon (whose container is deleted before its root filesystem goes).
-  cleanup.push('remove root filesystem', () => o.images.removeRootfs(id));
+  cleanup.push('remove root filesystem', () => options.images.removeRootfs(id));
 
   // conmon starts now and sets itself up while the bundle is prepared; it runs `runc create` only once
   // the gate opens (its start pipe). A failed preparation closes the gate and the monitor undoes conmon.
-  const gate = deferred();
+  const gate = Promise.withResolvers<void>();
+  gate.promise.catch(() => {}); // observed through `creating`
   const conmonStarted = performance.now();
-  const creating = o.monitor.createContainer(plan.runtime, {
+  const creating = options.monitor.createContainer(plan.runtime, {
     id,
     name: plan.name,
     bundle: bundleDir,
     persistDir,
     logPath: plan.logPath || undefined,
-    logSizeMax: o.logSizeMax,
+    logSizeMax: plan.logSizeMax,
     tty: config.tty,
     stdin: config.stdin,
     stdinOnce: config.stdinOnce,
@@ -180,7 +178,7 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
   });
   cleanup.push('delete runtime container', async () => {
     const created = await creating.catch(() => undefined);
-    if (created) await destroyRuntimeContainer(o.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime });
+    if (created) await destroyRuntimeContainer(options.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime });
   });
 
   let spec: Spec;
@@ -197,16 +195,16 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     // an idmapped mount of the same overlay (the kernel shifts ids on access, nothing is chowned or
     // copied up), as containerd 2 and CRI-O do.
     const idShift = sandbox.userns ? { uids: sandbox.userns.uidMappings, gids: sandbox.userns.gidMappings } : undefined;
-    await o.images.mountRootfs(image.id, id, rootfsDir, idShift ? { idShift } : {});
+    await options.images.mountRootfs(image.id, id, rootfsDir, idShift ? { idShift } : {});
     lap('rootfs');
     let specPlan = plan;
     if (hasImageVolumes(config.mounts)) {
-      const mounted = await mountImageVolumes(o.images, id, config.mounts, join(bundleDir, 'image-volumes'));
+      const mounted = await mountImageVolumes(options.images, id, config.mounts, join(bundleDir, 'image-volumes'));
       imageVolumes = mounted.volumes;
       specPlan = { ...plan, config: { ...config, mounts: mounted.mounts } };
       lap('image volumes');
     }
-    ({ spec, host, edits, adjustedResources } = await writeBundle(o, specPlan, bundleDir, rootfsDir));
+    ({ spec, host, edits, adjustedResources } = await writeBundle(options, specPlan, bundleDir, rootfsDir));
     lap('spec');
     gate.resolve();
   } catch (err) {
@@ -250,14 +248,14 @@ export async function createSteps(o: ContainerServiceOptions, plan: CreatePlan, 
     ...(imageVolumes.length ? { imageVolumes } : {}),
     ...(Object.keys(edits).length ? { specEdits: edits } : {}),
   };
-  await o.store.put(record);
+  await options.store.put(record);
   lap('record');
   return record;
 }
 
 /** Resolves the user, prepares mounts and devices, builds the OCI spec and writes config.json. */
 async function writeBundle(
-  o: ContainerServiceOptions,
+  options: ContainerServiceOptions,
   plan: CreatePlan,
   bundleDir: string,
   rootfsDir: string,
@@ -265,7 +263,7 @@ async function writeBundle(
   const { config, sandbox, image } = plan;
   let host: ContainerHostInputs;
   try {
-    host = await prepareContainerHost({ config, image: image.config, rootfsPath: rootfsDir, settings: o.specSettings });
+    host = await prepareContainerHost({ config, image: image.config, rootfsPath: rootfsDir, settings: options.specSettings });
   } catch (err) {
     throw wrap(err, 'failed to prepare the container');
   }
@@ -285,23 +283,12 @@ async function writeBundle(
     },
     host,
     targetPid: plan.targetPid,
-    settings: o.specSettings,
+    settings: options.specSettings,
   });
-  const edits = await applySpecEditors(o.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
+  const edits = await applySpecEditors(options.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
   // The one point where extensions (NRI plugins) see and adjust the finished spec.
-  const adjustedResources = o.lifecycle ? await o.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec }) : undefined;
+  const adjustedResources = options.lifecycle ? await options.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec }) : undefined;
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
   return { spec, host, edits, adjustedResources };
 }
 
-/** A promise with its resolve and reject (the gate conmon waits at). */
-function deferred(): { promise: Promise<void>; resolve: () => void; reject: (err: unknown) => void } {
-  let resolve!: () => void;
-  let reject!: (err: unknown) => void;
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  promise.catch(() => {}); // observed through `creating`
-  return { promise, resolve, reject };
-}

@@ -19,6 +19,7 @@ import { shortId } from '../common/ids.js';
 import { unmount } from '../platform/mount.js';
 import type { ContainerRecord } from './model.js';
 import type { ContainerService } from './service.js';
+import type { ContainerServiceOptions } from './deps.js';
 import { CONTAINER_RECORD_FILE } from './store.js';
 import { destroyRuntimeContainer, type ConmonRef } from './teardown.js';
 import { processStartTime, readPidFile } from '../monitor/process.js';
@@ -36,32 +37,31 @@ export interface RecoverySummary {
 }
 
 /** Recovers every container; never throws for one container's trouble (it is logged). */
-export async function recoverContainers(svc: ContainerService): Promise<RecoverySummary> {
-  const { o } = svc;
-  const log = o.log.child({ phase: 'recovery' });
-  const persistRoot = dirname(o.containerDir('x'));
+export async function recoverContainers(svc: ContainerService, options: ContainerServiceOptions): Promise<RecoverySummary> {
+  const log = options.log.child({ phase: 'recovery' });
+  const persistRoot = dirname(options.containerDir('x'));
   // A container whose record is in quarantine is no orphan: its processes, mounts and layer stay.
   const known = new Set([...(await recordIds(persistRoot)), ...svc.store.quarantinedIds()]);
   let orphans = 0;
-  const stateRoot = dirname(o.containerStateDir('x'));
+  const stateRoot = dirname(options.containerStateDir('x'));
   for (const id of await readdir(stateRoot).catch(() => [] as string[])) {
     if (known.has(id)) continue;
     orphans++;
-    await step(log, id, 'orphan container', () => removeOrphan(svc, id, join(stateRoot, id)));
+    await step(log, id, 'orphan container', () => removeOrphan(options, id, join(stateRoot, id)));
   }
   // A dir without a record (an interrupted create, also one whose hold was lost) goes in load().
   const records = await svc.store.load(log);
   for (const r of records) {
     // Holds are written without fsync (see ImageService.saveHold): after a power loss the record names the image.
-    if (!o.images.heldImage(r.id)) await step(log, r.id, 'hold its image again', () => o.images.holdImage(r.imageId, r.id));
-    await step(log, r.id, 'reconcile container', () => reconcile(svc, r));
+    if (!options.images.heldImage(r.id)) await step(log, r.id, 'hold its image again', () => options.images.holdImage(r.imageId, r.id));
+    await step(log, r.id, 'reconcile container', () => reconcile(svc, options, r));
   }
   const quarantined = svc.store.quarantinedIds();
-  for (const id of o.images.holders()) {
+  for (const id of options.images.holders()) {
     // An image volume's hold belongs to its container, whose removal releases it.
     if (svc.store.get(containerOfHolder(id)) || quarantined.has(containerOfHolder(id))) continue;
     orphans++;
-    await step(log, id, 'orphan root filesystem', () => o.images.removeRootfs(id));
+    await step(log, id, 'orphan root filesystem', () => options.images.removeRootfs(id));
   }
   const now = svc.store.list();
   const summary = {
@@ -76,10 +76,10 @@ export async function recoverContainers(svc: ContainerService): Promise<Recovery
 }
 
 /** Applies exit files of containers still marked live (exits between recovery and the watcher's start). */
-export async function recheckExits(svc: ContainerService): Promise<void> {
+export async function recheckExits(svc: ContainerService, options: ContainerServiceOptions): Promise<void> {
   for (const r of svc.store.list()) {
     if (r.state === 'exited') continue;
-    const exit = await svc.o.monitor.readExit(r.id).catch(() => undefined);
+    const exit = await options.monitor.readExit(r.id).catch(() => undefined);
     if (exit) await svc.handleExit(exit);
   }
 }
@@ -93,9 +93,9 @@ async function recordIds(persistRoot: string): Promise<Set<string>> {
   return ids;
 }
 
-async function reconcile(svc: ContainerService, r: ContainerRecord): Promise<void> {
+async function reconcile(svc: ContainerService, options: ContainerServiceOptions, r: ContainerRecord): Promise<void> {
   if (r.state === 'exited') return;
-  const { monitor } = svc.o;
+  const { monitor } = options;
   const runtime = svc.runtimeOf(r);
   if (await monitor.isMonitorAlive(r)) {
     const state = await runtime.state(r.id).catch(() => undefined);
@@ -122,10 +122,10 @@ async function reconcile(svc: ContainerService, r: ContainerRecord): Promise<voi
 }
 
 /** A container dir without a record: an interrupted create. Remove everything it may have made. */
-async function removeOrphan(svc: ContainerService, id: string, dir: string): Promise<void> {
-  svc.o.log.warn('removing what an interrupted CreateContainer left', { id: shortId(id) });
-  await destroyRuntimeContainer(svc.o.monitor, svc.o.runtimes.get(''), id, await conmonOf(dir, id));
-  await svc.o.images.removeRootfs(id);
+async function removeOrphan(options: ContainerServiceOptions, id: string, dir: string): Promise<void> {
+  options.log.warn('removing what an interrupted CreateContainer left', { id: shortId(id) });
+  await destroyRuntimeContainer(options.monitor, options.runtimes.get(''), id, await conmonOf(dir, id));
+  await options.images.removeRootfs(id);
   await unmount(join(dir, 'rootfs'), true);
   await rm(dir, { recursive: true, force: true });
 }
@@ -140,7 +140,7 @@ async function conmonOf(bundle: string, id: string): Promise<ConmonRef | undefin
   return startTime === undefined ? undefined : { pid, startTime };
 }
 
-async function step(log: ContainerService['o']['log'], id: string, what: string, body: () => Promise<unknown>): Promise<void> {
+async function step(log: ContainerServiceOptions['log'], id: string, what: string, body: () => Promise<unknown>): Promise<void> {
   try {
     await body();
   } catch (err) {

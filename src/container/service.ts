@@ -32,10 +32,9 @@ import {
   stopSignalFor,
   createSteps,
   imageForCreate,
-  podConfigFor,
   sandboxForCreate,
   targetPidFor,
-  uniqueName,
+  containerNameFor,
 } from './create.js';
 import { logPathFor, prepareLogFile } from './log-file.js';
 import { podConfigOf } from '../sandbox/model.js';
@@ -86,15 +85,18 @@ export class ContainerService {
   private readonly locks = new KeyedMutex();
   private readonly exitWaiters = new Map<string, Set<() => void>>();
   private readonly log: Logger;
+  /** `runtime.log_size_max`, which a reload replaces (the options stay as given). */
+  private logSizeMax: number | undefined;
 
-  constructor(readonly o: ContainerServiceOptions) {
-    this.store = o.store;
-    this.log = o.log;
+  constructor(private readonly options: ContainerServiceOptions) {
+    this.store = options.store;
+    this.log = options.log;
+    this.logSizeMax = options.logSizeMax;
   }
 
   /** A config reload's `runtime.log_size_max`: for containers created from now on. */
   setLogSizeMax(bytes: number): void {
-    this.o.logSizeMax = bytes;
+    this.logSizeMax = bytes;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -113,20 +115,21 @@ export class ContainerService {
     return this.store.list();
   }
 
+  /** The containers of one pod. */
+  ofSandbox(sandboxId: string): ContainerRecord[] {
+    return this.store.ofSandbox(sandboxId);
+  }
+
   /** The runtime a container runs under. */
   runtimeOf(record: Pick<ContainerRecord, 'runtimeHandler'>): Runc {
-    return this.o.runtimes.get(record.runtimeHandler);
+    return this.options.runtimes.get(record.runtimeHandler);
   }
 
   /** What an exec or attach needs; NotFound for an unknown container. */
   execTarget(idOrPrefix: string): ExecTarget {
     const r = this.get(idOrPrefix);
-    const config = this.configOf(r);
+    const config = containerConfigOf(r);
     return { id: r.id, runtime: this.runtimeOf(r), process: r.process, tty: config.tty, stdin: config.stdin, stdinOnce: config.stdinOnce, state: r.state };
-  }
-
-  configOf(record: ContainerRecord): ContainerConfig {
-    return containerConfigOf(record);
   }
 
   /** The OCI spec in the container's bundle, if the bundle is still there. */
@@ -140,13 +143,13 @@ export class ContainerService {
   /** Creates a container in a ready sandbox; on failure nothing it made is left. */
   async create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
     const started = performance.now();
-    const sandbox = sandboxForCreate(this.o, podSandboxId);
-    const podConfig = sandbox.config ? podConfigFor(sandbox) : requestPodConfig!;
+    const sandbox = sandboxForCreate(this.options, podSandboxId);
+    const podConfig = sandbox.config ? podConfigOf(sandbox) : requestPodConfig!;
     checkRequest(config, podConfig);
     const imageName = config.image!.image;
-    const image = imageForCreate(this.o, imageName);
+    const image = imageForCreate(this.options, imageName);
     const id = newId();
-    const name = uniqueName(config, podConfig);
+    const name = containerNameFor(config, podConfig);
     const plan = {
       id,
       name,
@@ -155,10 +158,11 @@ export class ContainerService {
       config,
       image,
       imageName,
-      runtime: this.o.runtimes.get(sandbox.runtimeHandler),
+      runtime: this.options.runtimes.get(sandbox.runtimeHandler),
       logPath: logPathFor(podConfig, config),
       targetPid: targetPidFor((c) => this.store.find(c), config, sandbox.id),
       stopSignal: stopSignalFor(config, image, sandbox.id),
+      logSizeMax: this.logSizeMax,
     };
     const log = this.log.child({ container: shortId(id), name });
     const timer = new StepTimer();
@@ -166,7 +170,7 @@ export class ContainerService {
       withCleanup(log, async (cleanup) => {
         this.store.names.reserve(name, id, 'container');
         cleanup.push('release container name', () => this.store.names.release(name, id));
-        const created = await createSteps(this.o, plan, cleanup, timer);
+        const created = await createSteps(this.options, plan, cleanup, timer);
         cleanup.push('forget record', () => this.store.delete(id));
         this.emit('created', created);
         return created;
@@ -193,7 +197,7 @@ export class ContainerService {
       }
       const runtime = this.runtimeOf(r);
       const started = performance.now();
-      await this.o.lifecycle?.starting(r);
+      await this.options.lifecycle?.starting(r);
       try {
         await runtime.start(id);
       } catch (err) {
@@ -258,7 +262,7 @@ export class ContainerService {
       log.info('container ignored its stop signal; killing it', { signal, timeoutSeconds });
     }
     await this.kill(runtime, id, 'SIGKILL', r.sharedPidNamespace);
-    const killWait = this.o.killTimeoutMs ?? DEFAULT_KILL_TIMEOUT_MS;
+    const killWait = this.options.killTimeoutMs ?? DEFAULT_KILL_TIMEOUT_MS;
     if (!(await this.awaitExit(id, killWait))) {
       throw new StoveError('DeadlineExceeded', `failed to stop container "${id}": it did not exit within ${killWait} ms of SIGKILL`);
     }
@@ -285,7 +289,7 @@ export class ContainerService {
     for (;;) {
       const r = this.store.get(id);
       if (!r || r.state === 'exited') return true;
-      const exit = await this.o.monitor.readExit(id);
+      const exit = await this.options.monitor.readExit(id);
       if (exit) {
         await this.applyExit(r, exit);
         return true;
@@ -293,7 +297,7 @@ export class ContainerService {
       if (Date.now() - lastMonitorCheck > 1000) {
         lastMonitorCheck = Date.now();
         // No conmon, no exit file ever: the exit cannot be known.
-        if (!(await this.o.monitor.isMonitorAlive(r)) && !(await this.o.monitor.readExit(id))) {
+        if (!(await this.options.monitor.isMonitorAlive(r)) && !(await this.options.monitor.readExit(id))) {
           await this.applyExit(r, undefined);
           return true;
         }
@@ -367,7 +371,7 @@ export class ContainerService {
   /** conmon's oom file, or the cgroup's OOM kill counter (conmon misses some kills on cgroup v1). */
   private async wasOomKilled(r: ContainerRecord, exitCode: number): Promise<boolean> {
     if (await wasOomKilled(r.persistDir, r.bundleDir)) return true;
-    const kills = r.cgroupsPath ? await readOomKills(this.o.cgroups, r.cgroupsPath).catch(() => undefined) : undefined;
+    const kills = r.cgroupsPath ? await readOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined) : undefined;
     if (kills !== undefined) return kills > 0n;
     // The cgroup is gone (systemd removes a scope once it is empty) and the exit may have reached us
     // before conmon's oom file: a SIGKILLed container gets a moment for that file to appear.
@@ -399,11 +403,11 @@ export class ContainerService {
 
   /** Runtime container, monitor files, root filesystem, bundle and cgroup; each step tolerates absence. */
   private async removeResources(r: ContainerRecord): Promise<void> {
-    await destroyRuntimeContainer(this.o.monitor, this.runtimeOf(r), r.id, { pid: r.conmonPid, startTime: r.conmonStartTime });
+    await destroyRuntimeContainer(this.options.monitor, this.runtimeOf(r), r.id, { pid: r.conmonPid, startTime: r.conmonStartTime });
     // Independent once no process is left: the root filesystem (then the bundle holding its mount point) and the cgroup.
     await Promise.all([
-      this.o.images.removeRootfs(r.id).then(() => rm(r.bundleDir, { recursive: true, force: true })),
-      r.cgroupsPath ? removeCgroup(this.o.cgroups, r.cgroupsPath) : undefined,
+      this.options.images.removeRootfs(r.id).then(() => rm(r.bundleDir, { recursive: true, force: true })),
+      r.cgroupsPath ? removeCgroup(this.options.cgroups, r.cgroupsPath) : undefined,
     ]);
   }
 
@@ -432,8 +436,8 @@ export class ContainerService {
       const current = r.resources ? LinuxContainerResources.fromJSON(r.resources) : undefined;
       let merged = mergeResources(current, requested);
       // An update an extension asked for is not shown to the extensions again.
-      if (this.o.lifecycle && !opts.fromExtension) merged = mergeResources(current, await this.o.lifecycle.updating(r, merged));
-      const body = linuxResources(merged, this.o.specSettings.cgroups);
+      if (this.options.lifecycle && !opts.fromExtension) merged = mergeResources(current, await this.options.lifecycle.updating(r, merged));
+      const body = linuxResources(merged, this.options.specSettings.cgroups);
       try {
         await this.runtimeOf(r).update(id, body);
       } catch (err) {
@@ -447,7 +451,7 @@ export class ContainerService {
         await writeFileAtomic(join(r.bundleDir, 'config.json'), specToJson(spec), 0o600);
       }
       this.log.info('container resources updated', { id: shortId(id), resources: body });
-      if (!opts.fromExtension) this.o.lifecycle?.containerEvent('updated', this.get(id));
+      if (!opts.fromExtension) this.options.lifecycle?.containerEvent('updated', this.get(id));
     });
   }
 
@@ -458,9 +462,9 @@ export class ContainerService {
     if (!r.logPath) throw failedPrecondition(`container "${r.id}" has no log path`);
     try {
       // conmon reopens the path by name: the new file is made here first, no symlink followed.
-      const sandbox = this.o.sandboxes.find(r.sandboxId);
+      const sandbox = this.options.sandboxes.find(r.sandboxId);
       await prepareLogFile((sandbox && podConfigOf(sandbox).logDirectory) || dirname(r.logPath), r.logPath);
-      await this.o.monitor.reopenLog(r.id, r.logPath);
+      await this.options.monitor.reopenLog(r.id, r.logPath);
     } catch (err) {
       throw wrap(err, `failed to reopen the log of container "${r.id}"`);
     }
@@ -477,7 +481,7 @@ export class ContainerService {
     const proc = execProcess(r.process, cmd, false);
     let result;
     try {
-      result = await this.o.monitor.execSync(this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name, signal });
+      result = await this.options.monitor.execSync(this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name, signal });
       metrics().execSync(result.exitCode === 0 ? 'ok' : 'nonzero_exit');
     } catch (err) {
       metrics().execSync(isKind(err, 'DeadlineExceeded') ? 'timeout' : 'error');
@@ -495,7 +499,7 @@ export class ContainerService {
 
   /** Publishes a lifecycle event of this container (pod/events.ts). */
   private emit(type: LifecycleEventType, record: ContainerRecord, deleted = false): void {
-    this.o.events.container(type, record, deleted);
+    this.options.events.container(type, record, deleted);
   }
 }
 

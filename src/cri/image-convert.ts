@@ -1,6 +1,11 @@
 /** ImageRecord → CRI `Image`, shared by the image RPCs. */
 import { Image } from '../gen/runtime/v1/api.js';
+import { responsePerKey } from '../api/wire-reuse.js';
+import type { ImageService } from '../images/image-service.js';
 import type { ImageRecord } from '../images/image-store.js';
+
+/** What the query RPCs read from the image service. */
+export type ImageQueries = Pick<ImageService, 'list' | 'find' | 'isPinned'>;
 
 /** The config's User as the CRI wants it: a numeric uid, or else a user name (never both). */
 export function imageUser(user: string | undefined): { uid?: bigint; username: string } {
@@ -23,4 +28,14 @@ export function toCriImage(record: ImageRecord, pinned: boolean): Image {
     spec: { image: record.id, annotations: {} },
     pinned,
   });
+}
+
+/**
+ * One image's answers, built once per record object and pinned state (a reload may change which
+ * images are pinned without changing their records), and encoded once.
+ */
+export function perImage<T extends object>(build: (record: ImageRecord, pinned: boolean) => T): (images: ImageQueries, record: ImageRecord) => T {
+  const pinned = responsePerKey((record: ImageRecord) => build(record, true));
+  const unpinned = responsePerKey((record: ImageRecord) => build(record, false));
+  return (images, record) => (images.isPinned(record) ? pinned(record) : unpinned(record));
 }

@@ -1,21 +1,12 @@
-/** Version, Status, RuntimeConfig and UpdateRuntimeConfig: what the runtime is and whether it is ready. */
-import {
-  CgroupDriver,
-  RuntimeConfigResponse,
-  StatusResponse,
-  UpdateRuntimeConfigResponse,
-  VersionResponse,
-  type RuntimeHandler,
-  type StatusRequest,
-  type UpdateRuntimeConfigRequest,
-  type VersionRequest,
-} from '../gen/runtime/v1/api.js';
+/**
+ * What Version, Status, RuntimeConfig and UpdateRuntimeConfig read: the runtime's facts, and the pod
+ * CIDR the kubelet pushed last (the one piece of state they share).
+ */
+import type { RuntimeHandler } from '../gen/runtime/v1/api.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../common/logger.js';
-import { stringifyJson } from '../common/json.js';
 import type { RuntimeHandlerSet } from '../runtime/handlers.js';
 import type { QuarantineEntry } from '../persist/quarantine.js';
-import { redactedConfig } from '../config/load.js';
 
 export const RUNTIME_NAME = 'stove';
 export const RUNTIME_API_VERSION = 'v1';
@@ -44,59 +35,19 @@ export interface RuntimeInfoDeps {
 export class RuntimeInfo {
   private podCidr = '';
 
-  constructor(private readonly deps: RuntimeInfoDeps) {}
+  constructor(readonly deps: RuntimeInfoDeps) {}
 
   /** The pod CIDR last pushed by UpdateRuntimeConfig ('' before any). */
   get currentPodCidr(): string {
     return this.podCidr;
   }
 
-  async version(_req: VersionRequest): Promise<VersionResponse> {
-    return VersionResponse.fromPartial({
-      version: '0.1.0',
-      runtimeName: RUNTIME_NAME,
-      runtimeVersion: this.deps.version,
-      runtimeApiVersion: RUNTIME_API_VERSION,
-    });
-  }
-
-  async status(req: StatusRequest): Promise<StatusResponse> {
-    const network = await this.deps.networkReadiness();
-    const info: Record<string, string> = {};
-    if (req.verbose) {
-      // Registry credentials stay out (as AuthConfig's debug_redact fields do everywhere).
-      info.config = stringifyJson({ ...redactedConfig(this.deps.config), podCidr: this.podCidr });
-      info.quarantine = stringifyJson(this.deps.quarantine?.() ?? []);
-    }
-    return StatusResponse.fromPartial({
-      status: {
-        conditions: [
-          { type: 'RuntimeReady', status: true, reason: '', message: '' },
-          { type: 'NetworkReady', status: network.ready, reason: network.reason, message: network.message },
-        ],
-      },
-      info,
-      runtimeHandlers: this.deps.runtimeHandlers(),
-      // The spec module resolves the policy and reports the effective groups in ContainerStatus. A pod
-      // with its own user namespace may use the node's network: its pause container joins the node's
-      // netns and its containers get /sys bound, not a sysfs of a netns they do not own (oci/mounts.ts).
-      features: { supplementalGroupsPolicy: true, userNamespacesHostNetwork: true },
-    });
-  }
-
-  async runtimeConfig(): Promise<RuntimeConfigResponse> {
-    const driver = this.deps.config.runtime.cgroupDriver === 'systemd' ? CgroupDriver.SYSTEMD : CgroupDriver.CGROUPFS;
-    return RuntimeConfigResponse.fromPartial({ linux: { cgroupDriver: driver } });
-  }
-
-  async updateRuntimeConfig(req: UpdateRuntimeConfigRequest): Promise<UpdateRuntimeConfigResponse> {
-    const cidr = req.runtimeConfig?.networkConfig?.podCidr ?? '';
-    if (cidr && cidr !== this.podCidr) {
-      this.deps.log.info('pod CIDR updated', { podCidr: cidr });
-      this.podCidr = cidr;
-      this.deps.setPodCidr?.(cidr);
-    }
-    return UpdateRuntimeConfigResponse.fromPartial({});
+  /** Records a pod CIDR the kubelet pushed; false when it is the one in force already. */
+  setPodCidr(cidr: string): boolean {
+    if (cidr === this.podCidr) return false;
+    this.podCidr = cidr;
+    this.deps.setPodCidr?.(cidr);
+    return true;
   }
 }
 

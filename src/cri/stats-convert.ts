@@ -1,6 +1,6 @@
-/** Container and pod usage (container/stats.ts) in the CRI's terms: ContainerStats and PodSandboxStats. */
+/** Container and pod usage (stats/stats.ts) in the CRI's terms: ContainerStats and PodSandboxStats. */
 import { ContainerStats, PodSandboxStats, type CpuUsage, type IoUsage, type MemoryUsage, type NetworkUsage, type PsiStats, type DeepPartial } from '../gen/runtime/v1/api.js';
-import type { ContainerUsage, PodUsage } from '../container/stats.js';
+import type { ContainerUsage, PodUsage } from '../stats/stats.js';
 import { containerConfigOf } from '../container/model.js';
 import type { CgroupStats, Pressure, PressureLine } from '../platform/cgroups.js';
 import { podConfigOf } from '../sandbox/model.js';

@@ -23,6 +23,7 @@ import { diskUsage, mountOverlay, mountReadOnlyOverlay, unmountOverlay, type Dis
 import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord, type LayerRef } from './image-store.js';
 import type { Quarantine } from '../persist/quarantine.js';
+import { gcProtection, type GcProtection } from './gc-protection.js';
 import { RegistryClient } from './registry-client.js';
 import type { RegistryConfig } from '../config/schema.js';
 import { PinnedImages } from './pinned.js';
@@ -34,7 +35,7 @@ import { CertsDirs } from './trust/certs.js';
 import { PolicyStore } from './trust/enforce.js';
 import type { Platform } from './manifest.js';
 import { metrics } from '../observability/hooks.js';
-import type { ImageConfig } from '../oci/types.js';
+import type { ImageConfig } from '../oci/index.js';
 
 export interface ImageServiceOptions {
   imagesDir: string;
@@ -106,6 +107,8 @@ export class ImageService {
   private readonly holdsDir: string;
   private readonly log: Logger;
   private pinned: PinnedImages;
+  /** What records Stove could not read may reference (gc-protection.ts); none until `open` reads them. */
+  private protection: GcProtection = { hexes: new Set(), heldImages: new Set(), blockers: [] };
 
   private constructor(private readonly options: ImageServiceOptions) {
     this.log = options.log;
@@ -169,6 +172,14 @@ export class ImageService {
         await quarantine?.move('hold', name.slice(0, -'.json'.length), path, err);
       }
     }
+    service.protection = await gcProtection({
+      quarantined: service.quarantinedImageRecords(),
+      unrecordedImages: [...new Set([...service.holds.values()].map((h) => h.imageId).filter((id) => !service.store.get(id)))],
+      blobPath: (digest) => service.blobs.path(digest),
+      layer: (chainId) => service.layers.get(chainId),
+    });
+    // A layer dir without its layer.json names no parent: the layers below it cannot be told.
+    if (service.layers.unrecorded.length) service.protection.blockers.push(`layer dir(s) without layer.json: ${service.layers.unrecorded.join(', ')}`);
     await service.collectGarbage(undefined);
     return service;
   }
@@ -280,19 +291,28 @@ export class ImageService {
     const users = [...this.holds.values()].filter((h) => h.imageId === record.id).map((h) => shortId(h.containerId));
     if (users.length > 0)
       throw failedPrecondition(`image "${spec}" (${shortId(record.id.slice(7))}) is in use by container${users.length > 1 ? 's' : ''} ${users.join(', ')}`);
+    if (this.protection.heldImages.has(record.id))
+      throw failedPrecondition(
+        `image "${spec}" (${shortId(record.id.slice(7))}) may be in use by a container: a hold record that names it is in quarantine (${this.options.quarantine?.dir ?? 'quarantine'}); repair or delete the entry and restart stove`,
+      );
     await this.store.remove(record.id);
     this.log.info('image removed', { image: spec, imageId: record.id, repoTags: record.repoTags });
     await this.collectGarbage(record);
   }
 
   /**
-   * Deletes layers and blobs no image references and no pull in progress relies on: those of
-   * `removed`, or (at start-up) everything unreferenced.
+   * Deletes layers and blobs no image references, no pull in progress relies on and no unreadable
+   * record may reference (gc-protection.ts): those of `removed`, or (at start-up) everything
+   * unreferenced, a sweep that waits while any record is in doubt.
    */
   private async collectGarbage(removed: (Pick<ImageRecord, 'blobs'> & { layers: Pick<LayerRef, 'chainId'>[] }) | undefined): Promise<void> {
-    const blocked = this.garbageCollectionBlocked();
-    if (blocked) {
-      this.log.warn(`image garbage collection skipped: ${blocked}`);
+    if (this.protection.blockers.length) {
+      this.log.warn(`image garbage collection skipped: ${this.protection.blockers.join('; ')}`);
+      return;
+    }
+    const doubt = removed ? undefined : this.recordsInDoubt();
+    if (doubt) {
+      this.log.warn(`start-up sweep of unreferenced image content skipped (what RemoveImage frees is still freed): ${doubt}`);
       return;
     }
     const referencedBlobs = new Set<string>();
@@ -304,7 +324,7 @@ export class ImageService {
     const layerCandidates = removed ? removed.layers.map((l) => l.chainId) : this.layers.all().map((l) => l.chainId);
     const blobCandidates = removed ? removed.blobs : await this.blobs.list();
     const isReferenced = (key: string, set: Set<string>) => {
-      if (set.has(key) || this.leases.has(key)) return true;
+      if (set.has(key) || this.leases.has(key) || this.protection.hexes.has(key.slice(key.indexOf(':') + 1))) return true;
       // Re-check live: an image may have been recorded since the sets were built.
       return this.store.all().some((r) => r.blobs.includes(key) || r.layers.some((l) => l.chainId === key));
     };
@@ -327,14 +347,18 @@ export class ImageService {
     if (freedLayers || freedBlobs) this.log.info('freed unused image content', { layers: freedLayers, blobs: freedBlobs });
   }
 
+  /** Image, layer and hold records in quarantine. */
+  private quarantinedImageRecords() {
+    return (this.options.quarantine?.list() ?? []).filter((e) => e.kind === 'image' || e.kind === 'layer' || e.kind === 'hold');
+  }
+
   /**
-   * Why unused content cannot be told apart right now (GC removes only what it knows to be unused): a
-   * record in quarantine may reference any layer or blob, a hold may name an image without a record.
+   * Why content no readable record explains may still be in use: a record in quarantine, a hold
+   * naming an image without a record.
    */
-  private garbageCollectionBlocked(): string | undefined {
-    const quarantined = (this.options.quarantine?.list() ?? []).filter((e) => e.kind === 'image' || e.kind === 'layer' || e.kind === 'hold');
+  private recordsInDoubt(): string | undefined {
+    const quarantined = this.quarantinedImageRecords();
     if (quarantined.length) return `${quarantined.length} image, layer or hold record(s) in quarantine (${quarantined.map((e) => `${e.kind} ${e.id}`).join(', ')})`;
-    if (this.layers.unrecorded.length) return `layer dir(s) without layer.json: ${this.layers.unrecorded.join(', ')}`;
     const unknown = [...this.holds.values()].filter((h) => !this.store.get(h.imageId));
     if (unknown.length) return `container(s) ${unknown.map((h) => shortId(h.containerId)).join(', ')} hold image(s) without a record`;
     return undefined;

@@ -6,7 +6,7 @@
 import { failedPrecondition, internal } from '../common/errors.js';
 import { digestProblem } from './reference.js';
 import { MANIFEST_MEDIA_TYPES as MT } from './registry-client.js';
-import type { ImageConfigFile } from '../oci/types.js';
+import type { ImageConfigFile } from '../oci/index.js';
 
 export interface Descriptor {
   mediaType: string;

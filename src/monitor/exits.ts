@@ -105,24 +105,42 @@ export function exitReason(exitCode: number, oomKilled: boolean): ExitReason {
 
 export interface ExitWatcherOptions {
   exitsDir: string;
-  /** Called once per exit file that appears (errors thrown here are logged). */
+  /**
+   * Called once per exit file that appears. One that throws is logged and called again with back-off
+   * until it succeeds or the exit file is gone (the container was removed).
+   */
   onExit: (record: ExitRecord) => void | Promise<void>;
   log: Logger;
   /** Rescan the dir this often as a safety net for missed inotify events (ms; default 10 s; 0 = never). */
   rescanMs?: number;
+  /** Back-off between calls of a failing handler: doubles from `initialMs` up to `maxMs` (default 1 s, 5 min, as containerd's event monitor). */
+  retry?: { initialMs: number; maxMs: number };
+}
+
+/** containerd's `backOffInitDuration` and `backOffMaxDuration` (internal/cri/server/events.go). */
+const DEFAULT_RETRY = { initialMs: 1000, maxMs: 5 * 60_000 };
+
+/** A failed handler call waiting for its next attempt. */
+interface PendingRetry {
+  finishedAtNs: bigint;
+  attempt: number;
+  timer: NodeJS.Timeout;
 }
 
 /**
  * Watches the exit dir and reports each new exit file within milliseconds (inotify). Exit files that
  * already exist when it starts are reported only with `emitExisting`; otherwise read them with
  * `readExit`/`listExits`. Start the watcher before reading them back so nothing falls in between
- * (a consumer may then see the same exit twice and must ignore the repeat).
+ * (a consumer may then see the same exit twice and must ignore the repeat). An exit file that goes
+ * away (its container was removed) is forgotten, so a later file of that name is reported again.
  */
 export class ExitWatcher {
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** id → mtime of the exit file already reported, so repeated events report once. */
   private readonly seen = new Map<string, bigint>();
+  /** id → the next call of a handler that failed for that exit. */
+  private readonly retries = new Map<string, PendingRetry>();
 
   constructor(private readonly options: ExitWatcherOptions) {}
 
@@ -146,25 +164,23 @@ export class ExitWatcher {
     }
   }
 
-  /** Stops watching. */
+  /** Stops watching; pending retries are dropped (start-up reads the exit files back). */
   stop(): void {
     this.watcher?.close();
     this.watcher = undefined;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-  }
-
-  /** Forgets a reported exit (call when the container is removed, so a new file is reported again). */
-  forget(id: string): void {
-    this.seen.delete(id);
+    for (const retry of this.retries.values()) clearTimeout(retry.timer);
+    this.retries.clear();
   }
 
   private async check(name: string): Promise<void> {
     if (isTempName(name)) return;
+    const before = this.seen.get(name);
     try {
       const record = await readExit(this.options.exitsDir, name);
       if (record) await this.report(record);
-      else this.seen.delete(name);
+      else this.forget(name, before);
     } catch (err) {
       this.options.log.warn('cannot read exit file', { id: name, error: messageOf(err) });
     }
@@ -172,19 +188,67 @@ export class ExitWatcher {
 
   private async rescan(): Promise<void> {
     try {
-      for (const record of await listExits(this.options.exitsDir)) await this.report(record);
+      const before = new Map(this.seen);
+      const present = await listExits(this.options.exitsDir);
+      for (const record of present) await this.report(record);
+      // Files removed while an inotify event was lost are forgotten here.
+      const ids = new Set(present.map((r) => r.id));
+      for (const [id, finishedAtNs] of before) {
+        if (!ids.has(id) && !(await readExit(this.options.exitsDir, id))) this.forget(id, finishedAtNs);
+      }
     } catch (err) {
       this.options.log.warn('exit dir rescan failed', { dir: this.options.exitsDir, error: messageOf(err) });
     }
   }
 
-  private async report(record: ExitRecord): Promise<void> {
-    if (this.seen.get(record.id) === record.finishedAtNs) return;
+  /**
+   * The exit file is gone: its container was removed, so nothing is left to report or retry. `seenAs`:
+   * what was reported before the file was found missing; a newer report since then stands.
+   */
+  private forget(id: string, seenAs: bigint | undefined): void {
+    if (this.seen.get(id) !== seenAs) return;
+    this.seen.delete(id);
+    const retry = this.retries.get(id);
+    if (retry) clearTimeout(retry.timer);
+    this.retries.delete(id);
+  }
+
+  private async report(record: ExitRecord, attempt = 1): Promise<void> {
+    if (attempt === 1 && this.seen.get(record.id) === record.finishedAtNs) return;
     this.seen.set(record.id, record.finishedAtNs);
     try {
       await this.options.onExit(record);
     } catch (err) {
-      this.options.log.error('exit handler failed', { id: record.id, error: messageOf(err) });
+      this.options.log.error('exit handler failed', { id: record.id, attempt, error: messageOf(err) });
+      this.scheduleRetry(record, attempt);
     }
+  }
+
+  /** The next call after `attempt` failed, unless the file changed (a newer exit is reported on its own). */
+  private scheduleRetry(record: ExitRecord, attempt: number): void {
+    if (!this.watcher || this.seen.get(record.id) !== record.finishedAtNs) return;
+    const { initialMs, maxMs } = this.options.retry ?? DEFAULT_RETRY;
+    const delayMs = Math.min(maxMs, initialMs * 2 ** (attempt - 1));
+    const timer = setTimeout(() => void this.retry(record.id, attempt + 1), delayMs);
+    timer.unref();
+    this.retries.set(record.id, { finishedAtNs: record.finishedAtNs, attempt: attempt + 1, timer });
+  }
+
+  private async retry(id: string, attempt: number): Promise<void> {
+    const pending = this.retries.get(id);
+    if (pending?.attempt !== attempt) return;
+    this.retries.delete(id);
+    let record: ExitRecord | undefined;
+    try {
+      record = await readExit(this.options.exitsDir, id);
+    } catch (err) {
+      this.options.log.warn('cannot read exit file', { id, error: messageOf(err) });
+      this.scheduleRetry({ id, exitCode: 0, finishedAtNs: pending.finishedAtNs }, attempt);
+      return;
+    }
+    if (!record) return this.forget(id, pending.finishedAtNs);
+    // A file rewritten meanwhile is a new exit, which its own event reports.
+    if (record.finishedAtNs !== pending.finishedAtNs) return;
+    await this.report(record, attempt);
   }
 }

@@ -66,7 +66,7 @@ export class NriAdaptation {
   private stopped = false;
 
   constructor(
-    private readonly o: NriSettings & {
+    private readonly options: NriSettings & {
       runtimeName: string;
       runtimeVersion: string;
       host: NriHost;
@@ -77,7 +77,7 @@ export class NriAdaptation {
   /** Starts the pre-launched plugins, then listens for external ones. */
   async start(): Promise<void> {
     await this.startLaunched();
-    if (!this.o.disableConnections) await this.listen();
+    if (!this.options.disableConnections) await this.listen();
     await this.writeStatus();
   }
 
@@ -89,11 +89,11 @@ export class NriAdaptation {
   async stop(): Promise<void> {
     this.stopped = true;
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-    await rm(this.o.socketPath, { force: true }).catch(() => undefined);
+    await rm(this.options.socketPath, { force: true }).catch(() => undefined);
     const plugins = this.plugins.splice(0);
     await Promise.all(plugins.map((p) => p.shutdown()));
     for (const p of plugins) p.close('runtime shutting down');
-    if (this.o.statusFile) await rm(this.o.statusFile, { force: true }).catch(() => undefined);
+    if (this.options.statusFile) await rm(this.options.statusFile, { force: true }).catch(() => undefined);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ export class NriAdaptation {
           const rpl = await p.stopContainer({ pod, container });
           result.apply(rpl?.update, p.name);
         } catch (err) {
-          this.o.log.warn('NRI plugin failed StopContainer', { plugin: p.name, container: container.id, error: messageOf(err) });
+          this.options.log.warn('NRI plugin failed StopContainer', { plugin: p.name, container: container.id, error: messageOf(err) });
         }
       }
       this.applyUpdates(result.containerUpdates, 'StopContainer');
@@ -198,7 +198,7 @@ export class NriAdaptation {
     return this.serial(async () => {
       for (const p of this.active()) {
         await p.stateChange({ event, pod, container }).catch((err: unknown) => {
-          this.o.log.warn('NRI plugin failed an event', { plugin: p.name, event: Event[event], error: messageOf(err) });
+          this.options.log.warn('NRI plugin failed an event', { plugin: p.name, event: Event[event], error: messageOf(err) });
         });
       }
     });
@@ -219,7 +219,7 @@ export class NriAdaptation {
   }
 
   private logEvictions(p: NriPlugin, evict: { containerId: string; reason: string }[] | undefined): void {
-    for (const e of evict ?? []) this.o.log.warn('NRI plugin asked to evict a container; eviction is not supported', { plugin: p.name, container: e.containerId, reason: e.reason });
+    for (const e of evict ?? []) this.options.log.warn('NRI plugin asked to evict a container; eviction is not supported', { plugin: p.name, container: e.containerId, reason: e.reason });
   }
 
   /**
@@ -231,7 +231,7 @@ export class NriAdaptation {
     if (!updates.length) return;
     this.updateChain = this.updateChain.then(async () => {
       const failed = await this.updateContainers(updates);
-      for (const u of failed) this.o.log.warn('NRI container update failed', { event, container: u.containerId });
+      for (const u of failed) this.options.log.warn('NRI container update failed', { event, container: u.containerId });
     });
   }
 
@@ -245,9 +245,9 @@ export class NriAdaptation {
     const failed: ContainerUpdate[] = [];
     for (const u of updates) {
       try {
-        await this.o.host.updateContainer(u);
+        await this.options.host.updateContainer(u);
       } catch (err) {
-        this.o.log.warn('cannot apply an NRI container update', { container: u.containerId, error: messageOf(err), ignored: u.ignoreFailure });
+        this.options.log.warn('cannot apply an NRI container update', { container: u.containerId, error: messageOf(err), ignored: u.ignoreFailure });
         if (!u.ignoreFailure) failed.push(u);
       }
     }
@@ -259,7 +259,7 @@ export class NriAdaptation {
     return this.serial(async () => {
       if (this.stopped || p.isClosed) return;
       try {
-        const { pods, containers } = await this.o.host.snapshot();
+        const { pods, containers } = await this.options.host.snapshot();
         const updates = await p.synchronize(pods, containers);
         this.applyUpdates(updates, 'Synchronize');
       } catch (err) {
@@ -272,17 +272,17 @@ export class NriAdaptation {
         this.plugins = this.plugins.filter((x) => x !== p);
         void this.writeStatus();
       });
-      this.o.log.info('NRI plugin synchronized', { plugin: p.name, kind: p.kind, order: this.plugins.map((x) => x.name) });
+      this.options.log.info('NRI plugin synchronized', { plugin: p.name, kind: p.kind, order: this.plugins.map((x) => x.name) });
       await this.writeStatus();
     });
   }
 
   private async startLaunched(): Promise<void> {
-    const found = await discoverPlugins(this.o.pluginPath, this.o.log);
+    const found = await discoverPlugins(this.options.pluginPath, this.options.log);
     await Promise.all(
       found.map(async ({ index, name, file }) => {
-        const config = await pluginConfig(this.o.pluginConfigPath, index, name).catch((err: unknown) => {
-          this.o.log.warn('cannot read NRI plugin config', { plugin: `${index}-${name}`, error: messageOf(err) });
+        const config = await pluginConfig(this.options.pluginConfigPath, index, name).catch((err: unknown) => {
+          this.options.log.warn('cannot read NRI plugin config', { plugin: `${index}-${name}`, error: messageOf(err) });
           return undefined;
         });
         if (config === undefined) return;
@@ -292,15 +292,15 @@ export class NriAdaptation {
           stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
           directPipes: true,
         });
-        const log = this.o.log.child({ plugin: `${index}-${name}` });
+        const log = this.options.log.child({ plugin: `${index}-${name}` });
         child.on('error', (err: Error) => log.warn('NRI plugin process failed', { error: err.message }));
         forwardOutput(child.stdout, log);
         forwardOutput(child.stderr, log);
         const socket = child.stdio[3] as Socket;
-        const p = new NriPlugin({ socket, timeouts: this.o.timeouts, runtime: this.runtimeCallbacks(), log, launched: { index, name, child, config } });
+        const p = new NriPlugin({ socket, timeouts: this.options.timeouts, runtime: this.runtimeCallbacks(), log, launched: { index, name, child, config } });
         child.on('exit', (code: number | null, signal: NodeJS.Signals | null) => p.close(`plugin process exited (${signal ?? code})`));
         try {
-          await p.start(this.o.runtimeName, this.o.runtimeVersion);
+          await p.start(this.options.runtimeName, this.options.runtimeVersion);
         } catch (err) {
           log.warn('failed to start pre-launched NRI plugin', { error: messageOf(err) });
           return;
@@ -311,7 +311,7 @@ export class NriAdaptation {
   }
 
   private async listen(): Promise<void> {
-    const path = this.o.socketPath;
+    const path = this.options.socketPath;
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     await rm(path, { force: true });
     const server = createServer((socket) => void this.accept(socket));
@@ -324,17 +324,17 @@ export class NriAdaptation {
     });
     // Plugins are trusted with every container: only root may connect.
     await chmod(path, 0o600);
-    server.on('error', (err) => this.o.log.warn('NRI socket failed', { error: err.message }));
+    server.on('error', (err) => this.options.log.warn('NRI socket failed', { error: err.message }));
     this.server = server;
-    this.o.log.info('NRI accepting plugin connections', { socket: path });
+    this.options.log.info('NRI accepting plugin connections', { socket: path });
   }
 
   private async accept(socket: Socket): Promise<void> {
-    const p = new NriPlugin({ socket, timeouts: this.o.timeouts, runtime: this.runtimeCallbacks(), log: this.o.log });
+    const p = new NriPlugin({ socket, timeouts: this.options.timeouts, runtime: this.runtimeCallbacks(), log: this.options.log });
     try {
-      await p.start(this.o.runtimeName, this.o.runtimeVersion);
+      await p.start(this.options.runtimeName, this.options.runtimeVersion);
     } catch (err) {
-      this.o.log.warn('failed to start external NRI plugin', { error: messageOf(err) });
+      this.options.log.warn('failed to start external NRI plugin', { error: messageOf(err) });
       return;
     }
     await this.adopt(p);
@@ -343,16 +343,16 @@ export class NriAdaptation {
   private runtimeCallbacks() {
     return {
       updateContainers: async (updates: ContainerUpdate[], plugin: string) => {
-        this.o.log.info('NRI plugin requested container updates', { plugin, containers: updates.map((u) => u.containerId) });
+        this.options.log.info('NRI plugin requested container updates', { plugin, containers: updates.map((u) => u.containerId) });
         return this.updateContainers(updates);
       },
     };
   }
 
   private async writeStatus(): Promise<void> {
-    if (!this.o.statusFile || this.stopped) return;
-    await writeJsonAtomic(this.o.statusFile, { socket: this.o.disableConnections ? '' : this.o.socketPath, plugins: this.list() }).catch((err: unknown) =>
-      this.o.log.warn('cannot write the NRI plugin list', { error: messageOf(err) }),
+    if (!this.options.statusFile || this.stopped) return;
+    await writeJsonAtomic(this.options.statusFile, { socket: this.options.disableConnections ? '' : this.options.socketPath, plugins: this.list() }).catch((err: unknown) =>
+      this.options.log.warn('cannot write the NRI plugin list', { error: messageOf(err) }),
     );
   }
 }

@@ -81,15 +81,15 @@ export class NriPlugin {
   private readonly closeListeners: (() => void)[] = [];
   private log: Logger;
 
-  constructor(private readonly o: PluginOptions) {
-    this.external = !o.launched;
-    this.pid = o.launched?.child.pid ?? o.pid;
-    if (o.launched) {
-      this.index = o.launched.index;
-      this.baseName = o.launched.name;
+  constructor(private readonly options: PluginOptions) {
+    this.external = !options.launched;
+    this.pid = options.launched?.child.pid ?? options.pid;
+    if (options.launched) {
+      this.index = options.launched.index;
+      this.baseName = options.launched.name;
     }
-    this.log = o.log;
-    this.mux = new Mux(o.socket);
+    this.log = options.log;
+    this.mux = new Mux(options.socket);
     const fail = (err: Error) => this.close(`protocol error: ${err.message}`);
     this.client = new TtrpcChannel((b) => this.mux.write(PLUGIN_SERVICE_CONN, b), fail);
     this.server = new TtrpcChannel((b) => this.mux.write(RUNTIME_SERVICE_CONN, b), fail);
@@ -102,7 +102,7 @@ export class NriPlugin {
     });
     serveMethod(this.server, RuntimeService.updateContainers, async (req) => {
       if (!this.isRegistered) throw new TtrpcHandlerError(Code.FailedPrecondition, 'plugin is not registered');
-      const failed = await this.o.runtime.updateContainers(req.update, this.name);
+      const failed = await this.options.runtime.updateContainers(req.update, this.name);
       return { failed };
     });
   }
@@ -140,8 +140,8 @@ export class NriPlugin {
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.registered = undefined;
-        reject(new Error(`plugin registration timed out after ${this.o.timeouts.registrationMs} ms`));
-      }, this.o.timeouts.registrationMs);
+        reject(new Error(`plugin registration timed out after ${this.options.timeouts.registrationMs} ms`));
+      }, this.options.timeouts.registrationMs);
       this.onClose(() => reject(new Error('connection closed before the plugin registered')));
       this.registered = (err) => {
         clearTimeout(timer);
@@ -167,7 +167,7 @@ export class NriPlugin {
       this.baseName = name;
       this.index = idx;
     }
-    this.log = this.o.log.child({ plugin: this.name });
+    this.log = this.options.log.child({ plugin: this.name });
     this.log.info('NRI plugin registered', { kind: this.kind, pid: this.pid });
     this.isRegistered = true;
     done();
@@ -178,13 +178,13 @@ export class NriPlugin {
       this.client,
       PluginService.configure,
       {
-        config: this.o.launched?.config ?? '',
+        config: this.options.launched?.config ?? '',
         runtimeName,
         runtimeVersion,
-        registrationTimeout: BigInt(this.o.timeouts.registrationMs),
-        requestTimeout: BigInt(this.o.timeouts.requestMs),
+        registrationTimeout: BigInt(this.options.timeouts.registrationMs),
+        requestTimeout: BigInt(this.options.timeouts.requestMs),
       },
-      this.o.timeouts.requestMs,
+      this.options.timeouts.requestMs,
     ).catch((err: Error) => {
       throw new Error(`failed to configure plugin: ${err.message}`);
     });
@@ -202,7 +202,7 @@ export class NriPlugin {
     for (const [i, part] of parts.entries()) {
       const more = i < parts.length - 1;
       const rpl = await this.call('Synchronize', () =>
-        callMethod(this.client, PluginService.synchronize, { ...part, more }, this.o.timeouts.requestMs),
+        callMethod(this.client, PluginService.synchronize, { ...part, more }, this.options.timeouts.requestMs),
       );
       if (more && (rpl.update.length > 0 || rpl.more !== more)) {
         this.close('plugin does not handle split sync requests');
@@ -216,28 +216,28 @@ export class NriPlugin {
   /** undefined: not subscribed, or the plugin was dropped on the way. */
   createContainer(req: CreateContainerRequest): Promise<CreateContainerResponse | undefined> {
     if (!this.wants(Event.CREATE_CONTAINER)) return Promise.resolve(undefined);
-    return this.event('CreateContainer', () => callMethod(this.client, PluginService.createContainer, req, this.o.timeouts.requestMs));
+    return this.event('CreateContainer', () => callMethod(this.client, PluginService.createContainer, req, this.options.timeouts.requestMs));
   }
 
   updateContainer(req: UpdateContainerRequest): Promise<UpdateContainerResponse | undefined> {
     if (!this.wants(Event.UPDATE_CONTAINER)) return Promise.resolve(undefined);
-    return this.event('UpdateContainer', () => callMethod(this.client, PluginService.updateContainer, req, this.o.timeouts.requestMs));
+    return this.event('UpdateContainer', () => callMethod(this.client, PluginService.updateContainer, req, this.options.timeouts.requestMs));
   }
 
   stopContainer(req: StopContainerRequest): Promise<StopContainerResponse | undefined> {
     if (!this.wants(Event.STOP_CONTAINER)) return Promise.resolve(undefined);
-    return this.event('StopContainer', () => callMethod(this.client, PluginService.stopContainer, req, this.o.timeouts.requestMs));
+    return this.event('StopContainer', () => callMethod(this.client, PluginService.stopContainer, req, this.options.timeouts.requestMs));
   }
 
   async stateChange(evt: StateChangeEvent): Promise<void> {
     if (!this.wants(evt.event)) return;
-    await this.event(`event ${evt.event}`, () => callMethod(this.client, PluginService.stateChange, evt, this.o.timeouts.requestMs));
+    await this.event(`event ${evt.event}`, () => callMethod(this.client, PluginService.stateChange, evt, this.options.timeouts.requestMs));
   }
 
   /** Tells the plugin the runtime is going away (best effort, bounded). */
   async shutdown(): Promise<void> {
     if (this.closed) return;
-    await callMethod(this.client, PluginService.shutdown, {}, Math.min(this.o.timeouts.requestMs, 1000)).catch(() => undefined);
+    await callMethod(this.client, PluginService.shutdown, {}, Math.min(this.options.timeouts.requestMs, 1000)).catch(() => undefined);
   }
 
   /** Closes the connection and ends a pre-launched plugin's process. */
@@ -249,7 +249,7 @@ export class NriPlugin {
     this.client.close(err);
     this.server.close(err);
     this.mux.close();
-    const child = this.o.launched?.child;
+    const child = this.options.launched?.child;
     if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     for (const l of this.closeListeners.splice(0)) l();
   }

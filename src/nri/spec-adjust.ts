@@ -128,7 +128,7 @@ function adjustMounts(spec: Spec, mounts: Mount[]): void {
     const mount: OciMount = { destination: dest, type: m.type || 'bind', source: m.source, options: [...(m.options ?? [])] };
     spec.mounts.push(mount);
     // A shared or slave mount only propagates when the container's root lets it.
-    const propagation = [...(m.options ?? [])].reverse().find((o) => o === 'rshared' || o === 'rslave' || o === 'rprivate');
+    const propagation = [...(m.options ?? [])].reverse().find((option) => option === 'rshared' || option === 'rslave' || option === 'rprivate');
     const linux = (spec.linux ??= {});
     if (propagation === 'rshared') linux.rootfsPropagation = 'rshared';
     else if (propagation === 'rslave' && linux.rootfsPropagation !== 'rshared') linux.rootfsPropagation = 'rslave';

@@ -30,9 +30,9 @@ export interface Observability {
 }
 
 export async function startObservability(config: ObservabilityConfig, version: string, log: Logger): Promise<Observability> {
-  const o = new ObservabilityRuntime(version, log);
-  await o.apply(config);
-  return o;
+  const runtime = new ObservabilityRuntime(version, log);
+  await runtime.apply(config);
+  return runtime;
 }
 
 class ObservabilityRuntime implements Observability {

@@ -14,7 +14,7 @@
  * the daemon on a pattern such as `(a+)+$`.
  */
 import { RE2JS } from 're2js';
-import type { Hook, HookStage } from '../oci/types.js';
+import type { OciHook as Hook, OciHookStage as HookStage } from '../oci/index.js';
 
 /** Hook files larger than this are rejected unread. */
 export const MAX_HOOK_FILE_BYTES = 1 << 20;

@@ -10,7 +10,7 @@ import { messageOf } from '../common/errors.js';
 import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
-import type { Spec } from '../oci/types.js';
+import type { Spec } from '../oci/index.js';
 // The parser and matcher (and their RE2 engine) are imported with the first hook file: most nodes have none.
 import type { HookContext, OciHookFile } from './hook-file.js';
 
@@ -31,8 +31,8 @@ export class OciHookRegistry {
   private readonly files: ConfigDirs<Loaded>;
   private view: HooksView = { hooks: [], rejected: [] };
 
-  constructor(private readonly o: { hooksDirs: readonly string[]; log: Logger }) {
-    this.files = new ConfigDirs<Loaded>({ dirs: o.hooksDirs, accept: (n) => extname(n) === '.json', load: (p) => this.load(p), log: o.log });
+  constructor(private readonly options: { hooksDirs: readonly string[]; log: Logger }) {
+    this.files = new ConfigDirs<Loaded>({ dirs: options.hooksDirs, accept: (n) => extname(n) === '.json', load: (p) => this.load(p), log: options.log });
   }
 
   /** The hook files in effect now. */
@@ -76,10 +76,10 @@ export class OciHookRegistry {
       await access(hook.hook.path, constants.X_OK).catch((err: unknown) => {
         throw new Error(`hook program ${hook.hook.path}: ${messageOf(err)}`);
       });
-      this.o.log.info('OCI hook file loaded', { path, stages: hook.stages });
+      this.options.log.info('OCI hook file loaded', { path, stages: hook.stages });
       return hook;
     } catch (err) {
-      this.o.log.warn('OCI hook file skipped', { path, reason: messageOf(err) });
+      this.options.log.warn('OCI hook file skipped', { path, reason: messageOf(err) });
       return { reason: messageOf(err) };
     }
   }

@@ -13,11 +13,24 @@
  *   write:       specToJson(spec) → config.json text.
  *   read:        readBundleSpec(bundleDir) → the spec in a bundle's config.json, if it is there.
  */
-export type { Spec, ImageConfig, ImageConfigFile, LinuxResources, Mount as OciMount, Hook as OciHook, Hooks as OciHooks, LinuxDevice as OciDevice, POSIXRlimit as OciRlimit } from './types.js';
+export type {
+  Spec,
+  ImageConfig,
+  ImageConfigFile,
+  LinuxResources,
+  LinuxIntelRdt,
+  Mount as OciMount,
+  Hook as OciHook,
+  HookStage as OciHookStage,
+  Hooks as OciHooks,
+  LinuxDevice as OciDevice,
+  POSIXRlimit as OciRlimit,
+} from './types.js';
 export type { SpecSettings } from './settings.js';
 export type { ContainerSpecInput, ContainerHostInputs, SandboxFacts } from './container-spec.js';
 export type { PauseSpecInput } from './pause-spec.js';
 export type { PodFiles } from './mounts.js';
+export type { PodNamespaceModes } from './namespaces.js';
 export type { ResolvedUser, UserRequest } from './user.js';
 export type { ResolvedDevice } from './devices.js';
 export type { SeccompChoice } from './seccomp.js';
@@ -27,7 +40,9 @@ export type { PrepareContainerInput } from './host-prepare.js';
 export type { SpecSettingsConfig } from './host-settings.js';
 
 export { buildContainerSpec } from './container-spec.js';
-export { buildPauseSpec, pauseSysctls } from './pause-spec.js';
+export { buildPauseSpec, pauseSysctls, pauseUser } from './pause-spec.js';
+export { podNamespaceModes } from './namespaces.js';
+export { splitDevT } from './host-devices.js';
 export { cgroupsPathFor, linuxResources } from './resources.js';
 export { prepareContainerHost, preparePauseHost } from './host-prepare.js';
 export { detectSpecSettings, reloadSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';

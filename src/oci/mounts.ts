@@ -119,7 +119,7 @@ export function defaultContainerMounts(opts: Pick<MountOptions, 'privileged' | '
   mounts.push(cgroupMount(opts.privileged));
   if (opts.privileged) {
     for (const m of mounts) {
-      if (m.type === 'sysfs') m.options = [...(m.options ?? []).filter((o) => o !== 'ro'), 'rw'];
+      if (m.type === 'sysfs') m.options = [...(m.options ?? []).filter((option) => option !== 'ro'), 'rw'];
     }
   }
   return mounts;

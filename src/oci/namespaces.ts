@@ -57,9 +57,9 @@ function checkIdMappings(field: 'uids' | 'gids', mappings: IDMapping[]): void {
     if (m.length <= 0 || m.containerId + m.length > MAX || m.hostId + m.length > MAX) {
       throw invalidArgument(`${what}[${i}] (container_id ${m.containerId}, host_id ${m.hostId}, length ${m.length}) is not a range of 32-bit ids`);
     }
-    for (const [j, o] of mappings.slice(0, i).entries()) {
-      const overlaps = (a: number, b: number) => a < b + o.length && b < a + m.length;
-      if (overlaps(m.containerId, o.containerId) || overlaps(m.hostId, o.hostId)) {
+    for (const [j, other] of mappings.slice(0, i).entries()) {
+      const overlaps = (a: number, b: number) => a < b + other.length && b < a + m.length;
+      if (overlaps(m.containerId, other.containerId) || overlaps(m.hostId, other.hostId)) {
         throw invalidArgument(`${what}[${i}] overlaps ${field}[${j}]`);
       }
     }

@@ -101,6 +101,6 @@ export const withAppArmor = (choice: AppArmorChoice): SpecOpt => (spec) => {
 export const withWritableSysfsAndCgroupfs: SpecOpt = (spec) => {
   spec.mounts = (spec.mounts ?? []).map((m): Mount => {
     if (m.type !== 'sysfs' && m.type !== 'cgroup') return m;
-    return { ...m, options: [...(m.options ?? []).filter((o) => o !== 'ro'), ...((m.options ?? []).includes('rw') ? [] : ['rw'])] };
+    return { ...m, options: [...(m.options ?? []).filter((option) => option !== 'ro'), ...((m.options ?? []).includes('rw') ? [] : ['rw'])] };
   });
 };

@@ -3,9 +3,9 @@
  * crash, a full disk, an operator's edit) says nothing about whether what it describes is still in
  * use: a pod's pause process, netns and IP, a container's processes, mounts and writable layer, an
  * image's layers. So such a record is moved to `<root>/quarantine/` (log line naming it), and what it
- * described is left alone — recovery treats its ID as known, image garbage collection stops — until an
- * operator repairs the record and moves it back, or cleans up by hand and deletes the entry. `stove
- * check` and verbose `Status` list the entries.
+ * described is left alone — recovery treats its ID as known, image garbage collection keeps what it may
+ * reference (images/gc-protection.ts) — until an operator repairs the record and moves it back, or
+ * cleans up by hand and deletes the entry. `stove check`, `Status` and a metric report the entries.
  *
  * An entry is `<kind>.<id>.<ms>.<file name>`, with `<same>.why` beside it (where it came from and why).
  */

@@ -40,7 +40,7 @@ export class ConfigDirs<T> {
   private scanning?: Promise<ConfigDirsScan<T>>;
   private queued?: Promise<ConfigDirsScan<T>>;
 
-  constructor(private readonly o: ConfigDirsOptions<T>) {}
+  constructor(private readonly options: ConfigDirsOptions<T>) {}
 
   /**
    * Lists and (re)loads the files. A scan always starts after the call: while one runs (it may have
@@ -66,7 +66,7 @@ export class ConfigDirs<T> {
     const files: ConfigDirFile<T>[] = [];
     const next = new Map<string, { signature: string; loaded: T }>();
     const parts: string[] = [];
-    for (const [priority, dir] of this.o.dirs.entries()) {
+    for (const [priority, dir] of this.options.dirs.entries()) {
       for (const name of await this.names(dir)) {
         const path = join(dir, name);
         let st;
@@ -79,7 +79,7 @@ export class ConfigDirs<T> {
         if (!st.isFile()) continue;
         const signature = `${st.ino}:${st.size}:${st.mtimeNs}`;
         const old = this.known.get(path);
-        const loaded = old?.signature === signature ? old.loaded : await this.o.load(path);
+        const loaded = old?.signature === signature ? old.loaded : await this.options.load(path);
         next.set(path, { signature, loaded });
         files.push({ name, path, priority, loaded });
         parts.push(`${path}\0${signature}`);
@@ -95,9 +95,9 @@ export class ConfigDirs<T> {
   /** The accepted names directly in `dir`, sorted; none when it does not exist. */
   private async names(dir: string): Promise<string[]> {
     try {
-      return (await readdir(dir)).filter((n) => this.o.accept(n)).sort();
+      return (await readdir(dir)).filter((n) => this.options.accept(n)).sort();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.o.log.warn('config dir unreadable', { dir, error: messageOf(err) });
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.options.log.warn('config dir unreadable', { dir, error: messageOf(err) });
       return [];
     }
   }

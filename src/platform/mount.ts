@@ -107,7 +107,7 @@ export async function mountPoints(): Promise<Set<string>> {
   const points = new Set<string>();
   for (const line of text.split('\n')) {
     const field = line.split(' ')[4];
-    if (field) points.add(field.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8))));
+    if (field) points.add(field.replace(/\\([0-7]{3})/g, (_m, octal: string) => String.fromCharCode(parseInt(octal, 8))));
   }
   return points;
 }

@@ -26,7 +26,7 @@ export interface MountInfo {
 
 /** Decodes mountinfo's octal escapes (`\040` for a space). */
 function unescape(s: string): string {
-  return s.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8)));
+  return s.replace(/\\([0-7]{3})/g, (_m, octal: string) => String.fromCharCode(parseInt(octal, 8)));
 }
 
 /** Parses mountinfo text; malformed lines are skipped. */
@@ -75,8 +75,8 @@ export function mountContaining(mounts: readonly MountInfo[], path: string): Mou
 
 /** Mount propagation of a mount: shared wins over slave (a mount can be both: `shared:N master:M`). */
 export function propagationOf(m: MountInfo): 'shared' | 'slave' | 'private' {
-  if (m.optional.some((o) => o.startsWith('shared:'))) return 'shared';
-  if (m.optional.some((o) => o.startsWith('master:'))) return 'slave';
+  if (m.optional.some((tag) => tag.startsWith('shared:'))) return 'shared';
+  if (m.optional.some((tag) => tag.startsWith('master:'))) return 'slave';
   return 'private';
 }
 

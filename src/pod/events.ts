@@ -5,7 +5,7 @@
  *
  * Each event carries the pod's record and its containers' records as they are when it is published
  * (records are replaced, never changed, so this is a snapshot), and events go out in call order.
- * cri/container-events.ts turns them into the CRI's ContainerEventResponse.
+ * cri/get-container-events.ts turns them into the CRI's ContainerEventResponse.
  */
 import { nowNs } from '../common/clock.js';
 import type { Logger } from '../common/logger.js';
@@ -44,8 +44,8 @@ export class LifecycleEvents implements ContainerEvents {
   /** The last event published for each pod. */
   private readonly lastPodEvent = new Map<string, LifecycleEventType>();
 
-  constructor(private readonly o: LifecycleEventsOptions) {
-    this.hub = new EventHub({ maxBacklog: o.maxBacklog, log: o.log });
+  constructor(private readonly options: LifecycleEventsOptions) {
+    this.hub = new EventHub({ maxBacklog: options.maxBacklog, log: options.log });
   }
 
   /** Adds a subscriber until its sink closes; returns an unsubscribe function. */
@@ -60,9 +60,9 @@ export class LifecycleEvents implements ContainerEvents {
 
   container(type: LifecycleEventType, record: ContainerRecord, deleted = false): void {
     const extension = CONTAINER_EXTENSION_EVENT[type];
-    if (extension) this.o.extensions?.containerEvent(extension, record);
+    if (extension) this.options.extensions?.containerEvent(extension, record);
     if (this.hub.size === 0) return;
-    const containers = [...this.o.containersOf(record.sandboxId)];
+    const containers = [...this.options.containersOf(record.sandboxId)];
     if (!deleted && !containers.some((c) => c.id === record.id)) containers.push(record);
     this.enqueue(record.id, record.sandboxId, type, containers);
   }
@@ -73,13 +73,13 @@ export class LifecycleEvents implements ContainerEvents {
     if (type === 'deleted') this.lastPodEvent.delete(sandboxId);
     else this.lastPodEvent.set(sandboxId, type);
     const extension = POD_EXTENSION_EVENT[type];
-    if (extension) this.o.extensions?.podEvent(extension, sandboxId);
+    if (extension) this.options.extensions?.podEvent(extension, sandboxId);
     if (this.hub.size === 0) return;
-    this.enqueue(sandboxId, sandboxId, type, this.o.containersOf(sandboxId));
+    this.enqueue(sandboxId, sandboxId, type, this.options.containersOf(sandboxId));
   }
 
   private enqueue(id: string, sandboxId: string, type: LifecycleEventType, containers: ContainerRecord[]): void {
-    this.hub.publish({ id, type, createdAt: nowNs(), sandbox: this.o.sandbox(sandboxId), containers });
+    this.hub.publish({ id, type, createdAt: nowNs(), sandbox: this.options.sandbox(sandboxId), containers });
   }
 }
 

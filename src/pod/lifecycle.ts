@@ -28,7 +28,6 @@ import type { PauseState, SandboxRecord } from '../sandbox/model.js';
  * called here under that pod's lock.
  */
 export interface PodSandboxes {
-  run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord>;
   find(idOrPrefix: string): SandboxRecord | undefined;
   /** NotFound for an unknown pod. */
   get(idOrPrefix: string): SandboxRecord;
@@ -68,7 +67,13 @@ export interface PodEvents {
   pod(type: LifecycleEventType, sandboxId: string): void;
 }
 
+/** RunPodSandbox's steps (sandbox/run.ts). */
+export interface PodRunner {
+  run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord>;
+}
+
 export interface PodLifecycleOptions {
+  runner: PodRunner;
   sandboxes: PodSandboxes;
   containers: PodContainers;
   events: PodEvents;
@@ -77,38 +82,38 @@ export interface PodLifecycleOptions {
 export class PodLifecycle {
   private readonly locks = new KeyedMutex();
 
-  constructor(private readonly o: PodLifecycleOptions) {}
+  constructor(private readonly options: PodLifecycleOptions) {}
 
   /** Creates and starts a pod; CREATED and STARTED go out once it runs. */
   async run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
-    const record = await this.o.sandboxes.run(config, runtimeHandler);
-    this.o.events.pod('created', record.id);
-    this.o.events.pod('started', record.id);
+    const record = await this.options.runner.run(config, runtimeHandler);
+    this.options.events.pod('created', record.id);
+    this.options.events.pod('started', record.id);
     return record;
   }
 
   /** Stops the pod's containers, then the pod. Unknown or stopped: nothing to do. */
   async stop(idOrPrefix: string): Promise<void> {
-    const found = this.o.sandboxes.find(idOrPrefix);
+    const found = this.options.sandboxes.find(idOrPrefix);
     if (!found) return;
     await this.locks.run(found.id, () => this.stopLocked(found.id));
   }
 
   /** Stops the pod if needed, removes its containers, then the pod. Unknown: nothing to do. */
   async remove(idOrPrefix: string): Promise<void> {
-    const found = this.o.sandboxes.find(idOrPrefix);
+    const found = this.options.sandboxes.find(idOrPrefix);
     if (!found) return;
     const id = found.id;
     await this.locks.run(id, async () => {
-      if (!this.o.sandboxes.find(id)) return;
+      if (!this.options.sandboxes.find(id)) return;
       await this.stopLocked(id);
       try {
-        await this.o.containers.removeAll(id);
+        await this.options.containers.removeAll(id);
       } catch (err) {
         throw wrap(err, `failed to remove containers of sandbox "${id}"`);
       }
-      await this.o.sandboxes.remove(id);
-      this.o.events.pod('deleted', id);
+      await this.options.sandboxes.remove(id);
+      this.options.events.pod('deleted', id);
     });
   }
 
@@ -117,10 +122,10 @@ export class PodLifecycle {
    * and a StopPodSandbox or RemovePodSandbox after it finds the container.
    */
   async createContainer(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
-    const id = this.o.sandboxes.find(podSandboxId)?.id;
+    const id = this.options.sandboxes.find(podSandboxId)?.id;
     // An unknown pod: nothing to hold; the container service says NotFound.
-    if (!id) return this.o.containers.create(podSandboxId, config, requestPodConfig);
-    return this.locks.run(id, () => this.o.containers.create(id, config, requestPodConfig));
+    if (!id) return this.options.containers.create(podSandboxId, config, requestPodConfig);
+    return this.locks.run(id, () => this.options.containers.create(id, config, requestPodConfig));
   }
 
   /**
@@ -128,15 +133,15 @@ export class PodLifecycle {
    * StopPodSandbox either stops the started container or comes first and keeps it from starting.
    */
   async startContainer(idOrPrefix: string): Promise<void> {
-    const container = this.o.containers.find(idOrPrefix);
+    const container = this.options.containers.find(idOrPrefix);
     // An unknown container: the container service says NotFound.
-    if (!container) return this.o.containers.start(idOrPrefix);
+    if (!container) return this.options.containers.start(idOrPrefix);
     const podId = container.sandboxId;
     await this.locks.run(podId, async () => {
-      if (this.o.sandboxes.find(podId)?.state !== 'ready') {
+      if (this.options.sandboxes.find(podId)?.state !== 'ready') {
         throw failedPrecondition(`failed to start container "${container.id}": sandbox "${podId}" is not ready: containers can only be started in a ready sandbox`);
       }
-      await this.o.containers.start(container.id);
+      await this.options.containers.start(container.id);
     });
   }
 
@@ -145,8 +150,8 @@ export class PodLifecycle {
    * FailedPrecondition for one that is not ready.
    */
   async updateResources(idOrPrefix: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord> {
-    const { id } = this.o.sandboxes.get(idOrPrefix);
-    return this.locks.run(id, () => this.o.sandboxes.updateResources(id, overhead, resources));
+    const { id } = this.options.sandboxes.get(idOrPrefix);
+    return this.locks.run(id, () => this.options.sandboxes.updateResources(id, overhead, resources));
   }
 
   /**
@@ -156,18 +161,18 @@ export class PodLifecycle {
    * NotFound for an unknown pod.
    */
   async status(idOrPrefix: string): Promise<{ record: SandboxRecord; pause?: PauseState }> {
-    const record = this.o.sandboxes.get(idOrPrefix);
+    const record = this.options.sandboxes.get(idOrPrefix);
     if (record.state !== 'ready') return { record };
-    const pause = await this.o.sandboxes.pauseState(record);
+    const pause = await this.options.sandboxes.pauseState(record);
     if (pause === 'running') return { record, pause };
     await this.locks.run(record.id, () => this.notePauseExit(record.id));
-    return { record: this.o.sandboxes.find(record.id) ?? record, pause };
+    return { record: this.options.sandboxes.find(record.id) ?? record, pause };
   }
 
   /** One exit file from conmon's exit dir: a pause container's goes to the pod, others to their container. */
   async routeExit(exit: ExitRecord): Promise<void> {
-    if (this.o.sandboxes.find(exit.id)?.id !== exit.id) {
-      await this.o.containers.handleExit(exit);
+    if (this.options.sandboxes.find(exit.id)?.id !== exit.id) {
+      await this.options.containers.handleExit(exit);
       return;
     }
     await this.locks.run(exit.id, () => this.notePauseExit(exit.id, exit));
@@ -179,25 +184,25 @@ export class PodLifecycle {
    * each pod is reconciled under its lock; no events go out (the pods stopped before this start).
    */
   async recover(): Promise<void> {
-    for (const id of await this.o.sandboxes.load()) {
-      await this.locks.run(id, () => this.o.sandboxes.notePauseExit(id));
+    for (const id of await this.options.sandboxes.load()) {
+      await this.locks.run(id, () => this.options.sandboxes.notePauseExit(id));
     }
-    await this.o.sandboxes.collectGarbage();
+    await this.options.sandboxes.collectGarbage();
   }
 
   private async notePauseExit(id: string, exit?: ExitRecord): Promise<void> {
-    if (await this.o.sandboxes.notePauseExit(id, exit)) this.o.events.pod('stopped', id);
+    if (await this.options.sandboxes.notePauseExit(id, exit)) this.options.events.pod('stopped', id);
   }
 
   private async stopLocked(id: string): Promise<void> {
-    const before = this.o.sandboxes.find(id);
+    const before = this.options.sandboxes.find(id);
     if (!before) return;
     try {
-      await this.o.containers.stopAll(id, 0);
+      await this.options.containers.stopAll(id, 0);
     } catch (err) {
       throw wrap(err, `failed to stop containers of sandbox "${id}"`);
     }
-    await this.o.sandboxes.stop(id);
-    if (before.state === 'ready') this.o.events.pod('stopped', id);
+    await this.options.sandboxes.stop(id);
+    if (before.state === 'ready') this.options.events.pod('stopped', id);
   }
 }

@@ -6,7 +6,7 @@
 import { access, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { failedPrecondition, internal } from '../common/errors.js';
-import type { LinuxResources } from '../oci/types.js';
+import type { LinuxResources } from '../oci/index.js';
 import { dirIn, type CgroupLayout } from '../platform/cgroups.js';
 
 /** One write: the controller's directory key (`cpu`, `memory`…, `unified` on v2), file and value. */

@@ -9,6 +9,7 @@ import type { SandboxHost } from './host.js';
 import type { PauseRuntime } from './pause.js';
 import type { PodDefaults } from './pod-config.js';
 import type { SandboxStore } from './store.js';
+import type { CgroupParentUsers } from './cgroup-parents.js';
 
 /** The network operations a pod needs (PodNetworkManager; faked in unit tests). */
 export type PodNetwork = Pick<
@@ -29,5 +30,7 @@ export interface SandboxServiceOptions {
   /** Absolute path of the pause root filesystem. */
   pauseRootfs: string;
   defaults: PodDefaults;
+  /** Who is under the cgroup parent levels pods made (one for the runner and the service): a level goes with the last of them. */
+  parentUsers: CgroupParentUsers;
   log: Logger;
 }

@@ -12,7 +12,7 @@ import { commandFailure, runCommand } from '../platform/processes.js';
 import { mountPodShm, removePodFiles, unmountPodShm, writePodFiles, type PodFiles } from './pod-files.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { writeCgroupLimits, type CgroupWrite } from './cgroup-limits.js';
-import type { LinuxResources } from '../oci/types.js';
+import type { LinuxResources } from '../oci/index.js';
 
 export interface SandboxHost {
   writePodFiles(files: PodFiles, hostname: string, dns: DNSConfig | undefined): Promise<void>;

@@ -9,8 +9,7 @@ import { NamespaceMode, Protocol, type PodSandboxConfig, type PortMapping as Cri
 import { invalidArgument } from '../common/errors.js';
 import type { PortMapping } from '../network/cni-args.js';
 import { cgroupsPathFor, pauseSysctls, type CgroupDriverName } from '../oci/index.js';
-import { pauseUser } from '../oci/pause-spec.js';
-import { podNamespaceModes, type PodNamespaceModes } from '../oci/namespaces.js';
+import { pauseUser, podNamespaceModes, type PodNamespaceModes } from '../oci/index.js';
 import { sandboxName } from './model.js';
 
 /** What a valid config yields. */

@@ -11,33 +11,33 @@ import { podFilePaths } from './pod-files.js';
 import type { SandboxServiceOptions } from './deps.js';
 
 /** Removes every pod leftover whose sandbox ID is not in `known`. */
-export async function collectGarbage(o: SandboxServiceOptions, known: ReadonlySet<string>): Promise<void> {
-  const stateRoot = dirname(o.sandboxStateDir('x'));
+export async function collectGarbage(options: SandboxServiceOptions, known: ReadonlySet<string>): Promise<void> {
+  const stateRoot = dirname(options.sandboxStateDir('x'));
   for (const id of await readdir(stateRoot).catch(() => [] as string[])) {
-    if (!known.has(id)) await removeOrphan(o, id, join(stateRoot, id));
+    if (!known.has(id)) await removeOrphan(options, id, join(stateRoot, id));
   }
-  for (const path of await o.network.listNetns().catch(() => [] as string[])) {
+  for (const path of await options.network.listNetns().catch(() => [] as string[])) {
     const id = basename(path);
     if (known.has(id)) continue;
-    await step(o.log, id, 'orphan network', async () => {
-      await o.network.teardown({ sandboxId: id, netnsPath: path });
-      await o.network.removeNetns(path);
+    await step(options.log, id, 'orphan network', async () => {
+      await options.network.teardown({ sandboxId: id, netnsPath: path });
+      await options.network.removeNetns(path);
     });
   }
-  for (const id of await o.network.attachedSandboxes().catch(() => [] as string[])) {
-    if (!known.has(id)) await step(o.log, id, 'orphan CNI attachment', () => o.network.teardown({ sandboxId: id, netnsPath: '' }));
+  for (const id of await options.network.attachedSandboxes().catch(() => [] as string[])) {
+    if (!known.has(id)) await step(options.log, id, 'orphan CNI attachment', () => options.network.teardown({ sandboxId: id, netnsPath: '' }));
   }
 }
 
-async function removeOrphan(o: SandboxServiceOptions, id: string, dir: string): Promise<void> {
-  o.log.warn('removing what an interrupted RunPodSandbox left', { id });
+async function removeOrphan(options: SandboxServiceOptions, id: string, dir: string): Promise<void> {
+  options.log.warn('removing what an interrupted RunPodSandbox left', { id });
   // The record that named the handler is what is missing: try each one (unknown IDs are no error).
-  for (const handler of o.runtimes.names()) {
-    await step(o.log, id, `orphan pause container (${handler})`, async () => void (await o.pause.destroy(id, handler)));
+  for (const handler of options.runtimes.names()) {
+    await step(options.log, id, `orphan pause container (${handler})`, async () => void (await options.pause.destroy(id, handler)));
   }
-  await step(o.log, id, 'orphan pause files', () => o.pause.forget(id));
-  await step(o.log, id, 'orphan pod files', () => o.host.removePodFiles(podFilePaths(dir, false)));
-  await step(o.log, id, 'orphan state dir', () => rm(dir, { recursive: true, force: true }));
+  await step(options.log, id, 'orphan pause files', () => options.pause.forget(id));
+  await step(options.log, id, 'orphan pod files', () => options.host.removePodFiles(podFilePaths(dir, false)));
+  await step(options.log, id, 'orphan state dir', () => rm(dir, { recursive: true, force: true }));
 }
 
 async function step(log: Logger, id: string, what: string, body: () => Promise<void>): Promise<void> {

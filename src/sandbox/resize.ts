@@ -36,21 +36,21 @@ export function cgroupOfParent(parent: string, driver: CgroupDriverName): string
  */
 export function podLimits(resources: LinuxContainerResources | undefined, overhead: LinuxContainerResources | undefined): LinuxContainerResources {
   const r = resources ?? LinuxContainerResources.fromPartial({});
-  const o = overhead ?? LinuxContainerResources.fromPartial({});
+  const podOverhead = overhead ?? LinuxContainerResources.fromPartial({});
   const plus = (a: bigint, b: bigint) => (a > 0n ? a + (b > 0n ? b : 0n) : a);
   const hugepages = r.hugepageLimits.map((h) => ({
     pageSize: h.pageSize,
-    limit: h.limit + (o.hugepageLimits.find((x) => x.pageSize === h.pageSize)?.limit ?? 0n),
+    limit: h.limit + (podOverhead.hugepageLimits.find((x) => x.pageSize === h.pageSize)?.limit ?? 0n),
   }));
   return LinuxContainerResources.fromPartial({
-    cpuPeriod: r.cpuPeriod || o.cpuPeriod,
-    cpuQuota: plus(r.cpuQuota, o.cpuQuota),
-    cpuShares: r.cpuShares > 0n ? r.cpuShares + o.cpuShares : 0n,
-    memoryLimitInBytes: plus(r.memoryLimitInBytes, o.memoryLimitInBytes),
-    memorySwapLimitInBytes: plus(r.memorySwapLimitInBytes, o.memorySwapLimitInBytes),
+    cpuPeriod: r.cpuPeriod || podOverhead.cpuPeriod,
+    cpuQuota: plus(r.cpuQuota, podOverhead.cpuQuota),
+    cpuShares: r.cpuShares > 0n ? r.cpuShares + podOverhead.cpuShares : 0n,
+    memoryLimitInBytes: plus(r.memoryLimitInBytes, podOverhead.memoryLimitInBytes),
+    memorySwapLimitInBytes: plus(r.memorySwapLimitInBytes, podOverhead.memorySwapLimitInBytes),
     cpusetCpus: r.cpusetCpus,
     cpusetMems: r.cpusetMems,
     hugepageLimits: hugepages,
-    unified: { ...o.unified, ...r.unified },
+    unified: { ...podOverhead.unified, ...r.unified },
   });
 }

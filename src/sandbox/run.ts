@@ -30,51 +30,51 @@ import { PAUSE_IMAGE_NAME, pauseRefs, type PauseProcess } from './pause.js';
 import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './deps.js';
-import type { CgroupParentUsers } from './cgroup-parents.js';
 import { StepTimer } from '../observability/steps.js';
 import { metrics } from '../observability/hooks.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */
 const NETNS_PENDING = '/proc/self/ns/net';
 
-/** Creates and starts a pod sandbox; on failure nothing it made is left. */
-export async function runSandbox(
-  o: SandboxServiceOptions,
-  config: PodSandboxConfig,
-  runtimeHandler: string,
-  parentUsers: CgroupParentUsers,
-): Promise<SandboxRecord> {
-  o.runtimes.get(runtimeHandler);
-  const plan = planPod(config, o.defaults);
-  const { seccompProfiles } = await preparePauseHost(config);
-  const id = newId();
-  const stateDir = o.sandboxStateDir(id);
-  const files = podFilePaths(stateDir, plan.modes.hostIpc);
-  // The whole spec is built (and so validated) before anything exists; the netns path comes later.
-  const spec = buildPauseSpec({
-    sandboxId: id,
-    config,
-    rootPath: o.pauseRootfs,
-    hostname: plan.hostname,
-    // Absent, the pause container gets a new netns of its own (pods with a user namespace).
-    netnsPath: plan.modes.hostNetwork || ownsNetns(plan) ? undefined : NETNS_PENDING,
-    shmPath: files.shmPath,
-    cgroupParent: plan.cgroupParent,
-    imageName: PAUSE_IMAGE_NAME,
-    seccompProfiles,
-    settings: o.specSettings,
-  });
-  const log = o.log.child({ sandbox: shortId(id), pod: plan.name });
-  const timer = new StepTimer();
-  // Until the record is stored, this run keeps the levels above its cgroup from being removed.
-  const release = parentUsers.claim(plan.cgroupParent);
-  const record = await withCleanup(log, (cleanup) =>
-    new PodRun(o, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer, parentUsers).run(),
-  ).finally(release);
-  const ms = timer.total();
-  metrics().podSandboxStarted(ms / 1000, timer.steps);
-  log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms, steps: timer.steps });
-  return record;
+/** RunPodSandbox, which the pod coordinator calls (no lock: the pod has no ID before it). */
+export class SandboxRunner {
+  constructor(private readonly options: SandboxServiceOptions) {}
+
+  /** Creates and starts a pod sandbox; on failure nothing it made is left. */
+  async run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
+    const { options } = this;
+    options.runtimes.get(runtimeHandler);
+    const plan = planPod(config, options.defaults);
+    const { seccompProfiles } = await preparePauseHost(config);
+    const id = newId();
+    const stateDir = options.sandboxStateDir(id);
+    const files = podFilePaths(stateDir, plan.modes.hostIpc);
+    // The whole spec is built (and so validated) before anything exists; the netns path comes later.
+    const spec = buildPauseSpec({
+      sandboxId: id,
+      config,
+      rootPath: options.pauseRootfs,
+      hostname: plan.hostname,
+      // Absent, the pause container gets a new netns of its own (pods with a user namespace).
+      netnsPath: plan.modes.hostNetwork || ownsNetns(plan) ? undefined : NETNS_PENDING,
+      shmPath: files.shmPath,
+      cgroupParent: plan.cgroupParent,
+      imageName: PAUSE_IMAGE_NAME,
+      seccompProfiles,
+      settings: options.specSettings,
+    });
+    const log = options.log.child({ sandbox: shortId(id), pod: plan.name });
+    const timer = new StepTimer();
+    // Until the record is stored, this run keeps the levels above its cgroup from being removed.
+    const release = options.parentUsers.claim(plan.cgroupParent);
+    const record = await withCleanup(log, (cleanup) =>
+      new PodRun(options, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer).run(),
+    ).finally(release);
+    const ms = timer.total();
+    metrics().podSandboxStarted(ms / 1000, timer.steps);
+    log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms, steps: timer.steps });
+    return record;
+  }
 }
 
 /** What a run is about, fixed before it starts. */
@@ -93,26 +93,25 @@ class PodRun {
   private readonly id: string;
 
   constructor(
-    private readonly o: SandboxServiceOptions,
+    private readonly options: SandboxServiceOptions,
     private readonly input: PodRunInput,
     private readonly cleanup: CleanupStack,
     private readonly timer: StepTimer,
-    private readonly parentUsers: CgroupParentUsers,
   ) {
     this.id = input.id;
   }
 
   async run(): Promise<SandboxRecord> {
     const { id, plan, spec, stateDir, files, config, runtimeHandler } = this.input;
-    const { store } = this.o;
+    const { store } = this.options;
     store.names.reserve(plan.name, id, 'sandbox');
     this.cleanup.push('release sandbox name', () => store.names.release(plan.name, id));
     await makePodDir(stateDir, plan.modes.userns ? podRootGid(usernsOf(plan)) : undefined);
     this.cleanup.push('remove sandbox state dir', () => rm(stateDir, { recursive: true, force: true }));
     await this.createLogDirectory();
     if (plan.modes.userns)
-      await this.o.host.assertSearchableByOthers(
-        join(this.o.pauseRootfs, 'bin'),
+      await this.options.host.assertSearchableByOthers(
+        join(this.options.pauseRootfs, 'bin'),
         `sandbox "${id}" has its own user namespace, whose root cannot reach the pause root filesystem`,
       );
 
@@ -215,7 +214,7 @@ class PodRun {
 
   private async writeNetnsSysctls(netnsPath: string, sysctls: Record<string, string>): Promise<void> {
     try {
-      await this.o.host.writeNetnsSysctls(netnsPath, sysctls);
+      await this.options.host.writeNetnsSysctls(netnsPath, sysctls);
     } catch (err) {
       throw wrap(err, `failed to set the network sysctls of sandbox "${this.id}"`);
     }
@@ -237,11 +236,11 @@ class PodRun {
     if (this.input.plan.modes.hostNetwork) return '';
     let path: string;
     try {
-      path = await this.o.network.createNetns(this.id);
+      path = await this.options.network.createNetns(this.id);
     } catch (err) {
       throw wrap(err, `failed to create network namespace for sandbox "${this.id}"`);
     }
-    this.cleanup.push('remove network namespace', () => this.o.network.removeNetns(path));
+    this.cleanup.push('remove network namespace', () => this.options.network.removeNetns(path));
     return path;
   }
 
@@ -249,19 +248,19 @@ class PodRun {
   private async pinNetns(pausePid: number): Promise<string> {
     let path: string;
     try {
-      path = await this.o.network.pinNetns(this.id, `/proc/${pausePid}/ns/net`);
+      path = await this.options.network.pinNetns(this.id, `/proc/${pausePid}/ns/net`);
     } catch (err) {
       throw wrap(err, `failed to pin the network namespace of sandbox "${this.id}"`);
     }
-    this.cleanup.push('remove network namespace', () => this.o.network.removeNetns(path));
+    this.cleanup.push('remove network namespace', () => this.options.network.removeNetns(path));
     return path;
   }
 
   private async setupPodFiles(): Promise<void> {
     const { files, plan, config } = this.input;
-    this.cleanup.push('remove pod files', () => this.o.host.removePodFiles(files));
+    this.cleanup.push('remove pod files', () => this.options.host.removePodFiles(files));
     try {
-      await settleAll([this.o.host.writePodFiles(files, plan.hostname, config.dnsConfig), this.o.host.mountShm(files)]);
+      await settleAll([this.options.host.writePodFiles(files, plan.hostname, config.dnsConfig), this.options.host.mountShm(files)]);
     } catch (err) {
       throw wrap(err, `failed to setup sandbox files for sandbox "${this.id}"`);
     }
@@ -269,13 +268,13 @@ class PodRun {
 
   /** Registers the removal of the pause cgroup and of parent levels this pod brings into being. */
   private async prepareCgroups(): Promise<string[]> {
-    const missing = await this.o.host.missingCgroupLevels(this.input.plan.cgroupParent);
+    const missing = await this.options.host.missingCgroupLevels(this.input.plan.cgroupParent);
     this.cleanup.push('remove cgroup parents', async () => {
       const parent = this.input.plan.cgroupParent;
-      for (const level of this.parentUsers.removable(parent, missing, { claimedParent: parent })) await this.o.host.removeEmptyCgroup(level);
+      for (const level of this.options.parentUsers.removable(parent, missing, { claimedParent: parent })) await this.options.host.removeEmptyCgroup(level);
     });
     const cgroupsPath = this.input.spec.linux?.cgroupsPath;
-    if (cgroupsPath) this.cleanup.push('remove pause cgroup', () => this.o.host.removeCgroup(cgroupsPath));
+    if (cgroupsPath) this.cleanup.push('remove pause cgroup', () => this.options.host.removeCgroup(cgroupsPath));
     return missing;
   }
 
@@ -285,7 +284,7 @@ class PodRun {
     if (plan.modes.hostNetwork) return [];
     const meta = config.metadata!;
     // The manager undoes a failed ADD itself; a later failure needs the DEL registered here.
-    const result = await this.o.network.setup({
+    const result = await this.options.network.setup({
       sandboxId: this.id,
       netnsPath,
       podName: meta.name,
@@ -296,7 +295,7 @@ class PodRun {
       dnsConfig: config.dnsConfig,
       cgroupParent: plan.cgroupParent,
     });
-    this.cleanup.push('tear down pod network', () => this.o.network.teardown({ sandboxId: this.id, netnsPath }));
+    this.cleanup.push('tear down pod network', () => this.options.network.teardown({ sandboxId: this.id, netnsPath }));
     return result.ips;
   }
 
@@ -309,14 +308,14 @@ class PodRun {
     const { runtimeHandler: handler, spec } = this.input;
     let proc: PauseProcess;
     try {
-      proc = await this.timer.time('pauseCreate', () => this.o.pause.create(id, handler, this.bundleDir, spec, ready));
+      proc = await this.timer.time('pauseCreate', () => this.options.pause.create(id, handler, this.bundleDir, spec, ready));
     } catch (err) {
       if (ready && (await ready.then(() => false, () => true))) throw err;
       throw wrap(err, `failed to create pause container for sandbox "${id}"`);
     }
     this.cleanup.push('destroy pause container', async () => {
-      await this.o.pause.destroy(id, handler, pauseRefs(proc.pid, proc.pidStartTime, proc.conmonPid, proc.conmonStartTime));
-      await this.o.pause.forget(id);
+      await this.options.pause.destroy(id, handler, pauseRefs(proc.pid, proc.pidStartTime, proc.conmonPid, proc.conmonStartTime));
+      await this.options.pause.forget(id);
     });
     return proc;
   }
@@ -324,7 +323,7 @@ class PodRun {
   private async startPause(): Promise<void> {
     const { id } = this;
     try {
-      await this.timer.time('pauseStart', () => this.o.pause.start(id, this.input.runtimeHandler));
+      await this.timer.time('pauseStart', () => this.options.pause.start(id, this.input.runtimeHandler));
     } catch (err) {
       throw wrap(err, `failed to start pause container for sandbox "${id}"`);
     }

@@ -1,6 +1,6 @@
 /**
- * The pod sandbox service: RunPodSandbox (run.ts), StopPodSandbox and RemovePodSandbox over the
- * network, the pod files and the pause container; the lookups the container module and the query RPCs
+ * The pod sandbox service: StopPodSandbox and RemovePodSandbox over the network, the pod files and the
+ * pause container (RunPodSandbox is run.ts's SandboxRunner); the lookups the container module and the query RPCs
  * use; the step that marks a pod NOTREADY when its pause process dies; and the recovery that rebuilds
  * everything from disk before the API answers (recover.ts removes what interrupted runs left).
  *
@@ -21,22 +21,17 @@ import type { SandboxServiceOptions } from './deps.js';
 import { podConfigOf, type PauseState, type SandboxRecord } from './model.js';
 import { pauseRefs } from './pause.js';
 import { collectGarbage } from './recover.js';
-import { runSandbox } from './run.js';
 import { StepTimer } from '../observability/steps.js';
 import { podCgroupPath, podLimits } from './resize.js';
 import type { SandboxStore } from './store.js';
-import { CgroupParentUsers } from './cgroup-parents.js';
 
 export class SandboxService {
   private readonly store: SandboxStore;
   private readonly log: Logger;
-  /** Who is under the cgroup parent levels pods made: a level goes with the last of them. */
-  private readonly parentUsers: CgroupParentUsers;
 
-  constructor(private readonly o: SandboxServiceOptions) {
-    this.store = o.store;
-    this.log = o.log;
-    this.parentUsers = new CgroupParentUsers(() => this.store.list());
+  constructor(private readonly options: SandboxServiceOptions) {
+    this.store = options.store;
+    this.log = options.log;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -58,26 +53,18 @@ export class SandboxService {
 
   /** The recorded CNI result of a pod (undefined for host network or once torn down). */
   networkStatus(id: string): Promise<PodNetworkResult | undefined> {
-    return this.o.network.status(id);
+    return this.options.network.status(id);
   }
 
   /** The pause process: running, exited (runtime container still there) or deleted. */
   async pauseState(record: SandboxRecord): Promise<PauseState> {
     if (record.pausePid === 0) return 'deleted';
-    return (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime)) ? 'running' : 'stopped';
+    return (await this.options.pause.isAlive(record.pausePid, record.pauseStartTime)) ? 'running' : 'stopped';
   }
 
   /** The pause container's OCI spec as written to its bundle, if it is still there. */
   async pauseSpec(record: SandboxRecord): Promise<unknown> {
     return readBundleSpec(record.bundleDir);
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // RunPodSandbox
-
-  /** Creates and starts a pod sandbox; on failure nothing it made is left. */
-  run(config: PodSandboxConfig, runtimeHandler: string): Promise<SandboxRecord> {
-    return runSandbox(this.o, config, runtimeHandler, this.parentUsers);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -91,14 +78,14 @@ export class SandboxService {
   async updateResources(id: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord> {
     const record = this.get(id);
     if (record.state !== 'ready') throw failedPrecondition(`sandbox "${id}" is NOTREADY: only a ready pod can be resized`);
-    const cgroup = podCgroupPath(record, this.o.defaults);
+    const cgroup = podCgroupPath(record, this.options.defaults);
     const config = podConfigOf(record);
     const linux = config.linux ?? LinuxPodSandboxConfig.fromPartial({});
     const nextOverhead = overhead ?? linux.overhead;
     const nextResources = resources ?? linux.resources;
-    const limits = linuxResources(podLimits(nextResources, nextOverhead), this.o.specSettings.cgroups);
+    const limits = linuxResources(podLimits(nextResources, nextOverhead), this.options.specSettings.cgroups);
     try {
-      await this.o.host.writeCgroupLimits(cgroup, limits);
+      await this.options.host.writeCgroupLimits(cgroup, limits);
     } catch (err) {
       throw wrap(err, `failed to update resources of sandbox "${id}"`);
     }
@@ -126,7 +113,7 @@ export class SandboxService {
     const [pause, network, shm] = await Promise.allSettled([
       timer.time('pause', () => this.stopPause(record)),
       timer.time('network', () => this.stopNetwork(record)),
-      timer.time('shm', () => this.o.host.unmountShm(record.files)),
+      timer.time('shm', () => this.options.host.unmountShm(record.files)),
     ]);
     await this.store.update(id, (r) => {
       if (pause.status === 'fulfilled') {
@@ -150,15 +137,15 @@ export class SandboxService {
   private async stopPause(record: SandboxRecord): Promise<{ code: number; finishedAt: bigint } | undefined> {
     if (record.pausePid === 0) return undefined;
     const refs = pauseRefs(record.pausePid, record.pauseStartTime, record.conmonPid, record.conmonStartTime);
-    const exit = await this.o.pause.destroy(record.id, record.runtimeHandler, refs);
+    const exit = await this.options.pause.destroy(record.id, record.runtimeHandler, refs);
     return exit ? { code: exit.exitCode, finishedAt: exit.finishedAtNs } : { code: 137, finishedAt: nowNs() };
   }
 
   /** CNI DEL, then the pin: some plugins clean up only while the pod interface exists. Idempotent. */
   private async stopNetwork(record: SandboxRecord): Promise<void> {
     if (!record.netnsPath) return;
-    await this.o.network.teardown({ sandboxId: record.id, netnsPath: record.netnsPath });
-    await this.o.network.removeNetns(record.netnsPath);
+    await this.options.network.teardown({ sandboxId: record.id, netnsPath: record.netnsPath });
+    await this.options.network.removeNetns(record.netnsPath);
   }
 
   /** Stops the pod if needed, then removes its files, dirs, cgroups and record (its containers are gone already). */
@@ -167,12 +154,12 @@ export class SandboxService {
     if (!record) return;
     await this.stop(record.id);
     try {
-      await this.o.pause.forget(record.id);
-      await this.o.host.removePodFiles(record.files);
+      await this.options.pause.forget(record.id);
+      await this.options.host.removePodFiles(record.files);
       await rm(record.stateDir, { recursive: true, force: true });
-      await this.o.host.removeCgroup(record.cgroupsPath);
-      for (const level of this.parentUsers.removable(record.cgroupParent, record.createdCgroupParents, { id: record.id })) {
-        await this.o.host.removeEmptyCgroup(level);
+      await this.options.host.removeCgroup(record.cgroupsPath);
+      for (const level of this.options.parentUsers.removable(record.cgroupParent, record.createdCgroupParents, { id: record.id })) {
+        await this.options.host.removeEmptyCgroup(level);
       }
     } catch (err) {
       throw wrap(err, `failed to remove sandbox "${record.id}"`);
@@ -193,8 +180,8 @@ export class SandboxService {
   async notePauseExit(id: string, exit?: ExitRecord): Promise<boolean> {
     const record = this.store.get(id);
     if (record?.state !== 'ready') return false;
-    if (record.pausePid && (await this.o.pause.isAlive(record.pausePid, record.pauseStartTime))) return false;
-    const ended = exit ?? (await this.o.pause.readExit(id));
+    if (record.pausePid && (await this.options.pause.isAlive(record.pausePid, record.pauseStartTime))) return false;
+    const ended = exit ?? (await this.options.pause.readExit(id));
     await this.store.update(id, (r) => {
       r.state = 'notready';
       r.exit = ended ? { code: ended.exitCode, finishedAt: ended.finishedAtNs } : { code: 255, finishedAt: nowNs() };
@@ -214,15 +201,10 @@ export class SandboxService {
    * netns and IPs stay.
    */
   async collectGarbage(): Promise<void> {
-    await collectGarbage(this.o, new Set([...this.store.list().map((r) => r.id), ...this.store.quarantinedIds()]));
+    await collectGarbage(this.options, new Set([...this.store.list().map((r) => r.id), ...this.store.quarantinedIds()]));
     this.log.info('sandboxes recovered', {
       total: this.store.list().length,
       ready: this.store.list().filter((r) => r.state === 'ready').length,
     });
-  }
-
-  /** The parsed CRI config of a record. */
-  configOf(record: SandboxRecord): PodSandboxConfig {
-    return podConfigOf(record);
   }
 }

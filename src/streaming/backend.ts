@@ -35,7 +35,7 @@
 import type { Duplex, Readable, Writable } from 'node:stream';
 
 /**
- * Which standard streams an exec or attach session carries, and whether on a terminal. `cri/streaming.ts`
+ * Which standard streams an exec or attach session carries, and whether on a terminal. `cri/exec.ts` and `cri/attach.ts`
  * fills these in from the CRI request (after checking it) when it hands out the URL.
  */
 export interface StreamSelection {

@@ -1,5 +1,5 @@
 /**
- * The streaming server behind CRI Exec, Attach and PortForward. The RPCs (cri/streaming.ts) validate
+ * The streaming server behind CRI Exec, Attach and PortForward. The RPCs (cri/exec.ts, attach.ts, port-forward.ts) validate
  * the request and hand its parameters here; the server checks that the container or pod exists, stores
  * the parameters under a single-use token and returns `http://<address>:<port>/{exec,attach,portforward}/<token>`.
  * The client then connects there with a SPDY/3.1 upgrade (crictl, critest, the kubelet) or a WebSocket
@@ -10,7 +10,7 @@
  *
  *   const streaming = new StreamingServer({ ...streamingOptionsFromConfig(config.streaming), backend, lookup, log });
  *   await streaming.start();
- *   runtimeHandlers.exec = (r) => exec(streaming, r);   // cri/streaming.ts; likewise attach, portForward
+ *   exec: (r) => exec(streaming, r),   // cri/rpc-table.ts; likewise attach, portForward
  *   …
  *   await streaming.stop();
  */

@@ -30,8 +30,7 @@ export function serveSpdyCommand(transport: Duplex, command: CommandSession, opt
   const expected = Object.values(wanted).filter(Boolean).length;
   const streams: Partial<Record<StreamType, SpdyStream>> = {};
   let received = 0;
-  let allReceived: () => void = () => {};
-  const ready = new Promise<void>((resolve) => (allReceived = resolve));
+  const { promise: ready, resolve: allReceived } = Promise.withResolvers<void>();
 
   const onStream = (stream: SpdyStream) => {
     const type = stream.header('streamtype') as StreamType;

@@ -4,7 +4,8 @@
  * `import` and `import type`, re-exports, `import()` and `typeof import()`, all of which count.
  *
  * A module is a directory under src/ (`cri`, `sandbox`, …); src/daemon.ts and src/main.ts are the
- * modules `daemon` and `main`.
+ * modules `daemon` and `main`. The layers are read from the diagram of docs/architecture.md, so the
+ * page and the check cannot drift apart.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve } from 'node:path';
@@ -19,7 +20,7 @@ export interface Import {
 
 /** Who may import a module, and why (the message of a violation). */
 interface Rule {
-  why: string;
+  why: string | ((i: Import) => string);
   broken(i: Import): boolean;
 }
 
@@ -38,7 +39,7 @@ const RULES: Rule[] = [
   onlyFrom('daemon', ['main'], 'daemon.ts is the composition root; only main.ts starts it'),
   onlyFrom('cri', ['daemon', 'main'], 'nothing below cri/ imports cri/'),
   onlyFrom('api', ['daemon', 'main', 'cri', 'cli'], 'nothing below cri/ imports api/'),
-  onlyFrom('streaming', ['daemon', 'cri'], 'streaming/ sits below cri/ (cri/streaming.ts hands it its parameters): the domain does not import it'),
+  onlyFrom('streaming', ['daemon', 'cri'], 'streaming/ sits below cri/ (cri/exec.ts, attach.ts and port-forward.ts hand it their parameters): the domain does not import it'),
   onlyFrom('pod', ['daemon', 'cri'], 'pod/ coordinates the domain services; they do not import it'),
   {
     why: "sandbox/ does not import container/ (what spans both is pod/'s)",
@@ -49,6 +50,68 @@ const RULES: Rule[] = [
     broken: (i) => moduleOf(i.from) === 'container' && moduleOf(i.to) === 'sandbox' && !['sandbox/model.ts', 'sandbox/resize.ts'].includes(i.to),
   },
 ];
+
+/**
+ * The layers of docs/architecture.md, top first: each row of the diagram under "## Layers" that starts
+ * at the first column, as the module names (`cri/`, `daemon.ts`) it starts with.
+ */
+export function layersOf(markdown: string): string[][] {
+  const section = markdown.slice(markdown.indexOf('\n## Layers\n'));
+  const open = section.indexOf('\n```\n');
+  const close = section.indexOf('\n```', open + 4);
+  if (!section.startsWith('\n## Layers') || open < 0 || close < 0) throw new Error('no diagram under "## Layers"');
+  const rows: string[][] = [];
+  for (const line of section.slice(open + 5, close).split('\n')) {
+    if (!/^ [a-z]/.test(line)) continue;
+    const row: string[] = [];
+    for (const token of line.trim().split(/\s+/)) {
+      const name = /^([a-z][a-z0-9-]*)(?:\/|\.ts)$/.exec(token)?.[1];
+      if (!name) break;
+      row.push(name);
+    }
+    if (row.length > 0) rows.push(row);
+  }
+  return rows;
+}
+
+/** Imports point down the rows: never into a module of the importer's row or of a row above. */
+function layerRule(layers: readonly string[][]): Rule {
+  const rowOf = new Map(layers.flatMap((row, n) => row.map((m): [string, number] => [m, n])));
+  const name = (m: string) => (m === 'main' || m === 'daemon' ? `${m}.ts` : `${m}/`);
+  return {
+    why: (i) => {
+      const [from, to] = [moduleOf(i.from), moduleOf(i.to)];
+      const where = rowOf.get(from) === rowOf.get(to) ? 'in the same row as' : 'in a row above';
+      return `${name(to)} is ${where} ${name(from)} in the layers of docs/architecture.md (imports point to the rows below)`;
+    },
+    broken: (i) => {
+      const [from, to] = [rowOf.get(moduleOf(i.from)), rowOf.get(moduleOf(i.to))];
+      return moduleOf(i.from) !== moduleOf(i.to) && from !== undefined && to !== undefined && to <= from;
+    },
+  };
+}
+
+/** A module with an index.ts is entered through it alone. */
+function entranceRule(imports: readonly Import[]): Rule {
+  const entered = new Set(imports.flatMap((i) => [i.from, i.to]).filter((f) => /^[^/]+\/index\.ts$/.test(f)).map(moduleOf));
+  return {
+    why: (i) => `${moduleOf(i.to)}/ is entered through ${moduleOf(i.to)}/index.ts alone`,
+    broken: (i) => entered.has(moduleOf(i.to)) && moduleOf(i.from) !== moduleOf(i.to) && i.to !== `${moduleOf(i.to)}/index.ts`,
+  };
+}
+
+/** Modules the diagram does not place, and names in it that are no module; none when they match. */
+export function layoutViolations(layers: readonly string[][], modules: Iterable<string>): string[] {
+  const placed = layers.flat();
+  const known = new Set(modules);
+  const out: string[] = [];
+  for (const m of known) if (!placed.includes(m)) out.push(`module ${m} is in no row of the layers in docs/architecture.md`);
+  for (const m of new Set(placed)) {
+    if (!known.has(m)) out.push(`the layers in docs/architecture.md name ${m}, which is no module of src/`);
+    if (placed.indexOf(m) !== placed.lastIndexOf(m)) out.push(`the layers in docs/architecture.md name ${m} more than once`);
+  }
+  return out;
+}
 
 /** The relative imports of one source file (packages and node: builtins are not src/'s business). */
 export function importsOf(file: string, text: string): Import[] {
@@ -125,15 +188,16 @@ export function cycles(edges: Iterable<[string, string]>): string[][] {
   return found;
 }
 
-/** Every broken rule, one line each; none when the imports follow the rules. */
-export function violations(imports: readonly Import[]): string[] {
+/** Every broken rule, one line each; none when the imports follow the rules and the `layers`. */
+export function violations(imports: readonly Import[], layers: readonly string[][]): string[] {
   const out: string[] = [];
   // A type-only import counts too: it still ties the two files' (and modules') designs.
   const moduleEdges = imports.map((i): [string, string] => [moduleOf(i.from), moduleOf(i.to)]).filter(([a, b]) => a !== b);
   for (const cycle of cycles(moduleEdges)) out.push(`import cycle between modules: ${cycle.join(', ')}`);
   for (const cycle of cycles(imports.map((i): [string, string] => [i.from, i.to]))) out.push(`import cycle between files: ${cycle.join(', ')}`);
+  const rules = [...RULES, layerRule(layers), entranceRule(imports)];
   for (const i of imports) {
-    for (const rule of RULES) if (rule.broken(i)) out.push(`${i.from} imports ${i.to}: ${rule.why}`);
+    for (const rule of rules) if (rule.broken(i)) out.push(`${i.from} imports ${i.to}: ${typeof rule.why === 'string' ? rule.why : rule.why(i)}`);
   }
   return out;
 }
@@ -153,8 +217,11 @@ export function readImports(root: string): Import[] {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
-  const found = violations(readImports(root));
+  const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+  const imports = readImports(join(repo, 'src'));
+  const layers = layersOf(readFileSync(join(repo, 'docs/architecture.md'), 'utf8'));
+  const modules = new Set(imports.flatMap((i) => [moduleOf(i.from), moduleOf(i.to)]));
+  const found = [...layoutViolations(layers, modules), ...violations(imports, layers)];
   for (const line of found) console.error(`import rules: ${line}`);
   if (found.length > 0) {
     console.error('import rules: see docs/architecture.md, "Import rules"');

@@ -89,9 +89,18 @@ describe('security: nothing is destroyed because Stove could not read it (real d
       assert.deepEqual(listed.map((e) => `${e.kind}.${e.id}`).sort(), entries.map((n) => n.split('.').slice(0, 2).join('.')).sort());
       assert.ok(listed.every((e) => e.from === records[e.kind]!.path));
       const check = await runStoveCli(['check', '--config', world.daemon.configPath, '--root', root, '--state', state]);
-      assert.match(check.stdout, /warn\s+quarantine\s+4 unreadable record\(s\)/);
+      assert.match(check.stdout, /fail\s+quarantine\s+4 unreadable record\(s\)/);
+      assert.equal(check.code, 1);
       for (const { id } of Object.values(records)) assert.ok(check.stdout.includes(id), `stove check does not name ${id}`);
-      assert.match(world.daemon.output(), /image garbage collection skipped: 2 image, layer or hold record\(s\) in quarantine/);
+      const condition = status.status!.conditions.find((c) => c.type === 'StoveHasNoRecordsInQuarantine');
+      assert.equal(condition?.status, false);
+      assert.equal(condition.reason, 'RecordsInQuarantine');
+      assert.match(condition.message, /^4 unreadable record\(s\) in quarantine \(/);
+      for (const { id } of Object.values(records)) assert.ok(condition.message.includes(id), `the condition does not name ${id}`);
+      assert.equal(status.status!.conditions.find((c) => c.type === 'RuntimeReady')?.status, true);
+      // Collection goes on around them; only the sweep of content no readable record explains waits.
+      assert.match(world.daemon.output(), /start-up sweep of unreferenced image content skipped.*2 image, layer or hold record\(s\) in quarantine/);
+      assert.doesNotMatch(world.daemon.output(), /image garbage collection skipped/);
     } finally {
       // The operator's repair: records back in place, entries deleted, a restart.
       await world.daemon.stop('SIGKILL');

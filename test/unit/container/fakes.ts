@@ -190,8 +190,8 @@ export interface Harness {
   options: ContainerServiceOptions;
   /** The event publisher the service was given. */
   events: LifecycleEvents;
-  /** A new service over the same dir (a restart). */
-  restart(): ContainerService;
+  /** A new service over the same dir (a restart), with its options. */
+  restart(): { service: ContainerService; options: ContainerServiceOptions };
   cleanup(): Promise<void>;
 }
 
@@ -230,7 +230,10 @@ export async function harness(): Promise<Harness> {
     monitor,
     options,
     events: options.events as LifecycleEvents,
-    restart: () => new ContainerService(make()),
+    restart: () => {
+      const again = make();
+      return { service: new ContainerService(again), options: again };
+    },
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
 }

@@ -5,10 +5,10 @@ import { silentLogger } from '../../../src/common/logger.js';
 import { EventHub } from '../../../src/pod/event-hub.js';
 import { mergeResources } from '../../../src/container/resources.js';
 import { capOutput } from '../../../src/container/service.js';
-import { sumStats } from '../../../src/container/stats.js';
+import { sumStats } from '../../../src/stats/stats.js';
 import { containerName, type ContainerRecord } from '../../../src/container/model.js';
 import { logPathFor } from '../../../src/container/log-file.js';
-import { filterContainers } from '../../../src/cri/container-query.js';
+import { filterContainers } from '../../../src/cri/list-containers.js';
 import { EXEC_SYNC_MAX_OUTPUT } from '../../../src/monitor/exec-sync.js';
 
 /** A sink whose transport accepts `capacity` writes, then refuses until drained. */

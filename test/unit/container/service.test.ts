@@ -4,7 +4,7 @@ import { access, mkdir, readdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig, ContainerEventType, PodSandboxConfig, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { recoverContainers } from '../../../src/container/recover.js';
-import { getContainerEvents } from '../../../src/cri/container-events.js';
+import { getContainerEvents } from '../../../src/cri/get-container-events.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { harness, IMAGE_NAME, type Harness } from './fakes.js';
 
@@ -157,8 +157,8 @@ describe('container service (fakes)', () => {
     h.runtime.states.set(b.id, 'stopped');
 
     // Restart: a stays running (monitor alive, runtime running); b exited with its file.
-    const again = h.restart();
-    await recoverContainers(again);
+    const { service: again, options: againOptions } = h.restart();
+    await recoverContainers(again, againOptions);
     assert.equal(again.get(a.id).state, 'running');
     assert.equal(again.get(b.id).exitCode, 4);
     // The names are reserved again.
@@ -166,8 +166,8 @@ describe('container service (fakes)', () => {
 
     // Restart with every monitor gone: c has no exit file → 255 Unknown, and its process is killed.
     h.monitor.alive = false;
-    const third = h.restart();
-    await recoverContainers(third);
+    const { service: third, options: thirdOptions } = h.restart();
+    await recoverContainers(third, thirdOptions);
     const lost = third.get(c.id);
     assert.equal(lost.exitCode, 255);
     assert.equal(lost.reason, 'Unknown');
@@ -178,7 +178,8 @@ describe('container service (fakes)', () => {
     const kept = await h.service.create(SANDBOX, config());
     h.images.holds.delete(kept.id); // holds are written without fsync
     h.images.holds.add('c'.repeat(64)); // an interrupted create: a hold, no record
-    await recoverContainers(h.restart());
+    const restarted = h.restart();
+    await recoverContainers(restarted.service, restarted.options);
     assert.deepEqual(h.images.holders(), [kept.id]);
     assert.ok(h.images.calls.includes(`hold ${kept.id}`));
     assert.ok(h.images.calls.includes(`remove ${'c'.repeat(64)}`));

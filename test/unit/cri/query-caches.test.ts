@@ -20,9 +20,13 @@ import {
   RuntimeServiceService,
 } from '../../../src/gen/runtime/v1/api.js';
 import { withWireReuse } from '../../../src/api/wire-reuse.js';
-import { containerStatus, listContainers } from '../../../src/cri/container-query.js';
-import { listPodSandbox, podSandboxStatus } from '../../../src/cri/sandbox-query.js';
-import { imageStatus, listImages, type ImageQueries } from '../../../src/cri/image-query.js';
+import { containerStatus } from '../../../src/cri/container-status.js';
+import { listContainers } from '../../../src/cri/list-containers.js';
+import { listPodSandbox } from '../../../src/cri/list-pod-sandbox.js';
+import { podSandboxStatus } from '../../../src/cri/pod-sandbox-status.js';
+import { imageStatus } from '../../../src/cri/image-status.js';
+import { listImages } from '../../../src/cri/list-images.js';
+import type { ImageQueries } from '../../../src/cri/image-convert.js';
 import { PinnedImages } from '../../../src/images/pinned.js';
 import type { ImageRecord } from '../../../src/images/image-store.js';
 import { harness as containerHarness, IMAGE_NAME, type Harness as ContainerHarness } from '../container/fakes.js';
@@ -97,7 +101,7 @@ describe('query RPC caches', () => {
     const list = async () => wire(runtime.listPodSandbox!, (b) => ListPodSandboxResponse.decode(b), await listPodSandbox(h.service, { filter: undefined })).items;
 
     it('PodSandboxStatus shows a stop at once, with a fresh timestamp on every answer', async () => {
-      const r = await h.service.run(pod('web'), '');
+      const r = await h.runner.run(pod('web'), '');
       const first = await status(r.id);
       assert.equal(first.status!.state, PodSandboxState.SANDBOX_READY);
       assert.deepEqual(first.status!.network!.ip, '10.9.0.2');
@@ -114,8 +118,8 @@ describe('query RPC caches', () => {
     });
 
     it('ListPodSandbox shows runs, stops and removals at once, and filters by label', async () => {
-      const a = await h.service.run(pod('a'), '');
-      const b = await h.service.run(pod('b'), '');
+      const a = await h.runner.run(pod('a'), '');
+      const b = await h.runner.run(pod('b'), '');
       assert.deepEqual((await list()).map((p) => [p.id, p.state]), [[a.id, PodSandboxState.SANDBOX_READY], [b.id, PodSandboxState.SANDBOX_READY]]);
       await h.service.stop(a.id);
       assert.deepEqual((await list()).map((p) => p.state), [PodSandboxState.SANDBOX_NOTREADY, PodSandboxState.SANDBOX_READY]);

@@ -1,9 +1,13 @@
 /** The import-rule check (test/lint/import-rules.ts) fails on what it is for and passes src/ as it is. */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { cycles, importsOf, readImports, violations, type Import } from '../../lint/import-rules.js';
+import { cycles, importsOf, layersOf, layoutViolations, moduleOf, readImports, violations as violationsIn, type Import } from '../../lint/import-rules.js';
 
 const imp = (from: string, to: string): Import => ({ from, to });
+const LAYERS = layersOf(readFileSync(fileURLToPath(new URL('../../../../docs/architecture.md', import.meta.url)), 'utf8'));
+/** Against the layers of docs/architecture.md as they are. */
+const violations = (imports: Import[]) => violationsIn(imports, LAYERS);
 
 describe('import rules', () => {
   it('reads imports, type-only ones, re-exports, dynamic imports and import types, and leaves packages alone', () => {
@@ -39,7 +43,7 @@ describe('import rules', () => {
   });
 
   it('fails a cycle between modules', () => {
-    assert.deepEqual(violations([imp('oci/a.ts', 'platform/b.ts'), imp('platform/c.ts', 'oci/types.ts')]), ['import cycle between modules: oci, platform']);
+    assert.deepEqual(violationsIn([imp('oci/a.ts', 'platform/b.ts'), imp('platform/c.ts', 'oci/b.ts')], []), ['import cycle between modules: oci, platform']);
   });
 
   it('fails a cycle between files of a module', () => {
@@ -51,34 +55,83 @@ describe('import rules', () => {
 
   it('fails imports against the direction of the layers', () => {
     const broken = [
-      imp('container/service.ts', 'cri/sandbox-query.ts'),
+      imp('container/service.ts', 'cri/list-pod-sandbox.ts'),
       imp('oci/spec.ts', 'api/errors.ts'),
       imp('container/create.ts', 'pod/lifecycle.ts'),
       imp('nri/lifecycle.ts', 'streaming/server.ts'),
       imp('sandbox/service.ts', 'container/model.ts'),
       imp('container/service.ts', 'sandbox/service.ts'),
       imp('cri/x.ts', 'daemon.ts'),
+      // Below the rules of who may import whom, the rows: up, and within a row.
+      imp('platform/cgroups.ts', 'config/schema.ts'),
+      imp('network/pod-network.ts', 'monitor/conmon.ts'),
+      imp('images/pull.ts', 'sandbox/model.ts'),
+      imp('common/errors.ts', 'platform/proc.ts'),
+      // A module with an index.ts, entered past it.
+      imp('cdi/edits.ts', 'oci/types.ts'),
     ];
+    // oci/ has an index.ts: the check learns it from the imports.
+    const ociIndex = imp('oci/index.ts', 'oci/types.ts');
     for (const i of broken) {
-      const found = violations([i]);
-      assert.equal(found.length, 1, found.join('\n'));
-      assert.ok(found[0]!.startsWith(`${i.from} imports ${i.to}: `), found[0]);
+      const found = violations([i, ociIndex]);
+      assert.ok(found.length >= 1, `${i.from} → ${i.to} passes`);
+      for (const line of found) assert.ok(line.startsWith(`${i.from} imports ${i.to}: `), line);
     }
     const allowed = [
-      imp('daemon.ts', 'cri/sandbox-run.ts'),
-      imp('cri/sandbox-run.ts', 'pod/lifecycle.ts'),
+      imp('daemon.ts', 'cri/rpc-table.ts'),
+      imp('cri/run-pod-sandbox.ts', 'pod/lifecycle.ts'),
       imp('cri/errors.ts', 'api/errors.ts'),
       imp('pod/lifecycle.ts', 'sandbox/service.ts'),
       imp('container/deps.ts', 'sandbox/model.ts'),
-      imp('container/stats.ts', 'sandbox/resize.ts'),
+      imp('container/resources.ts', 'sandbox/resize.ts'),
       imp('main.ts', 'daemon.ts'),
+      imp('cdi/edits.ts', 'oci/index.ts'),
+      imp('stats/stats.ts', 'container/model.ts'),
     ];
     assert.deepEqual(violations(allowed), []);
+    assert.deepEqual(violations([imp('network/pod-network.ts', 'monitor/conmon.ts'), imp('platform/cgroups.ts', 'config/schema.ts')]), [
+      'network/pod-network.ts imports monitor/conmon.ts: monitor/ is in the same row as network/ in the layers of docs/architecture.md (imports point to the rows below)',
+      'platform/cgroups.ts imports config/schema.ts: config/ is in a row above platform/ in the layers of docs/architecture.md (imports point to the rows below)',
+    ]);
+    assert.deepEqual(violations([imp('cdi/edits.ts', 'oci/types.ts'), ociIndex]), ['cdi/edits.ts imports oci/types.ts: oci/ is entered through oci/index.ts alone']);
   });
 
-  it('passes src/ as it is', () => {
+  it('reads the layers from the diagram of docs/architecture.md: the module names each row starts with', () => {
+    const markdown = [
+      '# Architecture',
+      '## Layers',
+      'Text with `cri/` in it.',
+      '```',
+      ' main.ts          the command',
+      '    │             cri/ in a continuation line is no row',
+      ' daemon.ts  cli/  what main.ts runs',
+      '    │',
+      ' oci/  storage/   spec building; layers',
+      '```',
+      '## Import rules',
+      '```',
+      ' other/ not the diagram',
+      '```',
+    ].join('\n');
+    assert.deepEqual(layersOf(markdown), [['main'], ['daemon', 'cli'], ['oci', 'storage']]);
+    assert.throws(() => layersOf('# Architecture\n'), /no diagram under "## Layers"/);
+    assert.deepEqual(LAYERS[0], ['main']);
+    assert.deepEqual(LAYERS.at(-1), ['gen']);
+  });
+
+  it('fails a module the diagram does not place, and a name in it that is no module', () => {
+    assert.deepEqual(layoutViolations([['main'], ['daemon', 'gone'], ['main']], ['main', 'daemon', 'new']), [
+      'module new is in no row of the layers in docs/architecture.md',
+      'the layers in docs/architecture.md name main more than once',
+      'the layers in docs/architecture.md name gone, which is no module of src/',
+    ]);
+  });
+
+  it('passes src/ as it is, every module placed in the diagram', () => {
     const imports = readImports(fileURLToPath(new URL('../../../../src', import.meta.url)));
     assert.ok(imports.length > 500, `read ${imports.length} imports`);
     assert.deepEqual(violations(imports), []);
+    assert.deepEqual(layoutViolations(LAYERS, new Set(imports.flatMap((i) => [moduleOf(i.from), moduleOf(i.to)]))), []);
+    assert.ok(LAYERS.flat().length >= 25, LAYERS.join(' | '));
   });
 });

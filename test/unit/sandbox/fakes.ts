@@ -14,8 +14,10 @@ import type { PodNetworkRequest, PodNetworkResult, PodNetworkRef } from '../../.
 import type { SandboxHost } from '../../../src/sandbox/host.js';
 import type { PauseProcess, PauseRefs, PauseRuntime } from '../../../src/sandbox/pause.js';
 import type { PodFiles } from '../../../src/sandbox/pod-files.js';
-import type { PodNetwork } from '../../../src/sandbox/deps.js';
+import type { PodNetwork, SandboxServiceOptions } from '../../../src/sandbox/deps.js';
 import { SandboxService } from '../../../src/sandbox/service.js';
+import { SandboxRunner } from '../../../src/sandbox/run.js';
+import { CgroupParentUsers } from '../../../src/sandbox/cgroup-parents.js';
 import { SandboxStore } from '../../../src/sandbox/store.js';
 import { PodLifecycle, type PodContainers } from '../../../src/pod/lifecycle.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
@@ -240,6 +242,8 @@ export class Harness {
   readonly containers = new FakeContainers(this.calls);
   readonly events = new FakePodEvents();
   service!: SandboxService;
+  /** RunPodSandbox over the same options. */
+  runner!: SandboxRunner;
   /** The pod lifecycle over the service, the fake containers and the event recorder. */
   pods!: PodLifecycle;
   store!: SandboxStore;
@@ -259,8 +263,9 @@ export class Harness {
   /** A new service over the same dirs and fakes: what a daemon restart sees. */
   restart(): SandboxService {
     this.store = new SandboxStore(join(this.dir, 'root'));
-    this.service = new SandboxService({
-      store: this.store,
+    const store = this.store;
+    const options: SandboxServiceOptions = {
+      store,
       sandboxStateDir: (id) => join(this.stateRoot, id),
       network: this.network,
       pause: this.pause,
@@ -275,9 +280,12 @@ export class Harness {
       specSettings: testSettings(),
       pauseRootfs: '/fake/rootfs/pause',
       defaults: { cgroupParent: '/kubepods', cgroupDriver: 'cgroupfs' },
+      parentUsers: new CgroupParentUsers(() => store.list()),
       log: silentLogger,
-    });
-    this.pods = new PodLifecycle({ sandboxes: this.service, containers: this.containers, events: this.events });
+    };
+    this.service = new SandboxService(options);
+    this.runner = new SandboxRunner(options);
+    this.pods = new PodLifecycle({ runner: this.runner, sandboxes: this.service, containers: this.containers, events: this.events });
     return this.service;
   }
 

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { access, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NamespaceMode, PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
-import { podSandboxStatus, listPodSandbox } from '../../../src/cri/sandbox-query.js';
+import { podSandboxStatus } from '../../../src/cri/pod-sandbox-status.js';
+import { listPodSandbox } from '../../../src/cri/list-pod-sandbox.js';
 import { ContainerConfig, LinuxContainerResources, PodSandboxState } from '../../../src/gen/runtime/v1/api.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { eventually } from '../../helpers/wait.js';
@@ -43,7 +44,7 @@ describe('sandbox service', () => {
   }
 
   it('runs a pod: netns, CNI and pause, with the record written and namespaces recorded', async () => {
-    const r = await h.service.run(pod(), '');
+    const r = await h.runner.run(pod(), '');
     assert.equal(r.state, 'ready');
     assert.deepEqual(r.ips, ['10.9.0.2']);
     assert.equal(r.netnsPath, `/fake/netns/${r.id}`);
@@ -68,11 +69,11 @@ describe('sandbox service', () => {
   });
 
   it('validates before creating anything', async () => {
-    await rejectsKind(h.service.run(pod({ metadata: { name: 'web', namespace: 'shop' } }), ''), 'InvalidArgument', /config\.metadata\.uid is required/);
-    await rejectsKind(h.service.run(pod({ linux: { sysctls: { 'kernel.panic': '1' } } }), ''), 'InvalidArgument', /kernel\.panic.*not namespaced/);
-    await rejectsKind(h.service.run(pod(), 'kata'), 'NotFound', /no runtime for "kata"/);
+    await rejectsKind(h.runner.run(pod({ metadata: { name: 'web', namespace: 'shop' } }), ''), 'InvalidArgument', /config\.metadata\.uid is required/);
+    await rejectsKind(h.runner.run(pod({ linux: { sysctls: { 'kernel.panic': '1' } } }), ''), 'InvalidArgument', /kernel\.panic.*not namespaced/);
+    await rejectsKind(h.runner.run(pod(), 'kata'), 'NotFound', /no runtime for "kata"/);
     await rejectsKind(
-      h.service.run(pod({ portMappings: [{ containerPort: 0, hostPort: 8080 }] }), ''),
+      h.runner.run(pod({ portMappings: [{ containerPort: 0, hostPort: 8080 }] }), ''),
       'InvalidArgument',
       /config\.port_mappings\[0\]\.container_port/,
     );
@@ -81,25 +82,25 @@ describe('sandbox service', () => {
   });
 
   it('refuses a second pod with the same metadata until the first is removed', async () => {
-    const first = await h.service.run(pod(), '');
-    await rejectsKind(h.service.run(pod(), ''), 'AlreadyExists', /reserved for/);
-    await h.service.run(pod({ metadata: { name: 'web', namespace: 'shop', uid: 'uid-1', attempt: 1 } }), '');
+    const first = await h.runner.run(pod(), '');
+    await rejectsKind(h.runner.run(pod(), ''), 'AlreadyExists', /reserved for/);
+    await h.runner.run(pod({ metadata: { name: 'web', namespace: 'shop', uid: 'uid-1', attempt: 1 } }), '');
     await h.service.remove(first.id);
-    await h.service.run(pod(), '');
+    await h.runner.run(pod(), '');
   });
 
   it('undoes everything when CNI fails, and releases the name', async () => {
     h.network.failSetup = boom('plugin type="bridge" (add)');
-    await rejectsKind(h.service.run(pod(), ''), 'Internal', /failed/);
+    await rejectsKind(h.runner.run(pod(), ''), 'Internal', /failed/);
     await assertNothingLeft();
     assert.ok(h.calls.some((c) => c.startsWith('pause.destroy')), 'the pause container started beside CNI is destroyed');
     h.network.failSetup = undefined;
-    await h.service.run(pod(), '');
+    await h.runner.run(pod(), '');
   });
 
   it('undoes everything when the pause container fails to start, tearing the network down first', async () => {
     h.pause.failStart = boom('runc start');
-    await rejectsKind(h.service.run(pod(), ''), 'Internal', /^failed to start pause container for sandbox "[0-9a-f]{64}": runc start failed/);
+    await rejectsKind(h.runner.run(pod(), ''), 'Internal', /^failed to start pause container for sandbox "[0-9a-f]{64}": runc start failed/);
     await assertNothingLeft();
     const teardown = h.calls.findIndex((c) => c.startsWith('network.teardown'));
     const unpin = h.calls.findIndex((c) => c.startsWith('network.removeNetns'));
@@ -108,14 +109,14 @@ describe('sandbox service', () => {
 
   it('undoes everything when the pod files fail', async () => {
     h.host.failFiles = boom('write hostname');
-    await rejectsKind(h.service.run(pod(), ''), 'Internal', /^failed to setup sandbox files for sandbox "[0-9a-f]{64}"/);
+    await rejectsKind(h.runner.run(pod(), ''), 'Internal', /^failed to setup sandbox files for sandbox "[0-9a-f]{64}"/);
     // CNI ran beside the files (it needs only the netns) and was torn down again.
     await assertNothingLeft();
     assert.ok(!h.calls.some((c) => c.startsWith('pause.create')), 'the pause container never started');
   });
 
   it('runs host-network pods without netns or CNI; host IPC uses /dev/shm', async () => {
-    const r = await h.service.run(
+    const r = await h.runner.run(
       pod({ linux: { securityContext: { namespaceOptions: { network: NamespaceMode.NODE, ipc: NamespaceMode.NODE, pid: NamespaceMode.NODE } } } }),
       '',
     );
@@ -131,7 +132,7 @@ describe('sandbox service', () => {
   it('lets the pause container of a user-namespace pod make the netns, then pins it and runs CNI on the pin', async () => {
     const userns = { mode: NamespaceMode.POD, uids: [{ hostId: 200000, containerId: 0, length: 65536 }], gids: [{ hostId: 200000, containerId: 0, length: 65536 }] };
     const sysctls = { 'net.ipv4.ip_local_port_range': '20000 30000', 'net.ipv4.conf.eth0.rp_filter': '2', 'kernel.shmmax': '1000000' };
-    const r = await h.service.run(pod({ linux: { sysctls, securityContext: { namespaceOptions: { usernsOptions: userns } } } }), '');
+    const r = await h.runner.run(pod({ linux: { sysctls, securityContext: { namespaceOptions: { usernsOptions: userns } } } }), '');
     const order = (call: string) => {
       const i = h.calls.indexOf(call);
       assert.ok(i >= 0, `${call} in ${h.calls.join(', ')}`);
@@ -158,13 +159,13 @@ describe('sandbox service', () => {
   it('undoes the pause container of a user-namespace pod whose CNI ADD fails', async () => {
     const userns = { mode: NamespaceMode.POD, uids: [{ hostId: 200000, containerId: 0, length: 65536 }], gids: [{ hostId: 200000, containerId: 0, length: 65536 }] };
     h.network.failSetup = boom('plugin type="bridge" failed (add)');
-    await rejectsKind(h.service.run(pod({ linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } } }), ''), 'Internal', /bridge/);
+    await rejectsKind(h.runner.run(pod({ linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } } }), ''), 'Internal', /bridge/);
     await assertNothingLeft();
     assert.ok(h.calls.some((c) => c.startsWith('network.removeNetns')), 'the pin goes');
   });
 
   it('runs the pause container after CNI when a sysctl names the pod interface', async () => {
-    const r = await h.service.run(pod({ linux: { sysctls: { 'net.ipv4.conf.eth0.rp_filter': '2' } } }), '');
+    const r = await h.runner.run(pod({ linux: { sysctls: { 'net.ipv4.conf.eth0.rp_filter': '2' } } }), '');
     assert.ok(h.calls.indexOf(`network.setup ${r.id}`) < h.calls.indexOf(`pause.create ${r.id} `));
   });
 
@@ -199,7 +200,7 @@ describe('sandbox service', () => {
 
   it('removes a ready pod: its containers stopped, then the pod stopped, its containers removed, then its cgroups and the parents it created', async () => {
     h.host.missing = ['/stove/pod1', '/stove'];
-    const r = await h.service.run(pod({ linux: { cgroupParent: '/stove/pod1' } }), '');
+    const r = await h.runner.run(pod({ linux: { cgroupParent: '/stove/pod1' } }), '');
     assert.deepEqual(r.createdCgroupParents, ['/stove/pod1', '/stove']);
     h.calls.length = 0;
     await h.pods.remove(r.id);
@@ -214,7 +215,7 @@ describe('sandbox service', () => {
   });
 
   it('keeps a pod whose containers cannot be stopped, and says why', async () => {
-    const r = await h.service.run(pod(), '');
+    const r = await h.runner.run(pod(), '');
     h.containers.fail = boom('stop container');
     await rejectsKind(h.pods.stop(r.id), 'Internal', new RegExp(`^failed to stop containers of sandbox "${r.id}"`));
     assert.equal(h.service.get(r.id).state, 'ready');
@@ -237,7 +238,7 @@ describe('sandbox service', () => {
   });
 
   it('marks a pod NOTREADY when its pause process exits', async () => {
-    const r = await h.service.run(pod(), '');
+    const r = await h.runner.run(pod(), '');
     const other = await h.service.notePauseExit('c'.repeat(64), { id: 'c'.repeat(64), exitCode: 0, finishedAtNs: 1n });
     assert.equal(other, false, 'not a sandbox');
     const stale = await h.service.notePauseExit(r.id, { id: r.id, exitCode: 1, finishedAtNs: 1n });
@@ -254,7 +255,7 @@ describe('sandbox service', () => {
   });
 
   it('notices in PodSandboxStatus a pause process that died without an exit record', async () => {
-    const r = await h.service.run(pod(), '');
+    const r = await h.runner.run(pod(), '');
     h.pause.kill(r.id, 137);
     h.pause.exits.delete(r.id);
     const st = await status({ podSandboxId: r.id, verbose: false });
@@ -326,8 +327,8 @@ describe('sandbox service', () => {
   });
 
   it('recovers: a pause that died while down makes the pod NOTREADY; leftovers of an interrupted run go', async () => {
-    const alive = await h.service.run(pod(), '');
-    const dead = await h.service.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' } }), '');
+    const alive = await h.runner.run(pod(), '');
+    const dead = await h.runner.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' } }), '');
     h.pause.kill(dead.id, 9);
     // An interrupted RunPodSandbox: a state dir, a pin, an attachment and a runtime container, no record.
     const orphan = 'e'.repeat(64);
@@ -345,12 +346,12 @@ describe('sandbox service', () => {
     assert.equal(h.network.pins.has(`/fake/netns/${orphan}`), false);
     assert.equal(h.network.attached.has(orphan), false);
     assert.equal(h.pause.containers.has(orphan), false);
-    await rejectsKind(h.service.run(pod(), ''), 'AlreadyExists', /reserved/);
+    await rejectsKind(h.runner.run(pod(), ''), 'AlreadyExists', /reserved/);
   });
 
   it('answers PodSandboxStatus and ListPodSandbox with filters', async () => {
-    const a = await h.service.run(pod(), '');
-    const b = await h.service.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' }, labels: { app: 'db', tier: 'data' } }), 'crun');
+    const a = await h.runner.run(pod(), '');
+    const b = await h.runner.run(pod({ metadata: { name: 'db', namespace: 'shop', uid: 'uid-2' }, labels: { app: 'db', tier: 'data' } }), 'crun');
     await h.service.stop(b.id);
 
     const st = await status({ podSandboxId: a.id.slice(0, 10), verbose: true });

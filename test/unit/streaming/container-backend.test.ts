@@ -92,7 +92,7 @@ function io(partial: Partial<StreamIO> & { abort?: AbortController } = {}): Stre
   return { tty: false, signal: abort.signal, ...partial, abort };
 }
 
-/** Session parameters as cri/streaming.ts hands them over; streams not named are off. */
+/** Session parameters as cri/exec.ts and cri/attach.ts hand them over; streams not named are off. */
 const OFF = { tty: false, stdin: false, stdout: false, stderr: false };
 const execParams = (p: Partial<ExecParams> & Pick<ExecParams, 'containerId' | 'cmd'>): ExecParams => ({ ...OFF, ...p });
 const attachParams = (p: Partial<AttachParams> & Pick<AttachParams, 'containerId'>): AttachParams => ({ ...OFF, ...p });

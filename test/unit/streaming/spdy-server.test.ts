@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { AttachRequest, ExecRequest, PortForwardRequest } from '../../../src/gen/runtime/v1/api.js';
-import { attach as criAttach, exec as criExec, portForward as criPortForward } from '../../../src/cri/streaming.js';
+import { attach as criAttach } from '../../../src/cri/attach.js';
+import { exec as criExec } from '../../../src/cri/exec.js';
+import { portForward as criPortForward } from '../../../src/cri/port-forward.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { StreamingServer, type StreamingServerOptions } from '../../../src/streaming/server.js';
 import { ClientStream, SPDY, SpdyClient, controlFrameBytes, dataFrameBytes, spdyUpgrade } from '../../helpers/spdy-client.js';

@@ -14,12 +14,12 @@ import { processInterfaceStats, type InterfaceStats } from '../network/netns-exe
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { cgroupOfParent } from '../sandbox/resize.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import type { ContainerImages } from './deps.js';
-import type { ContainerRecord } from './model.js';
+import type { ImageService } from '../images/image-service.js';
+import type { ContainerRecord } from '../container/model.js';
 
 export interface StatsReaderOptions {
   cgroups: CgroupLayout;
-  images: Pick<ContainerImages, 'rootfsUsage'>;
+  images: Pick<ImageService, 'rootfsUsage'>;
   /** Per-container persistent dir; its parent is the writable layers' filesystem id. */
   containerDir(id: string): string;
   log: Logger;
@@ -64,18 +64,18 @@ export class StatsReader {
   private readonly samples = new Map<string, CpuSample>();
   private lastPrune = 0n;
 
-  constructor(private readonly o: StatsReaderOptions) {}
+  constructor(private readonly options: StatsReaderOptions) {}
 
   /** Usage of one container; cgroup counters are absent when its cgroup is gone. */
   async containerStats(r: ContainerRecord): Promise<ContainerUsage> {
-    const [cgroup, layer] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.o.images.rootfsUsage(r.id)]);
+    const [cgroup, layer] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.options.images.rootfsUsage(r.id)]);
     const timestamp = nowNs();
     return {
       record: r,
       timestamp,
       cgroup,
       nanoCores: this.cpuRate(r.id, cgroup, timestamp),
-      writableLayer: { mountpoint: dirname(this.o.containerDir(r.id)), bytes: layer.bytes, inodes: layer.inodes },
+      writableLayer: { mountpoint: dirname(this.options.containerDir(r.id)), bytes: layer.bytes, inodes: layer.inodes },
     };
   }
 
@@ -108,7 +108,7 @@ export class StatsReader {
   private async cgroupStats(cgroupsPath: string): Promise<CgroupStats | undefined> {
     if (!cgroupsPath) return undefined;
     try {
-      return await readCgroupStats(this.o.cgroups, cgroupsPath);
+      return await readCgroupStats(this.options.cgroups, cgroupsPath);
     } catch {
       return undefined; // gone (removed container, stopped pod)
     }
@@ -117,7 +117,7 @@ export class StatsReader {
   /** The pressure of the pod's own cgroup (its cgroup_parent), if its config names one; v1 has none. */
   private async podPressure(sandbox: SandboxRecord): Promise<CgroupStats['pressure']> {
     const parent = podConfigOf(sandbox).linux?.cgroupParent;
-    if (!parent || this.o.cgroups.version !== 2) return undefined;
+    if (!parent || this.options.cgroups.version !== 2) return undefined;
     try {
       return (await this.cgroupStats(cgroupOfParent(parent, sandbox.cgroupsPath.includes(':') ? 'systemd' : 'cgroupfs')))?.pressure;
     } catch {
@@ -141,7 +141,7 @@ export class StatsReader {
     try {
       return { timestamp: nowNs(), interface: await processInterfaceStats(sandbox.pausePid, POD_INTERFACE) };
     } catch (err) {
-      this.o.log.debug('no network stats for pod', { sandbox: sandbox.id, error: messageOf(err) });
+      this.options.log.debug('no network stats for pod', { sandbox: sandbox.id, error: messageOf(err) });
       return undefined;
     }
   }

@@ -1,7 +1,7 @@
 /** PullImage. */
 import { PullImageResponse, type PullImageRequest } from '../gen/runtime/v1/api.js';
 import { requiredString } from './validate.js';
-import { prepareImageStatus } from './image-query.js';
+import { prepareImageStatus } from './image-status.js';
 import type { ImageService } from '../images/image-service.js';
 
 /** `signal`: the client left or its deadline passed; the download stops unless another caller waits for it. */

@@ -4,7 +4,7 @@
  * and `name` plus the metric's own (`interface`, `device`, `failure_type`, `scope`), as containerd sends
  * them: the kubelet adds `namespace`, `pod` and `container` itself. Values are read from the cgroups,
  * the writable layer and the pod's network namespace, like the stats RPCs. The CRI carries integer
- * values, so seconds are whole seconds (containerd and CRI-O round the same way). cri/metrics.ts puts
+ * values, so seconds are whole seconds (containerd and CRI-O round the same way). cri/metrics-convert.ts puts
  * them in the CRI's terms.
  */
 import { nowNs } from '../common/clock.js';
@@ -14,8 +14,8 @@ import { processNetDev, type InterfaceStats } from '../network/netns-exec.js';
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { mountContaining, readMountInfo } from '../platform/proc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
-import type { ContainerImages } from './deps.js';
-import { resourcesOf, type ContainerRecord } from './model.js';
+import type { ImageService } from '../images/image-service.js';
+import { resourcesOf, type ContainerRecord } from '../container/model.js';
 import { sumStats } from './stats.js';
 
 const BASE = ['id', 'name'];
@@ -148,7 +148,7 @@ class Samples {
 
 export interface MetricsReaderOptions {
   cgroups: CgroupLayout;
-  images: Pick<ContainerImages, 'rootfsUsage'>;
+  images: Pick<ImageService, 'rootfsUsage'>;
   /** Per-container persistent dir (the writable layers' filesystem is the `device` label). */
   containerDir(id: string): string;
   log: Logger;
@@ -157,7 +157,7 @@ export interface MetricsReaderOptions {
 export class MetricsReader {
   private device?: Promise<string>;
 
-  constructor(private readonly o: MetricsReaderOptions) {}
+  constructor(private readonly options: MetricsReaderOptions) {}
 
   /**
    * The metrics of a ready pod: its cgroup totals (pause and live containers) and network interfaces
@@ -178,7 +178,7 @@ export class MetricsReader {
   }
 
   private async containerMetrics(r: ContainerRecord, timestamp: bigint): Promise<{ metrics: PodMetricSamples['containers'][number]; stats: CgroupStats | undefined }> {
-    const [stats, layer, device] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.o.images.rootfsUsage(r.id), this.fsDevice()]);
+    const [stats, layer, device] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.options.images.rootfsUsage(r.id), this.fsDevice()]);
     const samples = new Samples([r.id, r.name], timestamp);
     samples.cgroup(stats);
     samples.add('container_spec_memory_limit_bytes', resourcesOf(r)?.memoryLimitInBytes ?? 0n);
@@ -189,7 +189,7 @@ export class MetricsReader {
 
   private async cgroupStats(cgroupsPath: string): Promise<CgroupStats | undefined> {
     if (!cgroupsPath) return undefined;
-    return readCgroupStats(this.o.cgroups, cgroupsPath).catch(() => undefined);
+    return readCgroupStats(this.options.cgroups, cgroupsPath).catch(() => undefined);
   }
 
   /** Every interface of the pod's network namespace but loopback (none for host network). */
@@ -198,7 +198,7 @@ export class MetricsReader {
     try {
       return [...(await processNetDev(sandbox.pausePid)).values()].filter((i) => i.name !== 'lo');
     } catch (err) {
-      this.o.log.debug('no network metrics for pod', { sandbox: sandbox.id, error: messageOf(err) });
+      this.options.log.debug('no network metrics for pod', { sandbox: sandbox.id, error: messageOf(err) });
       return [];
     }
   }
@@ -206,7 +206,7 @@ export class MetricsReader {
   /** The device the writable layers live on (mountinfo's source), read once. */
   private fsDevice(): Promise<string> {
     this.device ??= readMountInfo()
-      .then((mounts) => mountContaining(mounts, this.o.containerDir('x'))?.source ?? '')
+      .then((mounts) => mountContaining(mounts, this.options.containerDir('x'))?.source ?? '')
       .catch(() => '');
     return this.device;
   }
