@@ -48,6 +48,12 @@ export interface ContainerRecord {
   logPath: string;
   state: ContainerStateName;
   createdAt: bigint;
+  /**
+   * The pod cgroup's OOM kill count just before the container started (absent when it could
+   * not be read, and in records from before it was kept): an exit by SIGKILL after it grew was an OOM
+   * kill when the container's own cgroup is gone.
+   */
+  parentOomKillsAtStart?: bigint;
   startedAt: bigint;
   finishedAt: bigint;
   exitCode: number;

@@ -23,8 +23,8 @@ import { writeFileAtomic } from '../persist/atomic-file.js';
 import { execProcess } from '../monitor/exec-dir.js';
 import { MonitorError } from '../monitor/errors.js';
 import { EXEC_SYNC_MAX_OUTPUT } from '../monitor/exec-sync.js';
-import { exitReason, oomRecordedWithin, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
-import { readOomKills, removeCgroup } from '../platform/cgroups.js';
+import { exitReason, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
+import { readOomKills, readParentOomKills, removeCgroup } from '../platform/cgroups.js';
 import { RuncError, type Runc } from '../runtime/runc.js';
 import { linuxResources, readBundleSpec, specToJson, type Spec } from '../oci/index.js';
 import {
@@ -48,8 +48,6 @@ import { metrics } from '../observability/hooks.js';
 
 /** 128 + SIGKILL: how an OOM kill (or any SIGKILL) shows in an exit code. */
 const SIGKILL_EXIT_CODE = 137;
-/** How long an exit with a vanished cgroup waits for conmon's oom file. */
-const OOM_FILE_GRACE_MS = 500;
 
 /** Exit code and reason of a container whose start failed (containerd's). */
 const START_ERROR_EXIT_CODE = 128;
@@ -198,6 +196,7 @@ export class ContainerService {
       const runtime = this.runtimeOf(r);
       const started = performance.now();
       await this.options.lifecycle?.starting(r);
+      const parentOomKills = r.cgroupsPath ? await readParentOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined) : undefined;
       try {
         await runtime.start(id);
       } catch (err) {
@@ -211,6 +210,7 @@ export class ContainerService {
         (c) => {
           c.state = 'running';
           c.startedAt = nowNs();
+          if (parentOomKills !== undefined) c.parentOomKillsAtStart = parentOomKills;
         },
         { durable: false },
       );
@@ -371,11 +371,16 @@ export class ContainerService {
   /** conmon's oom file, or the cgroup's OOM kill counter (conmon misses some kills on cgroup v1). */
   private async wasOomKilled(r: ContainerRecord, exitCode: number): Promise<boolean> {
     if (await wasOomKilled(r.persistDir, r.bundleDir)) return true;
-    const kills = r.cgroupsPath ? await readOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined) : undefined;
+    if (!r.cgroupsPath) return false;
+    const kills = await readOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined);
     if (kills !== undefined) return kills > 0n;
-    // The cgroup is gone (systemd removes a scope once it is empty) and the exit may have reached us
-    // before conmon's oom file: a SIGKILLed container gets a moment for that file to appear.
-    return exitCode === SIGKILL_EXIT_CODE && oomRecordedWithin(OOM_FILE_GRACE_MS, r.persistDir, r.bundleDir);
+    // The container's cgroup is gone (systemd removes a scope once it is empty), and conmon, which
+    // exits with its container, may not have handled the memory.events change before it did. A kill
+    // by SIGKILL while the pod's count of OOM kills grew was one (another container of the pod killed
+    // by the OOM killer at the same moment would be taken for it).
+    if (exitCode !== SIGKILL_EXIT_CODE || r.parentOomKillsAtStart === undefined) return false;
+    const parentKills = await readParentOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined);
+    return parentKills !== undefined && parentKills > r.parentOomKillsAtStart;
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -71,19 +71,6 @@ export async function listExits(exitsDir: string): Promise<ExitRecord[]> {
   return records.filter((r): r is ExitRecord => r !== undefined);
 }
 
-/**
- * Like wasOomKilled, for up to `withinMs` more: conmon writes its oom file from the memory.events change
- * it is told of, which can reach it after the exit it writes the exit file for.
- */
-export async function oomRecordedWithin(withinMs: number, ...dirs: string[]): Promise<boolean> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    if (await wasOomKilled(...dirs)) return true;
-    if (Date.now() >= deadline) return false;
-    await delay(Math.min(25, Math.max(1, deadline - Date.now())));
-  }
-}
-
 /** True when conmon recorded an OOM kill in the container's persist dir (or bundle). */
 export async function wasOomKilled(...dirs: string[]): Promise<boolean> {
   for (const dir of dirs) {

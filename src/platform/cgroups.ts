@@ -330,13 +330,23 @@ function readKernelText(path: string): string | undefined {
 
 /** OOM kills recorded for a cgroup (v1 memory.oom_control, v2 memory.events); undefined if unknown. */
 export async function readOomKills(layout: CgroupLayout, cgroupsPath: string): Promise<bigint | undefined> {
-  const dirs = cgroupDirs(layout, cgroupsPath);
-  if (layout.version === 2) {
-    const text = await readOptional(posix.join(dirs.unified!, 'memory.events'));
-    return text === undefined ? undefined : parseFlatKeyed(text).get('oom_kill');
-  }
-  if (!dirs.memory) return undefined;
-  const text = await readOptional(posix.join(dirs.memory, 'memory.oom_control'));
+  return oomKillsIn(layout, cgroupDirs(layout, cgroupsPath));
+}
+
+/**
+ * OOM kills recorded for the cgroup that holds a container's (its pod's): on cgroup v2 counted for every
+ * process killed below it, and still there when the container's own cgroup is gone (systemd removes a
+ * scope as soon as it is empty). cgroup v1 counts a kill in the victim's own cgroup only.
+ */
+export async function readParentOomKills(layout: CgroupLayout, cgroupsPath: string): Promise<bigint | undefined> {
+  const dirs = Object.fromEntries(Object.entries(cgroupDirs(layout, cgroupsPath)).map(([c, dir]) => [c, posix.dirname(dir)]));
+  return oomKillsIn(layout, dirs);
+}
+
+async function oomKillsIn(layout: CgroupLayout, dirs: Record<string, string>): Promise<bigint | undefined> {
+  const file = layout.version === 2 ? dirs.unified && posix.join(dirs.unified, 'memory.events') : dirs.memory && posix.join(dirs.memory, 'memory.oom_control');
+  if (!file) return undefined;
+  const text = await readOptional(file);
   return text === undefined ? undefined : parseFlatKeyed(text).get('oom_kill');
 }
 

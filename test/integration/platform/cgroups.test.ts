@@ -14,6 +14,7 @@ import {
   detectCgroups,
   readCgroupStats,
   readOomKills,
+  readParentOomKills,
   removeCgroup,
   type CgroupLayout,
 } from '../../../src/platform/cgroups.js';
@@ -106,6 +107,7 @@ describe('cgroups on this host', function () {
       await writeFile(posix.join(dirs.memory!, 'memory.memsw.limit_in_bytes'), limit).catch(() => {});
     }
     assert.equal((await readCgroupStats(layout, path)).memory!.limitBytes, BigInt(limit));
+    const parentBefore = await readParentOomKills(layout, path);
 
     // tail buffers a line that never ends: it grows until the kernel kills it.
     const child = startWaiting('tail /dev/zero');
@@ -116,6 +118,9 @@ describe('cgroups on this host', function () {
     assert.equal(child.signalCode, 'SIGKILL');
     assert.ok(((await readOomKills(layout, path)) ?? 0n) >= 1n, 'oom_kill counted');
     await removeCgroup(layout, path);
+    // On cgroup v2 the kill stays counted above the cgroup once it is gone (as a systemd scope goes
+    // when empty); v1 counts it in the victim's own cgroup only.
+    if (layout.version === 2) assert.ok((await readParentOomKills(layout, path))! > parentBefore!, 'the parent counted the kill');
   });
 
   it('removes a whole tree, deepest first, and ignores what is already gone', async () => {
