@@ -2,7 +2,7 @@
 # test/e2e/critest.sh [extra critest args] — the CRI conformance suite (critest) against Stove.
 #
 # Starts a Stove daemon of its own (temporary socket, root, state; its own CNI bridge, subnet and cgroup
-# parent), mirrors registry.k8s.io and gcr.io to a local registry holding critest's images (critest asks
+# parent), mirrors registry.k8s.io, k8s.gcr.io and gcr.io to a local registry holding critest's images (critest asks
 # for the upstream names; an air-gapped node does the same), runs critest, prints a pass/fail table and
 # removes everything it made (pods, daemon, bridge, cgroups, mounts, temp dirs), also when it fails or is
 # interrupted. Run by hand (root); `make test` does not run it.
@@ -136,6 +136,9 @@ cni_conf_dir = "$WORK/cni"
 [registries."registry.k8s.io"]
 mirrors = ["$MIRROR"]
 [registries."gcr.io"]
+mirrors = ["$MIRROR"]
+# critest v1.36's image identity specs pull one image from registry.k8s.io and from k8s.gcr.io.
+[registries."k8s.gcr.io"]
 mirrors = ["$MIRROR"]
 [registries."$mirror_hostport"]
 insecure = true
