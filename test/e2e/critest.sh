@@ -222,6 +222,8 @@ start_containerd() {
 version = 2
 root = "$WORK/root"
 state = "$WORK/state"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
   address = "$SOCK"
 [ttrpc]
@@ -235,7 +237,10 @@ state = "$WORK/state"
   disable_apparmor = true
   enable_unprivileged_ports = true
   enable_unprivileged_icmp = true
+  stream_server_address = "127.0.0.1"
   tolerate_missing_hugetlb_controller = true
+  disable_hugetlb_controller = true
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
