@@ -148,6 +148,7 @@ function openImages({ config, paths, log }: BuildContext, quarantine: Quarantine
     imagesDir: paths.imagesDir,
     stateDir: config.state,
     containerDir: paths.containerDir,
+    writableLayersDir: config.images.writableLayersDir,
     maxConcurrentDownloads: config.images.maxConcurrentDownloads,
     stallTimeoutSeconds: config.images.stallTimeoutSeconds,
     maxLayerSize: config.images.maxLayerSize,
@@ -344,7 +345,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     quarantine: () => quarantine.list(),
   });
   const { streaming, backend: streamingBackend } = await startStreaming(ctx, runtime, sandboxes, containers);
-  const usage = { cgroups: runtime.cgroups, images, containerDir: ctx.paths.containerDir };
+  const usage = { cgroups: runtime.cgroups, images };
   const stats = new StatsReader({ ...usage, log: log.child({ module: 'stats' }) });
   const criMetrics = new MetricsReader({ ...usage, log: log.child({ module: 'metrics' }) });
   const services: CriServices = { info, pods, sandboxes, containers, images, streaming, stats, metrics: criMetrics, events };

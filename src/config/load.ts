@@ -4,7 +4,7 @@
  * command-line flags. Unknown keys and values of the wrong type are errors that name the key and the file.
  */
 import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { LOG_LEVELS, type LogLevel } from '../common/logger.js';
 import { parseUlimits } from './ulimits.js';
@@ -145,6 +145,7 @@ function validate(config: Config, source: string): void {
     const value = config.images[key];
     if (value && !value.startsWith('/')) throw new ConfigError(`${source}: "images.${snake(key)}" must be an absolute path, got "${value}"`);
   }
+  validateWritableLayersDir(config, source);
   for (const key of ['maxSessions', 'maxSessionsPerContainer', 'maxStreamsPerSession'] as const) {
     if (config.streaming[key] < 1) throw new ConfigError(`${source}: "streaming.${snake(key)}" must be at least 1`);
   }
@@ -161,6 +162,32 @@ function validate(config: Config, source: string): void {
     if (!config.nri[key].startsWith('/')) throw new ConfigError(`${source}: "nri.${key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}" must be an absolute path`);
   }
   validateObservability(config, source);
+}
+
+/** True when `a` is `b` or a directory below it (both absolute and normalised). */
+function within(a: string, b: string): boolean {
+  return a === b || a.startsWith(b.endsWith('/') ? b : b + '/');
+}
+
+/**
+ * `images.writable_layers_dir`: absolute, and a tree of its own. Inside `root` or `state` its entries
+ * would sit among Stove's records (whose start-up sweeps remove what they do not know); above them Stove
+ * would close the parent of its own trees to everyone.
+ */
+function validateWritableLayersDir(config: Config, source: string): void {
+  const dir = config.images.writableLayersDir;
+  if (!dir) return;
+  const key = '"images.writable_layers_dir"';
+  if (!isAbsolute(dir)) throw new ConfigError(`${source}: ${key} must be an absolute path, got "${dir}"`);
+  const wanted = resolve(dir);
+  const images = join(resolve(config.root), 'images');
+  if (wanted === images)
+    throw new ConfigError(`${source}: ${key} is the image store (${images}): give the writable layers a directory of their own, or leave it empty to keep them with the images`);
+  for (const other of ['root', 'state'] as const) {
+    const tree = resolve(config[other]);
+    if (within(wanted, tree) || within(tree, wanted))
+      throw new ConfigError(`${source}: ${key} ("${dir}") must lie outside "${other}" (${tree}) and not contain it: mount the writable layers' filesystem elsewhere, e.g. /var/lib/stove-containers`);
+  }
 }
 
 /** `host:port` or `[v6]:port` into its parts; undefined when it is neither. */

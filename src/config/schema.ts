@@ -106,6 +106,12 @@ export interface ImagesConfig {
   maxImageSize: number;
   /** Bytes that must stay free on the root's filesystem while layers are unpacked. */
   minFreeSpace: number;
+  /**
+   * Where containers' writable layers (overlay upper and work dirs) go, `<dir>/<container id>/`: a
+   * filesystem of their own apart from the image store (KEP-4191's split image filesystem). Empty: beside
+   * each container's record, `<root>/containers/<id>/fs/`, on the filesystem of the images.
+   */
+  writableLayersDir: string;
 }
 
 /** Per-registry settings, keyed by host (`docker.io`, `localhost:5000`). */
@@ -234,6 +240,7 @@ export function defaultConfig(): Config {
       maxLayerSize: 32 * 1024 ** 3,
       maxImageSize: 64 * 1024 ** 3,
       minFreeSpace: 1024 ** 3,
+      writableLayersDir: '',
     },
     cdi: {
       specDirs: ['/etc/cdi', '/var/run/cdi'],

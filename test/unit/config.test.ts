@@ -37,6 +37,26 @@ describe('config', () => {
     assert.throws(() => parseConfig('[runtime]\nhooks_dirs = ["hooks.d"]\n', 'f.toml'), /"runtime\.hooks_dirs": "hooks\.d" must be an absolute path/);
   });
 
+  it('takes images.writable_layers_dir as an absolute dir apart from the image store, root and state', () => {
+    assert.equal(parseConfig('', 'f.toml').images.writableLayersDir, '');
+    assert.equal(parseConfig('[images]\nwritable_layers_dir = "/mnt/containers"\n', 'f.toml').images.writableLayersDir, '/mnt/containers');
+    const refused = (dir: string, message: RegExp) =>
+      assert.throws(() => parseConfig(`root = "/var/lib/stove"\nstate = "/run/stove"\n[images]\nwritable_layers_dir = "${dir}"\n`, 'f.toml'), message);
+    refused('containers', /f\.toml: "images\.writable_layers_dir" must be an absolute path, got "containers"/);
+    refused('/var/lib/stove/images', /"images\.writable_layers_dir" is the image store \(\/var\/lib\/stove\/images\): give the writable layers a directory of their own/);
+    refused('/var/lib/stove/images/', /is the image store/);
+    refused('/var/lib/stove/images/../images', /is the image store/);
+    refused('/var/lib/stove/writable', /must lie outside "root" \(\/var\/lib\/stove\)/);
+    refused('/var/lib/stove', /must lie outside "root"/);
+    refused('/var/lib', /must lie outside "root" \(\/var\/lib\/stove\) and not contain it/);
+    refused('/run/stove/layers', /must lie outside "state" \(\/run\/stove\)/);
+    // Checked again once the flags are applied: --root may move the store onto the dir.
+    const c = parseConfig('[images]\nwritable_layers_dir = "/srv/stove/images"\n', 'f.toml');
+    assert.throws(() => applyOverrides(c, { root: '/srv/stove' }), /command line: "images\.writable_layers_dir" is the image store/);
+    // A sibling whose name starts like root's is outside it.
+    assert.equal(parseConfig('root = "/var/lib/stove"\n[images]\nwritable_layers_dir = "/var/lib/stove-containers"\n', 'f.toml').images.writableLayersDir, '/var/lib/stove-containers');
+  });
+
   it('reads snake_case keys from TOML over the defaults', () => {
     const c = parseConfig(
       `log_level = "debug"
