@@ -16,6 +16,7 @@ import {
   DEFAULT_CONFIG_PATH,
   type Config,
   type RegistryConfig,
+  type RuntimeHandlerConfig,
 } from './schema.js';
 
 /** A configuration problem a person can fix: names the file and the key. */
@@ -71,7 +72,7 @@ function merge(target: Table, input: Table, path: string, source: string, origin
     }
     if (path === 'runtime.handlers') {
       if (!isTable(value)) throw new ConfigError(`${source}: runtime.handlers."${rawKey}" must be a table`);
-      const handler = (target[rawKey] as { path: string; root: string } | undefined) ?? { path: '', root: `/run/stove/runtime-${rawKey}` };
+      const handler = (target[rawKey] as RuntimeHandlerConfig | undefined) ?? { path: '', root: `/run/stove/runtime-${rawKey}`, imageStore: '' };
       merge(handler as unknown as Table, value, keyPath, source, origins);
       if (!handler.path) throw new ConfigError(`${source}: runtime.handlers."${rawKey}".path is required`);
       target[rawKey] = handler;
@@ -146,6 +147,7 @@ function validate(config: Config, source: string): void {
     if (value && !value.startsWith('/')) throw new ConfigError(`${source}: "images.${snake(key)}" must be an absolute path, got "${value}"`);
   }
   validateWritableLayersDir(config, source);
+  validateHandlerImageStores(config, source);
   for (const key of ['maxSessions', 'maxSessionsPerContainer', 'maxStreamsPerSession'] as const) {
     if (config.streaming[key] < 1) throw new ConfigError(`${source}: "streaming.${snake(key)}" must be at least 1`);
   }
@@ -187,6 +189,39 @@ function validateWritableLayersDir(config: Config, source: string): void {
     const tree = resolve(config[other]);
     if (within(wanted, tree) || within(tree, wanted))
       throw new ConfigError(`${source}: ${key} ("${dir}") must lie outside "${other}" (${tree}) and not contain it: mount the writable layers' filesystem elsewhere, e.g. /var/lib/stove-containers`);
+  }
+}
+
+/** Dirs of `root` that Stove's own stores and records fill (a handler's image store may sit beside them). */
+const ROOT_SUBDIRS = ['images', 'containers', 'sandboxes', 'cni', 'quarantine'];
+
+/**
+ * `runtime.handlers.<name>.image_store`: absolute, and a tree no other store or record shares: not the
+ * shared image store, not one of root's own dirs, not `state`, not the writable layers dir, not another
+ * handler's store (each separate store reports its images under its one handler).
+ */
+function validateHandlerImageStores(config: Config, source: string): void {
+  const taken: { what: string; dir: string }[] = [
+    { what: 'the shared image store', dir: join(resolve(config.root), 'images') },
+    ...ROOT_SUBDIRS.filter((d) => d !== 'images').map((d) => ({ what: `Stove's ${d} dir`, dir: join(resolve(config.root), d) })),
+    { what: '"state"', dir: resolve(config.state) },
+  ];
+  if (config.images.writableLayersDir) taken.push({ what: '"images.writable_layers_dir"', dir: resolve(config.images.writableLayersDir) });
+  for (const [name, handler] of Object.entries(config.runtime.handlers)) {
+    const dir = handler.imageStore;
+    if (!dir) continue;
+    const key = `"runtime.handlers.${name}.image_store"`;
+    if (name === 'runc' || name === '')
+      throw new ConfigError(`${source}: ${key}: the default handler uses the shared image store; give another handler a store of its own`);
+    if (!isAbsolute(dir)) throw new ConfigError(`${source}: ${key} must be an absolute path, got "${dir}"`);
+    const wanted = resolve(dir);
+    const root = resolve(config.root);
+    if (within(root, wanted)) throw new ConfigError(`${source}: ${key} ("${dir}") must not be "root" (${root}) or contain it`);
+    for (const other of taken) {
+      if (within(wanted, other.dir) || within(other.dir, wanted))
+        throw new ConfigError(`${source}: ${key} ("${dir}") overlaps ${other.what} (${other.dir}): give the handler a directory of its own, e.g. ${join(root, `images-${name}`)}`);
+    }
+    taken.push({ what: `"runtime.handlers.${name}.image_store"`, dir: wanted });
   }
 }
 

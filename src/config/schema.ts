@@ -24,6 +24,11 @@ export interface RuntimeHandlerConfig {
   path: string;
   /** Directory for the runtime's own state (`--root`). */
   root: string;
+  /**
+   * An image store of the handler's own (KEP-4216): the CRI image calls naming this handler pull, list
+   * and remove images there, and its pods' containers run from there. Empty: the shared `<root>/images`.
+   */
+  imageStore: string;
 }
 
 export interface RuntimeConfig {

@@ -161,6 +161,8 @@ export class ImageService {
   static async open(options: ImageServiceOptions): Promise<ImageService> {
     const service = new ImageService(options);
     await mkdir(options.imagesDir, { recursive: true, mode: 0o700 });
+    // A runtime handler's own store may be a dir the operator made: images are root's alone.
+    if (((await stat(options.imagesDir)).mode & 0o777) !== 0o700) await chmod(options.imagesDir, 0o700);
     if (options.writableLayersDir) await service.openWritableLayersDir(options.writableLayersDir);
     await service.blobs.init();
     const quarantine = options.quarantine;
@@ -478,6 +480,11 @@ export class ImageService {
   /** The image a container holds, if any. */
   heldImage(containerId: string): string | undefined {
     return this.holds.get(containerId)?.imageId;
+  }
+
+  /** True when this store holds a container's root filesystem image or one of its image volumes. */
+  holdsFor(containerId: string): boolean {
+    return this.holds.has(containerId) || this.imageVolumeHolds(containerId).length > 0;
   }
 
   /** Every container that holds an image (to find leftovers of interrupted creates at start-up). */

@@ -14,7 +14,7 @@ import { processNetDev, type InterfaceStats } from '../network/netns-exec.js';
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { mountContaining, readMountInfo } from '../platform/proc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
-import type { ImageService } from '../images/image-service.js';
+import type { ImageStores } from '../images/image-stores.js';
 import { resourcesOf, type ContainerRecord } from '../container/model.js';
 import { sumStats } from './stats.js';
 
@@ -149,7 +149,7 @@ class Samples {
 export interface MetricsReaderOptions {
   cgroups: CgroupLayout;
   /** The writable layer's usage and the dir whose filesystem is the `device` label. */
-  images: Pick<ImageService, 'rootfsUsage' | 'writableLayerFs'>;
+  images: Pick<ImageStores, 'rootfsUsage' | 'writableLayerFs'>;
   log: Logger;
 }
 

@@ -13,13 +13,13 @@ import { processInterfaceStats, type InterfaceStats } from '../network/netns-exe
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { cgroupOfParent } from '../sandbox/resize.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import type { ImageService } from '../images/image-service.js';
+import type { ImageStores } from '../images/image-stores.js';
 import type { ContainerRecord } from '../container/model.js';
 
 export interface StatsReaderOptions {
   cgroups: CgroupLayout;
   /** The writable layer's usage and the dir that names its filesystem. */
-  images: Pick<ImageService, 'rootfsUsage' | 'writableLayerFs'>;
+  images: Pick<ImageStores, 'rootfsUsage' | 'writableLayerFs'>;
   log: Logger;
 }
 

@@ -57,6 +57,24 @@ describe('config', () => {
     assert.equal(parseConfig('root = "/var/lib/stove"\n[images]\nwritable_layers_dir = "/var/lib/stove-containers"\n', 'f.toml').images.writableLayersDir, '/var/lib/stove-containers');
   });
 
+  it('takes runtime.handlers.<name>.image_store as an absolute dir no other store or tree shares', () => {
+    const base = 'root = "/var/lib/stove"\nstate = "/run/stove"\n';
+    const handler = (name: string, store: string, more = '') => `[runtime.handlers.${name}]\npath = "/usr/bin/crun"\nimage_store = "${store}"\n${more}`;
+    assert.equal(parseConfig(base + '[runtime.handlers.crun]\npath = "/usr/bin/crun"\n', 'f.toml').runtime.handlers.crun!.imageStore, '');
+    assert.equal(parseConfig(base + handler('crun', '/var/lib/stove/images-crun'), 'f.toml').runtime.handlers.crun!.imageStore, '/var/lib/stove/images-crun');
+    const refused = (toml: string, message: RegExp) => assert.throws(() => parseConfig(base + toml, 'f.toml'), message);
+    refused(handler('crun', 'images-crun'), /f\.toml: "runtime\.handlers\.crun\.image_store" must be an absolute path, got "images-crun"/);
+    refused(handler('crun', '/var/lib/stove/images'), /"runtime\.handlers\.crun\.image_store" \("\/var\/lib\/stove\/images"\) overlaps the shared image store \(\/var\/lib\/stove\/images\): give the handler a directory of its own, e\.g\. \/var\/lib\/stove\/images-crun/);
+    refused(handler('crun', '/var/lib/stove/images/crun'), /overlaps the shared image store/);
+    refused(handler('crun', '/var/lib/stove/containers/crun'), /overlaps Stove's containers dir/);
+    refused(handler('crun', '/run/stove/images'), /overlaps "state"/);
+    refused(handler('crun', '/var/lib/stove'), /must not be "root" \(\/var\/lib\/stove\) or contain it/);
+    refused(handler('crun', '/var/lib'), /must not be "root"/);
+    refused(handler('crun', '/srv/images') + handler('kata', '/srv/images/kata'), /"runtime\.handlers\.kata\.image_store" \("\/srv\/images\/kata"\) overlaps "runtime\.handlers\.crun\.image_store" \(\/srv\/images\)/);
+    refused('[images]\nwritable_layers_dir = "/srv/layers"\n' + handler('crun', '/srv/layers'), /overlaps "images\.writable_layers_dir"/);
+    refused(handler('runc', '/srv/runc-images'), /"runtime\.handlers\.runc\.image_store": the default handler uses the shared image store/);
+  });
+
   it('reads snake_case keys from TOML over the defaults', () => {
     const c = parseConfig(
       `log_level = "debug"
