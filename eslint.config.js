@@ -25,6 +25,8 @@ const CRI_CONFIG_TYPES = [
   'SecurityProfile_ProfileType',
   'SupplementalGroupsPolicy',
   'Signal',
+  // ContainerConfig.image: the record keeps which runtime handler's image store the image is in.
+  'ImageSpec',
 ];
 
 export default tseslint.config(

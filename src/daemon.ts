@@ -21,6 +21,7 @@ import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tr
 import { Quarantine } from './persist/quarantine.js';
 import { podRootGid } from './sandbox/model.js';
 import { ImageService } from './images/image-service.js';
+import { ImageStores } from './images/image-stores.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
 import { detectSpecSettings, reloadSpecSettings } from './oci/index.js';
@@ -28,7 +29,7 @@ import { SandboxStore } from './sandbox/store.js';
 import { SandboxService } from './sandbox/service.js';
 import { SandboxRunner } from './sandbox/run.js';
 import { CgroupParentUsers } from './sandbox/cgroup-parents.js';
-import { RuntimeHandlerSet } from './runtime/handlers.js';
+import { DEFAULT_HANDLER, RuntimeHandlerSet } from './runtime/handlers.js';
 import { ConmonPauseRuntime } from './sandbox/pause.js';
 import { installPauseRootfs } from './sandbox/pause-rootfs.js';
 import { LinuxSandboxHost } from './sandbox/host.js';
@@ -141,25 +142,36 @@ async function openQuarantine({ paths, log }: BuildContext): Promise<Quarantine>
   return quarantine;
 }
 
-/** The image store, loaded (its unreadable records to `quarantine`). */
-function openImages({ config, paths, log }: BuildContext, quarantine: Quarantine): Promise<ImageService> {
-  return ImageService.open({
-    quarantine,
-    imagesDir: paths.imagesDir,
-    stateDir: config.state,
-    containerDir: paths.containerDir,
-    maxConcurrentDownloads: config.images.maxConcurrentDownloads,
-    stallTimeoutSeconds: config.images.stallTimeoutSeconds,
-    maxLayerSize: config.images.maxLayerSize,
-    maxImageSize: config.images.maxImageSize,
-    minFreeSpace: config.images.minFreeSpace,
-    certsDirs: config.images.certsDirs,
-    signaturePolicy: config.images.signaturePolicy,
-    signaturePolicyDir: config.images.signaturePolicyDir,
-    registries: config.registries,
-    pinnedImages: config.images.pinned,
-    log: log.child({ module: 'images' }),
-  });
+/**
+ * The image stores, loaded (their unreadable records to `quarantine`): the shared one, and one for each
+ * runtime handler configured with an `image_store` of its own.
+ */
+async function openImages({ config, paths, log }: BuildContext, quarantine: Quarantine): Promise<ImageStores> {
+  const open = (imagesDir: string, runtimeHandler: string) =>
+    ImageService.open({
+      quarantine,
+      imagesDir,
+      stateDir: config.state,
+      containerDir: paths.containerDir,
+      writableLayersDir: config.images.writableLayersDir,
+      maxConcurrentDownloads: config.images.maxConcurrentDownloads,
+      stallTimeoutSeconds: config.images.stallTimeoutSeconds,
+      maxLayerSize: config.images.maxLayerSize,
+      maxImageSize: config.images.maxImageSize,
+      minFreeSpace: config.images.minFreeSpace,
+      certsDirs: config.images.certsDirs,
+      signaturePolicy: config.images.signaturePolicy,
+      signaturePolicyDir: config.images.signaturePolicyDir,
+      registries: config.registries,
+      pinnedImages: config.images.pinned,
+      log: log.child({ module: 'images', ...(runtimeHandler ? { runtimeHandler } : {}) }),
+    });
+  const shared = await open(paths.imagesDir, '');
+  const own = new Map<string, ImageService>();
+  for (const [name, handler] of Object.entries(config.runtime.handlers)) {
+    if (handler.imageStore) own.set(name, await open(handler.imageStore, name));
+  }
+  return new ImageStores({ shared, own, handlers: [DEFAULT_HANDLER, ...Object.keys(config.runtime.handlers).filter((n) => n !== DEFAULT_HANDLER && n !== '')] });
 }
 
 /** What runs containers: the OCI runtimes, conmon, and the spec settings detected on this host. */
@@ -230,7 +242,7 @@ async function buildContainers(
   { config, paths, log }: BuildContext,
   { runtimes, monitor, specSettings, cgroups }: Runtime,
   { sandboxes, sandboxStore }: Sandboxes,
-  images: ImageService,
+  images: ImageStores,
   quarantine: Quarantine,
 ) {
   const cdi = new CdiRegistry({ specDirs: config.cdi.specDirs, log: log.child({ module: 'cdi' }) });
@@ -311,7 +323,7 @@ async function serve({ config, log }: BuildContext, observability: Observability
     await observability.listen({
       containerStates: () => containers.list().map((c) => c.state),
       podSandboxStates: () => sandboxes.list().map((s) => s.state),
-      imageCount: () => images.list().length,
+      imageCount: () => images.count(),
       streamingSessions: () => streaming.sessionsByKind(),
       quarantinedRecords: () => quarantine.list().length,
     });
@@ -344,7 +356,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     quarantine: () => quarantine.list(),
   });
   const { streaming, backend: streamingBackend } = await startStreaming(ctx, runtime, sandboxes, containers);
-  const usage = { cgroups: runtime.cgroups, images, containerDir: ctx.paths.containerDir };
+  const usage = { cgroups: runtime.cgroups, images };
   const stats = new StatsReader({ ...usage, log: log.child({ module: 'stats' }) });
   const criMetrics = new MetricsReader({ ...usage, log: log.child({ module: 'metrics' }) });
   const services: CriServices = { info, pods, sandboxes, containers, images, streaming, stats, metrics: criMetrics, events };
@@ -379,7 +391,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
 /** What a reload changes live (config/reload.ts lists the keys), for work that starts from now on. */
 function applyLiveKeys(
   next: Config,
-  live: { log: RootLogger; images: ImageService; specSettings: Runtime['specSettings']; containers: ContainerService; podNetwork: PodNetworkManager; observability: Observability },
+  live: { log: RootLogger; images: ImageStores; specSettings: Runtime['specSettings']; containers: ContainerService; podNetwork: PodNetworkManager; observability: Observability },
 ): void {
   live.log.setLevel(next.logLevel);
   live.images.setRegistries(next.registries);

@@ -4,7 +4,7 @@
  * command-line flags. Unknown keys and values of the wrong type are errors that name the key and the file.
  */
 import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { LOG_LEVELS, type LogLevel } from '../common/logger.js';
 import { parseUlimits } from './ulimits.js';
@@ -16,6 +16,7 @@ import {
   DEFAULT_CONFIG_PATH,
   type Config,
   type RegistryConfig,
+  type RuntimeHandlerConfig,
 } from './schema.js';
 
 /** A configuration problem a person can fix: names the file and the key. */
@@ -71,7 +72,7 @@ function merge(target: Table, input: Table, path: string, source: string, origin
     }
     if (path === 'runtime.handlers') {
       if (!isTable(value)) throw new ConfigError(`${source}: runtime.handlers."${rawKey}" must be a table`);
-      const handler = (target[rawKey] as { path: string; root: string } | undefined) ?? { path: '', root: `/run/stove/runtime-${rawKey}` };
+      const handler = (target[rawKey] as RuntimeHandlerConfig | undefined) ?? { path: '', root: `/run/stove/runtime-${rawKey}`, imageStore: '' };
       merge(handler as unknown as Table, value, keyPath, source, origins);
       if (!handler.path) throw new ConfigError(`${source}: runtime.handlers."${rawKey}".path is required`);
       target[rawKey] = handler;
@@ -145,6 +146,8 @@ function validate(config: Config, source: string): void {
     const value = config.images[key];
     if (value && !value.startsWith('/')) throw new ConfigError(`${source}: "images.${snake(key)}" must be an absolute path, got "${value}"`);
   }
+  validateWritableLayersDir(config, source);
+  validateHandlerImageStores(config, source);
   for (const key of ['maxSessions', 'maxSessionsPerContainer', 'maxStreamsPerSession'] as const) {
     if (config.streaming[key] < 1) throw new ConfigError(`${source}: "streaming.${snake(key)}" must be at least 1`);
   }
@@ -161,6 +164,65 @@ function validate(config: Config, source: string): void {
     if (!config.nri[key].startsWith('/')) throw new ConfigError(`${source}: "nri.${key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}" must be an absolute path`);
   }
   validateObservability(config, source);
+}
+
+/** True when `a` is `b` or a directory below it (both absolute and normalised). */
+function within(a: string, b: string): boolean {
+  return a === b || a.startsWith(b.endsWith('/') ? b : b + '/');
+}
+
+/**
+ * `images.writable_layers_dir`: absolute, and a tree of its own. Inside `root` or `state` its entries
+ * would sit among Stove's records (whose start-up sweeps remove what they do not know); above them Stove
+ * would close the parent of its own trees to everyone.
+ */
+function validateWritableLayersDir(config: Config, source: string): void {
+  const dir = config.images.writableLayersDir;
+  if (!dir) return;
+  const key = '"images.writable_layers_dir"';
+  if (!isAbsolute(dir)) throw new ConfigError(`${source}: ${key} must be an absolute path, got "${dir}"`);
+  const wanted = resolve(dir);
+  const images = join(resolve(config.root), 'images');
+  if (wanted === images)
+    throw new ConfigError(`${source}: ${key} is the image store (${images}): give the writable layers a directory of their own, or leave it empty to keep them with the images`);
+  for (const other of ['root', 'state'] as const) {
+    const tree = resolve(config[other]);
+    if (within(wanted, tree) || within(tree, wanted))
+      throw new ConfigError(`${source}: ${key} ("${dir}") must lie outside "${other}" (${tree}) and not contain it: mount the writable layers' filesystem elsewhere, e.g. /var/lib/stove-containers`);
+  }
+}
+
+/** Dirs of `root` that Stove's own stores and records fill (a handler's image store may sit beside them). */
+const ROOT_SUBDIRS = ['images', 'containers', 'sandboxes', 'cni', 'quarantine'];
+
+/**
+ * `runtime.handlers.<name>.image_store`: absolute, and a tree no other store or record shares: not the
+ * shared image store, not one of root's own dirs, not `state`, not the writable layers dir, not another
+ * handler's store (each separate store reports its images under its one handler).
+ */
+function validateHandlerImageStores(config: Config, source: string): void {
+  const taken: { what: string; dir: string }[] = [
+    { what: 'the shared image store', dir: join(resolve(config.root), 'images') },
+    ...ROOT_SUBDIRS.filter((d) => d !== 'images').map((d) => ({ what: `Stove's ${d} dir`, dir: join(resolve(config.root), d) })),
+    { what: '"state"', dir: resolve(config.state) },
+  ];
+  if (config.images.writableLayersDir) taken.push({ what: '"images.writable_layers_dir"', dir: resolve(config.images.writableLayersDir) });
+  for (const [name, handler] of Object.entries(config.runtime.handlers)) {
+    const dir = handler.imageStore;
+    if (!dir) continue;
+    const key = `"runtime.handlers.${name}.image_store"`;
+    if (name === 'runc' || name === '')
+      throw new ConfigError(`${source}: ${key}: the default handler uses the shared image store; give another handler a store of its own`);
+    if (!isAbsolute(dir)) throw new ConfigError(`${source}: ${key} must be an absolute path, got "${dir}"`);
+    const wanted = resolve(dir);
+    const root = resolve(config.root);
+    if (within(root, wanted)) throw new ConfigError(`${source}: ${key} ("${dir}") must not be "root" (${root}) or contain it`);
+    for (const other of taken) {
+      if (within(wanted, other.dir) || within(other.dir, wanted))
+        throw new ConfigError(`${source}: ${key} ("${dir}") overlaps ${other.what} (${other.dir}): give the handler a directory of its own, e.g. ${join(root, `images-${name}`)}`);
+    }
+    taken.push({ what: `"runtime.handlers.${name}.image_store"`, dir: wanted });
+  }
 }
 
 /** `host:port` or `[v6]:port` into its parts; undefined when it is neither. */

@@ -24,6 +24,11 @@ export interface RuntimeHandlerConfig {
   path: string;
   /** Directory for the runtime's own state (`--root`). */
   root: string;
+  /**
+   * An image store of the handler's own (KEP-4216): the CRI image calls naming this handler pull, list
+   * and remove images there, and its pods' containers run from there. Empty: the shared `<root>/images`.
+   */
+  imageStore: string;
 }
 
 export interface RuntimeConfig {
@@ -106,6 +111,12 @@ export interface ImagesConfig {
   maxImageSize: number;
   /** Bytes that must stay free on the root's filesystem while layers are unpacked. */
   minFreeSpace: number;
+  /**
+   * Where containers' writable layers (overlay upper and work dirs) go, `<dir>/<container id>/`: a
+   * filesystem of their own apart from the image store (KEP-4191's split image filesystem). Empty: beside
+   * each container's record, `<root>/containers/<id>/fs/`, on the filesystem of the images.
+   */
+  writableLayersDir: string;
 }
 
 /** Per-registry settings, keyed by host (`docker.io`, `localhost:5000`). */
@@ -234,6 +245,7 @@ export function defaultConfig(): Config {
       maxLayerSize: 32 * 1024 ** 3,
       maxImageSize: 64 * 1024 ** 3,
       minFreeSpace: 1024 ** 3,
+      writableLayersDir: '',
     },
     cdi: {
       specDirs: ['/etc/cdi', '/var/run/cdi'],

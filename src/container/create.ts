@@ -85,12 +85,18 @@ function statusImageName(config: ContainerConfig, requested: string, image: Imag
   return image.repoTags[0] ?? requested;
 }
 
-/** The image the container runs; NOT_FOUND with a hint when it is not present. */
-export function imageForCreate(options: ContainerServiceOptions, imageName: string): ImageInfo {
+/**
+ * The image the container runs, from the store of its pod's runtime handler; NOT_FOUND with a hint when
+ * it is not there.
+ */
+export function imageForCreate(options: ContainerServiceOptions, imageName: string, runtimeHandler: string): ImageInfo {
   try {
-    return options.images.getImage(imageName);
+    return options.images.getImage(imageName, runtimeHandler);
   } catch (err) {
-    if (isKind(err, 'NotFound')) throw notFound(`image "${imageName}" not found: pull it before creating a container from it`, err);
+    if (isKind(err, 'NotFound')) {
+      const store = runtimeHandler && options.images.hasOwnStore(runtimeHandler) ? ` for runtime handler "${runtimeHandler}"` : '';
+      throw notFound(`image "${imageName}" not found${store}: pull it${store} before creating a container from it`, err);
+    }
     throw err;
   }
 }
@@ -195,11 +201,11 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
     // an idmapped mount of the same overlay (the kernel shifts ids on access, nothing is chowned or
     // copied up), as containerd 2 and CRI-O do.
     const idShift = sandbox.userns ? { uids: sandbox.userns.uidMappings, gids: sandbox.userns.gidMappings } : undefined;
-    await options.images.mountRootfs(image.id, id, rootfsDir, idShift ? { idShift } : {});
+    await options.images.mountRootfs(image.id, id, rootfsDir, { runtimeHandler: sandbox.runtimeHandler, ...(idShift ? { idShift } : {}) });
     lap('rootfs');
     let specPlan = plan;
     if (hasImageVolumes(config.mounts)) {
-      const mounted = await mountImageVolumes(options.images, id, config.mounts, join(bundleDir, 'image-volumes'));
+      const mounted = await mountImageVolumes(options.images, id, sandbox.runtimeHandler, config.mounts, join(bundleDir, 'image-volumes'));
       imageVolumes = mounted.volumes;
       specPlan = { ...plan, config: { ...config, mounts: mounted.mounts } };
       lap('image volumes');

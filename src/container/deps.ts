@@ -5,7 +5,7 @@
 import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import type { ContainerRecord } from './model.js';
 import type { Logger } from '../common/logger.js';
-import type { ImageService } from '../images/image-service.js';
+import type { ImageStores } from '../images/image-stores.js';
 import type { Monitor } from '../monitor/monitor.js';
 import type { CgroupLayout } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
@@ -30,11 +30,14 @@ export interface SandboxLookup {
   list(): SandboxRecord[];
 }
 
-/** What containers need from the image service. */
-export type ContainerImages = Pick<ImageService, 'getImage' | 'find' | 'mountRootfs' | 'mountImageVolume' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage'> & {
-  /** IDs of every container holding an image (for cleaning up after an interrupted create). */
-  holders(): string[];
-};
+/**
+ * What containers need from the image stores (images/image-stores.ts): the image calls name the pod's
+ * runtime handler, whose store holds the container's images; the others go by container ID.
+ */
+export type ContainerImages = Pick<
+  ImageStores,
+  'getImage' | 'hasOwnStore' | 'mountRootfs' | 'mountImageVolume' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage' | 'holders'
+>;
 
 /** The OCI runtime for a pod's runtime handler ('' = runc). */
 export interface RuntimeLookup {

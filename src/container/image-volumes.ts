@@ -46,13 +46,15 @@ export function hasImageVolumes(mounts: readonly CriMount[]): boolean {
 }
 
 /**
- * Mounts every image volume of `mounts` under `volumesDir` for container `containerId` and returns the
+ * Mounts every image volume of `mounts` (from the store of the pod's `runtimeHandler`) under `volumesDir`
+ * for container `containerId` and returns the
  * mounts with each image volume turned into a read-only bind of its source, plus the records. On
  * failure what was mounted stays held: the caller's `removeRootfs` undoes it.
  */
 export async function mountImageVolumes(
   images: Pick<ContainerImages, 'mountImageVolume'>,
   containerId: string,
+  runtimeHandler: string,
   mounts: readonly CriMount[],
   volumesDir: string,
 ): Promise<{ mounts: CriMount[]; volumes: ImageVolumeRecord[] }> {
@@ -67,7 +69,7 @@ export async function mountImageVolumes(
     const target = join(volumesDir, String(index));
     let image;
     try {
-      image = await images.mountImageVolume(spec, containerId, index, target);
+      image = await images.mountImageVolume(spec, containerId, index, target, runtimeHandler);
     } catch (err) {
       if (isKind(err, 'NotFound')) throw notFound(`image volume "${spec}" for "${m.containerPath}": image not found, pull it first`, err);
       throw err;

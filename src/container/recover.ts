@@ -53,7 +53,7 @@ export async function recoverContainers(svc: ContainerService, options: Containe
   const records = await svc.store.load(log);
   for (const r of records) {
     // Holds are written without fsync (see ImageService.saveHold): after a power loss the record names the image.
-    if (!options.images.heldImage(r.id)) await step(log, r.id, 'hold its image again', () => options.images.holdImage(r.imageId, r.id));
+    if (!options.images.heldImage(r.id)) await step(log, r.id, 'hold its image again', () => options.images.holdImage(r.imageId, r.id, r.runtimeHandler));
     await step(log, r.id, 'reconcile container', () => reconcile(svc, options, r));
   }
   const quarantined = svc.store.quarantinedIds();

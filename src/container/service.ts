@@ -10,7 +10,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { LinuxContainerResources, type ContainerConfig, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
+import { ImageSpec, LinuxContainerResources, type ContainerConfig, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { withCleanup } from '../common/cleanup.js';
 import { nowNs } from '../common/clock.js';
 import { StoveError, failedPrecondition, isKind, messageOf, wrap } from '../common/errors.js';
@@ -145,7 +145,7 @@ export class ContainerService {
     const podConfig = sandbox.config ? podConfigOf(sandbox) : requestPodConfig!;
     checkRequest(config, podConfig);
     const imageName = config.image!.image;
-    const image = imageForCreate(this.options, imageName);
+    const image = imageForCreate(this.options, imageName, sandbox.runtimeHandler);
     const id = newId();
     const name = containerNameFor(config, podConfig);
     const plan = {
@@ -153,7 +153,7 @@ export class ContainerService {
       name,
       sandbox,
       podConfig,
-      config,
+      config: withImageStoreHandler(config, this.options.images.hasOwnStore(sandbox.runtimeHandler) ? sandbox.runtimeHandler : ''),
       image,
       imageName,
       runtime: this.options.runtimes.get(sandbox.runtimeHandler),
@@ -515,4 +515,14 @@ export function capOutput(stdout: Buffer, stderr: Buffer): { stdout: Buffer; std
   const out = stdout.subarray(0, Math.min(stdout.length, room));
   const err = stderr.subarray(0, Math.max(0, Math.min(stderr.length, room - out.length)));
   return { stdout: out, stderr: Buffer.concat([err, note]) };
+}
+
+/**
+ * The config as recorded: its image spec names the runtime handler whose own store holds the image ('':
+ * the shared store), as ListImages reports that image, so that the kubelet's image GC (which keys images
+ * by ID and handler, and containers' images by `Container.image.runtime_handler`) sees it in use.
+ */
+function withImageStoreHandler(config: ContainerConfig, runtimeHandler: string): ContainerConfig {
+  if ((config.image?.runtimeHandler ?? '') === runtimeHandler) return config;
+  return { ...config, image: ImageSpec.fromPartial({ ...config.image, runtimeHandler }) };
 }

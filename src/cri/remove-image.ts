@@ -1,10 +1,13 @@
-/** RemoveImage: by ID, tag or digest; an unknown image is not an error, as the CRI requires. */
+/**
+ * RemoveImage: by ID, tag or digest, from the store of `image.runtime_handler` only; an unknown image is
+ * not an error, as the CRI requires.
+ */
 import { RemoveImageResponse, type RemoveImageRequest } from '../gen/runtime/v1/api.js';
 import { requiredString } from './validate.js';
-import type { ImageService } from '../images/image-service.js';
+import type { ImageStores } from '../images/image-stores.js';
 
-export async function removeImage(images: ImageService, req: RemoveImageRequest): Promise<RemoveImageResponse> {
+export async function removeImage(images: Pick<ImageStores, 'forHandler'>, req: RemoveImageRequest): Promise<RemoveImageResponse> {
   const spec = requiredString(req.image?.image, 'image.image');
-  await images.remove(spec);
+  await images.forHandler(req.image?.runtimeHandler ?? '').service.remove(spec);
   return RemoveImageResponse.fromPartial({});
 }

@@ -5,7 +5,7 @@
  */
 import type { ImageHandlers, RuntimeHandlers } from '../api/handlers.js';
 import type { ContainerService } from '../container/service.js';
-import type { ImageService } from '../images/image-service.js';
+import type { ImageStores } from '../images/image-stores.js';
 import type { LifecycleEvents } from '../pod/events.js';
 import type { PodLifecycle } from '../pod/lifecycle.js';
 import type { SandboxService } from '../sandbox/service.js';
@@ -60,7 +60,7 @@ export interface CriServices {
   pods: PodLifecycle;
   sandboxes: SandboxService;
   containers: ContainerService;
-  images: ImageService;
+  images: ImageStores;
   streaming: StreamingServer;
   stats: StatsReader;
   metrics: MetricsReader;

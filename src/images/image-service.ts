@@ -7,10 +7,12 @@
  *   records/<id hex>.json   one per image, written last (a partly pulled image is never listed)
  *   holds/<container>.json  which image each container's root filesystem is built on
  *   holds/<container>.iv<n>.json  the image of a container's image volume n (mounted read-only)
- * A container's overlay upper/work dirs live in its own dir: `<container dir>/fs/{upper,work}`.
+ * A container's overlay upper/work dirs live in its own dir, `<container dir>/fs/{upper,work}`, or with
+ * `writableLayersDir` (a split image filesystem) in `<writable layers dir>/<container id>/{upper,work}`;
+ * the hold records which, so a container keeps its writable layer when the setting changes.
  */
-import { dirname, join, relative } from 'node:path';
-import { mkdir, readdir, rm, unlink, stat } from 'node:fs/promises';
+import { dirname, isAbsolute, join, normalize, relative } from 'node:path';
+import { chmod, chown, mkdir, readdir, rm, unlink, stat } from 'node:fs/promises';
 import { KeyedMutex } from '../common/locks.js';
 import { failedPrecondition, invalidArgument, notFound, messageOf, wrap } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -41,8 +43,10 @@ export interface ImageServiceOptions {
   imagesDir: string;
   /** Volatile state dir (pull progress snapshots go to `<state>/pulls/`). */
   stateDir: string;
-  /** A container's own persistent dir (its overlay upper/work dirs go in `fs/` there). */
+  /** A container's own persistent dir (its overlay upper/work dirs go in `fs/` there unless `writableLayersDir`). */
   containerDir: (containerId: string) => string;
+  /** `images.writable_layers_dir`: the writable layers' own tree, on a filesystem apart from the images (empty: none). */
+  writableLayersDir?: string;
   maxConcurrentDownloads: number;
   stallTimeoutSeconds: number;
   /** `images.max_layer_size`, `images.max_image_size`, `images.min_free_space` (bytes; absent: no cap). */
@@ -84,6 +88,8 @@ interface Hold {
   target?: string;
   /** The owners were shifted into a user namespace's range (the overlay is mounted `metacopy=on`). */
   idShifted?: boolean;
+  /** The dir of the container's upper and work dirs (absent in holds of an older Stove: `<container dir>/fs`). */
+  fsDir?: string;
 }
 
 export interface FsUsage {
@@ -155,6 +161,9 @@ export class ImageService {
   static async open(options: ImageServiceOptions): Promise<ImageService> {
     const service = new ImageService(options);
     await mkdir(options.imagesDir, { recursive: true, mode: 0o700 });
+    // A runtime handler's own store may be a dir the operator made: images are root's alone.
+    if (((await stat(options.imagesDir)).mode & 0o777) !== 0o700) await chmod(options.imagesDir, 0o700);
+    if (options.writableLayersDir) await service.openWritableLayersDir(options.writableLayersDir);
     await service.blobs.init();
     const quarantine = options.quarantine;
     await service.layers.init(quarantine);
@@ -167,6 +176,10 @@ export class ImageService {
       try {
         const hold = await readJsonFile<Hold>(path);
         if (!hold || typeof hold.containerId !== 'string' || typeof hold.imageId !== 'string') throw new Error('not a hold');
+        if (hold.fsDir !== undefined && (typeof hold.fsDir !== 'string' || !isAbsolute(hold.fsDir) || normalize(hold.fsDir) !== hold.fsDir))
+          throw new Error('its writable layer dir is not an absolute path');
+        // A root filesystem's hold from before the holds named the dir: the layer is beside the record.
+        if (hold.fsDir === undefined && containerOfHolder(hold.containerId) === hold.containerId) hold.fsDir = service.besideRecord(hold.containerId);
         service.holds.set(hold.containerId, hold);
       } catch (err) {
         await quarantine?.move('hold', name.slice(0, -'.json'.length), path, err);
@@ -182,6 +195,21 @@ export class ImageService {
     if (service.layers.unrecorded.length) service.protection.blockers.push(`layer dir(s) without layer.json: ${service.layers.unrecorded.join(', ')}`);
     await service.collectGarbage(undefined);
     return service;
+  }
+
+  /**
+   * The writable layers' tree: root's alone (a root container's writable layer may hold a set-user-ID
+   * program), whatever mode the mount point was given.
+   */
+  private async openWritableLayersDir(dir: string): Promise<void> {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const st = await stat(dir);
+    if (!st.isDirectory()) throw invalidArgument(`images.writable_layers_dir ${dir} is not a directory`);
+    if ((st.mode & 0o7777) !== 0o700 || st.uid !== 0) {
+      await chown(dir, 0, 0);
+      await chmod(dir, 0o700);
+      this.log.info('closed the writable layers dir to unprivileged users', { dir, mode: (st.mode & 0o7777).toString(8) });
+    }
   }
 
   async close(): Promise<void> {
@@ -386,14 +414,30 @@ export class ImageService {
     }
     return {
       images: { mountpoint: this.options.imagesDir, bytes, inodes },
-      containers: { mountpoint: dirname(this.options.containerDir('x')), bytes: cBytes, inodes: cInodes },
+      containers: { mountpoint: this.options.writableLayersDir || dirname(this.options.containerDir('x')), bytes: cBytes, inodes: cInodes },
     };
+  }
+
+  /**
+   * The dir that names the filesystem of a container's writable layer (ContainerStats' `fs_id`): the
+   * writable layers dir, or `<root>/containers` for one kept beside its record.
+   */
+  writableLayerFs(containerId: string): string {
+    const fs = this.fsDir(containerId);
+    return fs === this.besideRecord(containerId) ? dirname(this.options.containerDir(containerId)) : dirname(fs);
   }
 
   // ---------------------------------------------------------------------------------------------
   // Container root filesystems
 
+  /** Where a container's upper and work dirs are: as its hold recorded, else where new ones go. */
   private fsDir(containerId: string): string {
+    const recorded = this.holds.get(containerId)?.fsDir;
+    if (recorded) return recorded;
+    return this.options.writableLayersDir ? join(this.options.writableLayersDir, containerId) : this.besideRecord(containerId);
+  }
+
+  private besideRecord(containerId: string): string {
     return join(this.options.containerDir(containerId), 'fs');
   }
 
@@ -438,6 +482,11 @@ export class ImageService {
     return this.holds.get(containerId)?.imageId;
   }
 
+  /** True when this store holds a container's root filesystem image or one of its image volumes. */
+  holdsFor(containerId: string): boolean {
+    return this.holds.has(containerId) || this.imageVolumeHolds(containerId).length > 0;
+  }
+
   /** Every container that holds an image (to find leftovers of interrupted creates at start-up). */
   holders(): string[] {
     return [...this.holds.keys()];
@@ -457,7 +506,7 @@ export class ImageService {
     const idShifted = options.idShift !== undefined || this.holds.get(containerId)?.idShifted === true;
     // One hold, written before the mount with the target it goes on: a mount that fails, or a daemon
     // killed in between, leaves a hold that unmounting and removal handle (not mounted is fine).
-    const hold = this.saveHold({ containerId, imageId: image.id, target, ...(idShifted ? { idShifted } : {}) });
+    const hold = this.saveHold({ containerId, imageId: image.id, target, fsDir: fs, ...(idShifted ? { idShifted } : {}) });
     try {
       const overlay = { baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target, metacopy: idShifted };
       await mountOverlay(overlay, hold);
@@ -507,7 +556,7 @@ export class ImageService {
     const hold = this.holds.get(containerId);
     if (!hold?.target) return;
     await unmountOverlay(hold.target);
-    await this.saveHold({ containerId, imageId: hold.imageId, ...(hold.idShifted ? { idShifted: true } : {}) });
+    await this.saveHold({ containerId, imageId: hold.imageId, ...(hold.idShifted ? { idShifted: true } : {}), ...(hold.fsDir ? { fsDir: hold.fsDir } : {}) });
   }
 
   /** Unmounts, deletes the writable layer, and releases the image; the same for the image volumes. */

@@ -8,6 +8,8 @@
  *                                    it is the mode of the container's `/`)
  *     images/                  0700  blobs, layers, records 0600, holds 0600
  *     cni/                     0700
+ *   <images.writable_layers_dir>  0700  when set, the writable layers instead of containers/<id>/fs
+ *                                    (<id>/{upper,work}); made and closed by images/image-service.ts
  *   <state>                    0711  search only: a pod with its own user namespace needs a path through
  *     pause-rootfs/            0755  Stove's pause program, no container data
  *     containers/ sandboxes/   0711  search only, never listable

@@ -14,7 +14,7 @@ import { processNetDev, type InterfaceStats } from '../network/netns-exec.js';
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { mountContaining, readMountInfo } from '../platform/proc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
-import type { ImageService } from '../images/image-service.js';
+import type { ImageStores } from '../images/image-stores.js';
 import { resourcesOf, type ContainerRecord } from '../container/model.js';
 import { sumStats } from './stats.js';
 
@@ -148,14 +148,14 @@ class Samples {
 
 export interface MetricsReaderOptions {
   cgroups: CgroupLayout;
-  images: Pick<ImageService, 'rootfsUsage'>;
-  /** Per-container persistent dir (the writable layers' filesystem is the `device` label). */
-  containerDir(id: string): string;
+  /** The writable layer's usage and the dir whose filesystem is the `device` label. */
+  images: Pick<ImageStores, 'rootfsUsage' | 'writableLayerFs'>;
   log: Logger;
 }
 
 export class MetricsReader {
-  private device?: Promise<string>;
+  /** The device of each writable layers' dir, read once. */
+  private readonly devices = new Map<string, Promise<string>>();
 
   constructor(private readonly options: MetricsReaderOptions) {}
 
@@ -178,7 +178,7 @@ export class MetricsReader {
   }
 
   private async containerMetrics(r: ContainerRecord, timestamp: bigint): Promise<{ metrics: PodMetricSamples['containers'][number]; stats: CgroupStats | undefined }> {
-    const [stats, layer, device] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.options.images.rootfsUsage(r.id), this.fsDevice()]);
+    const [stats, layer, device] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.options.images.rootfsUsage(r.id), this.fsDevice(this.options.images.writableLayerFs(r.id))]);
     const samples = new Samples([r.id, r.name], timestamp);
     samples.cgroup(stats);
     samples.add('container_spec_memory_limit_bytes', resourcesOf(r)?.memoryLimitInBytes ?? 0n);
@@ -203,11 +203,15 @@ export class MetricsReader {
     }
   }
 
-  /** The device the writable layers live on (mountinfo's source), read once. */
-  private fsDevice(): Promise<string> {
-    this.device ??= readMountInfo()
-      .then((mounts) => mountContaining(mounts, this.options.containerDir('x'))?.source ?? '')
-      .catch(() => '');
-    return this.device;
+  /** The device a writable layers' dir lives on (mountinfo's source). */
+  private fsDevice(dir: string): Promise<string> {
+    let device = this.devices.get(dir);
+    if (!device) {
+      device = readMountInfo()
+        .then((mounts) => mountContaining(mounts, dir)?.source ?? '')
+        .catch(() => '');
+      this.devices.set(dir, device);
+    }
+    return device;
   }
 }

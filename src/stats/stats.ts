@@ -6,7 +6,6 @@
  * (the kubelet's CRI stats provider relies on the runtime for it, as containerd computes it); the first
  * reading has none.
  */
-import { dirname } from 'node:path';
 import { nowNs } from '../common/clock.js';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -14,14 +13,13 @@ import { processInterfaceStats, type InterfaceStats } from '../network/netns-exe
 import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platform/cgroups.js';
 import { cgroupOfParent } from '../sandbox/resize.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import type { ImageService } from '../images/image-service.js';
+import type { ImageStores } from '../images/image-stores.js';
 import type { ContainerRecord } from '../container/model.js';
 
 export interface StatsReaderOptions {
   cgroups: CgroupLayout;
-  images: Pick<ImageService, 'rootfsUsage'>;
-  /** Per-container persistent dir; its parent is the writable layers' filesystem id. */
-  containerDir(id: string): string;
+  /** The writable layer's usage and the dir that names its filesystem. */
+  images: Pick<ImageStores, 'rootfsUsage' | 'writableLayerFs'>;
   log: Logger;
 }
 
@@ -75,7 +73,7 @@ export class StatsReader {
       timestamp,
       cgroup,
       nanoCores: this.cpuRate(r.id, cgroup, timestamp),
-      writableLayer: { mountpoint: dirname(this.options.containerDir(r.id)), bytes: layer.bytes, inodes: layer.inodes },
+      writableLayer: { mountpoint: this.options.images.writableLayerFs(r.id), bytes: layer.bytes, inodes: layer.inodes },
     };
   }
 

@@ -37,6 +37,44 @@ describe('config', () => {
     assert.throws(() => parseConfig('[runtime]\nhooks_dirs = ["hooks.d"]\n', 'f.toml'), /"runtime\.hooks_dirs": "hooks\.d" must be an absolute path/);
   });
 
+  it('takes images.writable_layers_dir as an absolute dir apart from the image store, root and state', () => {
+    assert.equal(parseConfig('', 'f.toml').images.writableLayersDir, '');
+    assert.equal(parseConfig('[images]\nwritable_layers_dir = "/mnt/containers"\n', 'f.toml').images.writableLayersDir, '/mnt/containers');
+    const refused = (dir: string, message: RegExp) =>
+      assert.throws(() => parseConfig(`root = "/var/lib/stove"\nstate = "/run/stove"\n[images]\nwritable_layers_dir = "${dir}"\n`, 'f.toml'), message);
+    refused('containers', /f\.toml: "images\.writable_layers_dir" must be an absolute path, got "containers"/);
+    refused('/var/lib/stove/images', /"images\.writable_layers_dir" is the image store \(\/var\/lib\/stove\/images\): give the writable layers a directory of their own/);
+    refused('/var/lib/stove/images/', /is the image store/);
+    refused('/var/lib/stove/images/../images', /is the image store/);
+    refused('/var/lib/stove/writable', /must lie outside "root" \(\/var\/lib\/stove\)/);
+    refused('/var/lib/stove', /must lie outside "root"/);
+    refused('/var/lib', /must lie outside "root" \(\/var\/lib\/stove\) and not contain it/);
+    refused('/run/stove/layers', /must lie outside "state" \(\/run\/stove\)/);
+    // Checked again once the flags are applied: --root may move the store onto the dir.
+    const c = parseConfig('[images]\nwritable_layers_dir = "/srv/stove/images"\n', 'f.toml');
+    assert.throws(() => applyOverrides(c, { root: '/srv/stove' }), /command line: "images\.writable_layers_dir" is the image store/);
+    // A sibling whose name starts like root's is outside it.
+    assert.equal(parseConfig('root = "/var/lib/stove"\n[images]\nwritable_layers_dir = "/var/lib/stove-containers"\n', 'f.toml').images.writableLayersDir, '/var/lib/stove-containers');
+  });
+
+  it('takes runtime.handlers.<name>.image_store as an absolute dir no other store or tree shares', () => {
+    const base = 'root = "/var/lib/stove"\nstate = "/run/stove"\n';
+    const handler = (name: string, store: string, more = '') => `[runtime.handlers.${name}]\npath = "/usr/bin/crun"\nimage_store = "${store}"\n${more}`;
+    assert.equal(parseConfig(base + '[runtime.handlers.crun]\npath = "/usr/bin/crun"\n', 'f.toml').runtime.handlers.crun!.imageStore, '');
+    assert.equal(parseConfig(base + handler('crun', '/var/lib/stove/images-crun'), 'f.toml').runtime.handlers.crun!.imageStore, '/var/lib/stove/images-crun');
+    const refused = (toml: string, message: RegExp) => assert.throws(() => parseConfig(base + toml, 'f.toml'), message);
+    refused(handler('crun', 'images-crun'), /f\.toml: "runtime\.handlers\.crun\.image_store" must be an absolute path, got "images-crun"/);
+    refused(handler('crun', '/var/lib/stove/images'), /"runtime\.handlers\.crun\.image_store" \("\/var\/lib\/stove\/images"\) overlaps the shared image store \(\/var\/lib\/stove\/images\): give the handler a directory of its own, e\.g\. \/var\/lib\/stove\/images-crun/);
+    refused(handler('crun', '/var/lib/stove/images/crun'), /overlaps the shared image store/);
+    refused(handler('crun', '/var/lib/stove/containers/crun'), /overlaps Stove's containers dir/);
+    refused(handler('crun', '/run/stove/images'), /overlaps "state"/);
+    refused(handler('crun', '/var/lib/stove'), /must not be "root" \(\/var\/lib\/stove\) or contain it/);
+    refused(handler('crun', '/var/lib'), /must not be "root"/);
+    refused(handler('crun', '/srv/images') + handler('kata', '/srv/images/kata'), /"runtime\.handlers\.kata\.image_store" \("\/srv\/images\/kata"\) overlaps "runtime\.handlers\.crun\.image_store" \(\/srv\/images\)/);
+    refused('[images]\nwritable_layers_dir = "/srv/layers"\n' + handler('crun', '/srv/layers'), /overlaps "images\.writable_layers_dir"/);
+    refused(handler('runc', '/srv/runc-images'), /"runtime\.handlers\.runc\.image_store": the default handler uses the shared image store/);
+  });
+
   it('reads snake_case keys from TOML over the defaults', () => {
     const c = parseConfig(
       `log_level = "debug"

@@ -59,6 +59,8 @@ export class PodWorld {
   runtimeToml: string[] = [];
   /** More tables after the world's own (e.g. `[cdi]` and its keys). */
   extraToml: string[] = [];
+  /** The daemon's dir (socket, root, state) when the suite prepared one, e.g. with mounts in it. */
+  dir?: string;
 
   /** The cgroup driver of this world's daemon (STOVE_TEST_CGROUP_DRIVER, cgroupfs by default). */
   readonly driver = testCgroupDriver();
@@ -93,7 +95,7 @@ export class PodWorld {
     await makeParent(this.cgroupRoot);
     this.net = await TestNet.create();
     if (writeConf) await this.net.writeConf();
-    this.daemon = await startStove({ configToml: this.configToml() });
+    this.daemon = await startStove({ dir: this.dir, configToml: this.configToml() });
   }
 
   /** SIGKILLs the daemon and starts a new one on the same socket, root and state. */

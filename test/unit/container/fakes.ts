@@ -77,8 +77,8 @@ export class FakeImages implements ContainerImages {
     if (spec !== IMAGE_NAME && spec !== IMAGE_ID) throw notFound(`image "${spec}" not found`);
     return { id: IMAGE_ID, repoTags: [IMAGE_NAME], repoDigests: [`registry.test/app@sha256:${'2'.repeat(64)}`], config: { Cmd: ['sleep', '60'], StopSignal: 'SIGQUIT' }, platform: {}, layerDirs: [] };
   }
-  find() {
-    return undefined;
+  hasOwnStore() {
+    return false;
   }
   async mountRootfs(_image: string, id: string, target: string): Promise<void> {
     this.calls.push(`mount ${id}`);

@@ -157,11 +157,13 @@ describe('query RPC caches', () => {
         return this.pinned.matches(r);
       }
     }
+    /** The fake as the only store, the shared one. */
+    const catalog = (images: FakeImages) => ({ forHandler: () => ({ runtimeHandler: '', service: images }), stores: () => [{ runtimeHandler: '', service: images }] });
     const A = 'sha256:' + 'a'.repeat(64);
     const B = 'sha256:' + 'b'.repeat(64);
     const status = async (images: FakeImages, spec: string) =>
-      wire(image.imageStatus!, (b) => ImageStatusResponse.decode(b), await imageStatus(images, ImageStatusRequest.fromPartial({ image: { image: spec } }))).image;
-    const list = async (images: FakeImages) => wire(image.listImages!, (b) => ListImagesResponse.decode(b), await listImages(images, { filter: undefined })).images;
+      wire(image.imageStatus!, (b) => ImageStatusResponse.decode(b), await imageStatus(catalog(images), ImageStatusRequest.fromPartial({ image: { image: spec } }))).image;
+    const list = async (images: FakeImages) => wire(image.listImages!, (b) => ListImagesResponse.decode(b), await listImages(catalog(images), { filter: undefined })).images;
 
     it('ImageStatus shows a new tag, a change of pinned patterns and a removal at once', async () => {
       const images = new FakeImages();

@@ -32,7 +32,7 @@ describe('PSI and IoUsage', () => {
   const record = (cgroupsPath: string) =>
     ({ id: 'c1', name: 'c1', cgroupsPath, config: ContainerConfig.toJSON(ContainerConfig.fromPartial({ metadata: { name: 'c1' } })) }) as unknown as ContainerRecord;
   const reader = (cgroups: CgroupLayout) =>
-    new StatsReader({ cgroups, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }) }, containerDir: (id) => join(dir(), 'containers', id), log: silentLogger });
+    new StatsReader({ cgroups, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }), writableLayerFs: () => join(dir(), 'containers') }, log: silentLogger });
 
   it('reports cpu, memory and io pressure from a cgroup v2 tree, uint64 totals exact', async () => {
     await mkdir(join(dir(), 'v2/pods'), { recursive: true });
@@ -80,7 +80,7 @@ describe('PSI and IoUsage', () => {
     await mkdir(join(dir(), 'v2/pods'), { recursive: true });
     await cp(join(FIXTURES, 'cgroup-v2-psi'), join(dir(), 'v2/pods/c1'), { recursive: true });
     const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: join(dir(), 'v2'), root: '/' }] };
-    const metrics = new MetricsReader({ cgroups: layout, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }) }, containerDir: (id) => join(dir(), 'containers', id), log: silentLogger });
+    const metrics = new MetricsReader({ cgroups: layout, images: { rootfsUsage: async () => ({ bytes: 0n, inodes: 0n }), writableLayerFs: () => join(dir(), 'containers') }, log: silentLogger });
     const sandbox = { id: 'p1', name: 'p', cgroupsPath: '', netnsPath: '', pausePid: 0 } as unknown as SandboxRecord;
     const c = { ...record('/pods/c1'), state: 'running' } as ContainerRecord;
     const samples = (await metrics.podMetrics(sandbox, [c])).containers[0]!.samples;
