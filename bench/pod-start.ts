@@ -11,8 +11,8 @@
  * of its pods opened before the create, the first and the last pod Ready; it scrapes the kubelet's
  * /metrics (through the API server's node proxy) before and after, for the kubelet's own
  * `kubelet_pod_start_sli_duration_seconds` (from a pod's creation timestamp to its containers seen
- * running, pulls excluded), `kubelet_pod_start_duration_seconds` (from the kubelet's first sight of
- * the pod) and `kubelet_runtime_operations_duration_seconds` (each CRI call as the kubelet timed it),
+ * running, pulls excluded) and `kubelet_runtime_operations_duration_seconds` (each CRI call as the
+ * kubelet timed it),
  * and reads each pod's `podStartSLOduration` from the kubelet's log. Then it deletes the Deployment and
  * waits until its pods are gone from the API and their sandboxes from the runtime (CRI
  * ListPodSandbox), so every round starts from the same node.
@@ -51,7 +51,6 @@ const GONE_TIMEOUT_MS = 240_000;
 let kubernetesVersion = '';
 
 const SLI = 'kubelet_pod_start_sli_duration_seconds';
-const POD_START = 'kubelet_pod_start_duration_seconds';
 const RUNTIME_OPS = 'kubelet_runtime_operations_duration_seconds';
 /** The kubelet's CRI calls shown, in the order a pod start makes them. */
 const OPS = ['run_podsandbox', 'podsandbox_status', 'create_container', 'start_container', 'container_status', 'list_podsandbox', 'list_containers'];
@@ -61,7 +60,6 @@ interface Round {
   firstReadyMs: number;
   allReadyMs: number;
   sli: Histogram;
-  podStart: Histogram;
   ops: Map<string, Histogram>;
   /** Each pod's podStartSLOduration from the kubelet's log (s). */
   podSlo: number[];
@@ -122,7 +120,6 @@ async function poll<T>(what: string, timeoutMs: number, check: () => Promise<T |
 
 interface Scrape {
   sli: Histogram | undefined;
-  podStart: Histogram | undefined;
   ops: Map<string, Histogram>;
 }
 
@@ -133,7 +130,7 @@ async function scrape(c: Cluster): Promise<Scrape> {
     const op = /operation_type="([^"]+)"/.exec(labels)?.[1];
     if (op) ops.set(op, h);
   }
-  return { sli: histograms(text, SLI).get(''), podStart: histograms(text, POD_START).get(''), ops };
+  return { sli: histograms(text, SLI).get(''), ops };
 }
 
 const EMPTY: Histogram = { buckets: [], sum: 0, count: 0 };
@@ -215,7 +212,6 @@ async function round(c: Cluster, name: string): Promise<Round> {
     firstReadyMs,
     allReadyMs,
     sli: difference(after.sli ?? EMPTY, before.sli),
-    podStart: difference(after.podStart ?? EMPTY, before.podStart),
     ops,
     podSlo: podSloOf(kubeletLines, name),
     daemonCpuMs,
@@ -302,7 +298,6 @@ const FIGURES: { label: string; of: (r: Round) => number; show: (v: number) => s
   { label: `${SLI}: p90 (histogram estimate)`, of: (r) => quantile(r.sli, 0.9), show: seconds },
   { label: 'podStartSLOduration per pod, kubelet log: median', of: (r) => median(r.podSlo), show: seconds },
   { label: 'podStartSLOduration per pod, kubelet log: p90', of: (r) => p90(r.podSlo), show: seconds },
-  { label: `${POD_START}: mean (sum/count)`, of: (r) => mean(r.podStart), show: seconds },
   { label: 'runtime daemon CPU, create → all Ready', of: (r) => r.daemonCpuMs, show: ms },
 ];
 
@@ -347,14 +342,24 @@ function report(runs: RuntimeRun[]): string {
   return out;
 }
 
+/** A log line's JSON object; undefined for anything else (a line cut off where the round's read ended). */
+function jsonLine(line: string): unknown {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Medians of Stove's own step timings over every round (its `pod sandbox ready`, `container created/started` lines). */
 function stoveSteps(run: RuntimeRun): string {
   const steps = new Map<string, number[]>();
   const rpcs = new Map<string, number[]>();
   const add = (m: Map<string, number[]>, k: string, v: number) => m.set(k, [...(m.get(k) ?? []), v]);
   for (const line of run.rounds.flatMap((r) => r.stoveLog)) {
-    if (!line.startsWith('{')) continue;
-    const entry = JSON.parse(line) as { msg: string; ms?: number; steps?: Record<string, number>; rpc?: string; durationMs?: number };
+    const entry = jsonLine(line) as { msg?: string; ms?: number; steps?: Record<string, number>; rpc?: string; durationMs?: number } | undefined;
+    if (!entry) continue;
     const prefix = entry.msg === 'pod sandbox ready' ? 'RunPodSandbox' : entry.msg === 'container created' ? 'CreateContainer' : entry.msg === 'container started' ? 'StartContainer' : '';
     if (prefix && entry.ms !== undefined) {
       add(steps, `${prefix}: total`, entry.ms);
