@@ -21,7 +21,8 @@
  * adds its own handler time per RPC. Its `pod sandbox ready` and `container created` lines give the
  * medians of its steps. `--keep DIR` keeps each cluster's logs there.
  */
-import { cp, mkdir, open, stat } from 'node:fs/promises';
+import { cp, mkdir, open, readFile, stat } from 'node:fs/promises';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { PullImageRequest } from '../src/gen/runtime/v1/api.js';
 import { criClients } from '../test/helpers/cri-client.js';
@@ -65,6 +66,8 @@ interface Round {
   podSlo: number[];
   /** The runtime daemon's CPU time (user + system) from the create to the last pod Ready (ms). */
   daemonCpuMs: number;
+  /** The whole machine's busy CPU time over the same stretch (ms, all cores). */
+  machineCpuMs: number;
   /** From the delete to the pods gone from the API and their sandboxes from the runtime (ms). */
   goneMs: number;
   /** Stove's own lines of the round (empty for containerd). */
@@ -148,6 +151,13 @@ async function logSince(path: string, offset: number): Promise<string[]> {
   }
 }
 
+/** CPU time the machine spent on anything but idle and I/O wait since boot (ms, all cores; /proc/stat). */
+async function machineBusyMs(): Promise<number> {
+  const line = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!;
+  const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number); // user nice system idle iowait irq softirq steal
+  return ((ticks.reduce((a, b) => a + b, 0) - ticks[3]! - ticks[4]!) * 1000) / 100; // USER_HZ
+}
+
 const sizeOf = (path: string) => stat(path).then((s) => s.size, () => 0);
 
 /** Each pod's podStartSLOduration in the kubelet's `Observed pod startup duration` lines. */
@@ -183,6 +193,7 @@ async function round(c: Cluster, name: string): Promise<Round> {
     return true;
   });
   const cpuBefore = await cpuMsOf(daemon);
+  const machineBefore = await machineBusyMs();
   created = performance.now();
   try {
     await c.api.call('POST', `/apis/apps/v1/namespaces/${NAMESPACE}/deployments`, deployment(name, image));
@@ -195,6 +206,7 @@ async function round(c: Cluster, name: string): Promise<Round> {
     watch.close();
   }
   const daemonCpuMs = (await cpuMsOf(daemon)) - cpuBefore;
+  const machineCpuMs = (await machineBusyMs()) - machineBefore;
 
   // The kubelet records a pod's start once it sees the pod running on its own watch: moments after ours.
   const after = await poll(`the kubelet's ${SLI} to count ${PODS} more pods`, 30_000, async () => {
@@ -215,6 +227,7 @@ async function round(c: Cluster, name: string): Promise<Round> {
     ops,
     podSlo: podSloOf(kubeletLines, name),
     daemonCpuMs,
+    machineCpuMs,
     goneMs: performance.now() - goneStarted,
     stoveLog,
   };
@@ -299,6 +312,7 @@ const FIGURES: { label: string; of: (r: Round) => number; show: (v: number) => s
   { label: 'podStartSLOduration per pod, kubelet log: median', of: (r) => median(r.podSlo), show: seconds },
   { label: 'podStartSLOduration per pod, kubelet log: p90', of: (r) => p90(r.podSlo), show: seconds },
   { label: 'runtime daemon CPU, create → all Ready', of: (r) => r.daemonCpuMs, show: ms },
+  { label: `machine CPU busy (${cpus().length} cores), create → all Ready`, of: (r) => r.machineCpuMs, show: ms },
 ];
 
 function medianOf(run: RuntimeRun | undefined, of: (r: Round) => number): number {
