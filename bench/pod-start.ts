@@ -340,7 +340,7 @@ function report(runs: RuntimeRun[]): string {
   byRound.push(['delete → gone from the runtime', each(containerd, (r) => r.goneMs, ms), each(stove, (r) => r.goneMs, ms)]);
   out += `\n${table(byRound)}\n`;
 
-  const opRows = [['the kubelet\'s CRI calls (mean per call, all rounds)', 'calls per round', 'containerd', 'stove', 'stove/containerd']];
+  const opRows = [['the kubelet\'s CRI calls (mean per call, all rounds)', 'calls per round (containerd / stove)', 'containerd', 'stove', 'stove/containerd']];
   for (const op of OPS) {
     const total = (run: RuntimeRun | undefined) => {
       const hs = run?.rounds.map((r) => r.ops.get(op) ?? EMPTY) ?? [];
