@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm clean
+.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm bench bench-pod-start clean
 
 setup:
 	@scripts/setup.sh
@@ -100,6 +100,11 @@ bench: setup
 	$(NODE) --enable-source-maps dist/bench/pull.js
 	$(NODE) --enable-source-maps dist/bench/sandbox.js
 	$(NODE) --enable-source-maps dist/bench/containers.js
+
+# Pod start on the single-node cluster (test/e2e/cluster/), Stove then containerd 2.x in its place
+# (by hand; builds containerd into the cluster's cache on first use; see bench/README.md).
+bench-pod-start: build
+	$(NODE) --enable-source-maps dist/bench/pod-start.js
 
 clean:
 	rm -rf dist rootfs/pause/bin

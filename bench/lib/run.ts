@@ -21,9 +21,12 @@ export function benchOptions<O extends ParseArgsOptionsConfig>(usage: string, op
   return values;
 }
 
-/** `\n<title> (<date>; <cores> × <cpu>; <containerd version>; <details>)\n\n`, above a report's first table. */
-export function heading(title: string, details: string): string {
-  return `\n${title} (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerdVersion()}; ${details})\n\n`;
+/**
+ * `\n<title> (<date>; <cores> × <cpu>; <containerd version>; <details>)\n\n`, above a report's first table;
+ * the version is Debian's containerd's unless the bench ran another.
+ */
+export function heading(title: string, details: string, containerd = containerdVersion()): string {
+  return `\n${title} (${new Date().toISOString().slice(0, 10)}; ${cpus().length} × ${cpus()[0]?.model.trim()}; ${containerd}; ${details})\n\n`;
 }
 
 /**

@@ -13,6 +13,7 @@
 #   CLUSTER_RUNTIME   stove (default) or containerd (a containerd 2.x that build.sh built)
 #   KUBELET_FEATURE_GATES   e.g. EventedPLEG=true
 #   KUBELET_VERBOSITY       the kubelet's --v (default 2)
+#   STOVE_LOG_LEVEL         Stove's --log-level (default debug; bench/pod-start.ts runs it at info)
 #   STOVE_E2E_CACHE   where build.sh keeps the Kubernetes build (default /var/cache/stove-e2e)
 # Needs root. Traffic stays on loopback, the node link and the pods' namespaces: the service
 # and pod ranges are routed to the node link and pods cannot forward out of the bridge.
@@ -150,7 +151,7 @@ pinned = ["$REGISTRY_ADDR/e2e/pinned:*"]
 insecure = true
 EOF
   mkdir -p "$W/stove/stove.d"
-  start stove "$repo/bin/stove" serve --config "$W/stove/stove.toml" --config-dir "$W/stove/stove.d" --log-level debug
+  start stove "$repo/bin/stove" serve --config "$W/stove/stove.toml" --config-dir "$W/stove/stove.d" --log-level "${STOVE_LOG_LEVEL:-debug}"
 else
   start_containerd
 fi
