@@ -13,6 +13,9 @@ import type { SandboxReads } from './list-pod-sandbox.js';
 /** The status part of a PodSandboxStatus answer, one per record object. */
 const statusPart = responsePerKey((record: SandboxRecord) => PodSandboxStatusResponse.fromPartial({ status: toPodSandboxStatus(record) }));
 
+/** One container's entry of containers_statuses, one per container record object (encoded once). */
+const containerPart = responsePerKey((record: ContainerRecord) => PodSandboxStatusResponse.fromPartial({ containersStatuses: [toContainerStatus(record)] }));
+
 /**
  * NOT_FOUND for an unknown pod; `verbose` adds `info["info"]`, a JSON document like containerd's. The
  * answer carries a timestamp and, with it, the statuses of all the pod's containers: a kubelet with the
@@ -26,10 +29,13 @@ export async function podSandboxStatus(
   const { record, pause } = await d.pods.status(requiredString(req.podSandboxId, 'pod_sandbox_id'));
   const info: Record<string, string> = {};
   if (req.verbose) info.info = JSON.stringify(await verboseInfo(d.sandboxes, record, pause));
-  // The status is encoded once per record; the containers, timestamp (and info) of each call follow it.
+  // The status and each container's status are encoded once per record; the timestamp (and info) of
+  // each call follow them.
   const brief = statusPart(record);
-  const fresh = PodSandboxStatusResponse.fromPartial({ info, timestamp: nowNs(), containersStatuses: d.containersOf(record.id).map(toContainerStatus) });
-  return encodeAsParts({ ...fresh, status: brief.status }, [brief, fresh]);
+  const containers = d.containersOf(record.id).map(containerPart);
+  const fresh = PodSandboxStatusResponse.fromPartial({ info, timestamp: nowNs() });
+  const answer = { ...fresh, status: brief.status, containersStatuses: containers.map((part) => part.containersStatuses[0]!) };
+  return encodeAsParts(answer, [brief, ...containers, fresh]);
 }
 
 /** `pause`: the state of the pause process if the status call checked it already. */

@@ -73,6 +73,31 @@ describe('query RPC caches', () => {
       assert.equal((await status(r.id)).exitCode, 3);
     });
 
+    it("PodSandboxStatus carries each container's status as it is now, in order, with the timestamp", async () => {
+      const pods = await SandboxHarness.create();
+      try {
+        const pod = await pods.runner.run(PodSandboxConfig.fromPartial({ metadata: { name: 'p', namespace: 'ns', uid: 'uid-p', attempt: 0 } }), '');
+        const answer = async () =>
+          wire(runtime.podSandboxStatus!, (b) => PodSandboxStatusResponse.decode(b),
+            await podSandboxStatus({ pods: pods.pods, sandboxes: pods.service, containersOf: () => h.service.ofSandbox(SANDBOX) }, { podSandboxId: pod.id, verbose: false }));
+        const a = await h.service.create(SANDBOX, config('a'));
+        const b = await h.service.create(SANDBOX, config('b'));
+        const first = await answer();
+        assert.equal(first.status!.id, pod.id);
+        assert.deepEqual(first.containersStatuses.map((c) => [c.id, c.state]), [[a.id, ContainerState.CONTAINER_CREATED], [b.id, ContainerState.CONTAINER_CREATED]]);
+        assert.ok(first.timestamp > 0n);
+        await h.service.start(b.id);
+        const second = await answer();
+        assert.deepEqual(second.containersStatuses.map((c) => c.state), [ContainerState.CONTAINER_CREATED, ContainerState.CONTAINER_RUNNING]);
+        assert.deepEqual(second.containersStatuses[1], (await status(b.id)));
+        assert.ok(second.timestamp >= first.timestamp);
+        await h.service.remove(a.id);
+        assert.deepEqual((await answer()).containersStatuses.map((c) => c.id), [b.id]);
+      } finally {
+        await pods.cleanup();
+      }
+    });
+
     it('ListContainers shows creates, state changes and removals at once, in creation order', async () => {
       const a = await h.service.create(SANDBOX, config('a'));
       assert.deepEqual((await list()).map((c) => c.id), [a.id]);
