@@ -67,7 +67,10 @@ trap 'exit 130' INT TERM HUP
 # The checkout as the guest sees it: everything but git's own files, and the job to run.
 stage="$tmp/repo"
 mkdir -p "$stage/.vm"
-tar -C "$repo" --exclude=./.git --exclude=./.tmp -cf - . | tar -C "$stage" -xf -
+tar -C "$repo" --exclude=./.git --exclude=./.tmp --exclude=./node_modules -cf - . | tar -C "$stage" -xf -
+# node_modules may be a link to another checkout's (a git worktree's): the guest gets what it points to.
+mkdir -p "$stage/node_modules"
+tar -C "$(readlink -f "$repo/node_modules")" -cf - . | tar -C "$stage/node_modules" -xf -
 nonce=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "stove-vm-$nonce" >"$stage/.vm/nonce"
 [ -z "$kubelet" ] || install -D -m 0755 "$kubelet" "$stage/.vm/bin/kubelet"
