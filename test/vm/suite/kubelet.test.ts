@@ -29,7 +29,7 @@ const POD_GONE_MS = 90_000;
 async function skipReason(): Promise<string | undefined> {
   if ((await detectCgroups()).version !== 2) return 'needs a cgroup v2 node (test/vm/run.sh boots one)';
   const bin = process.env.STOVE_VM_KUBELET;
-  if (!bin) return 'no kubelet binary in the guest: make test-vm passes the one test/e2e/cluster/build.sh builds (with Go 1.26 at /usr/local/go), test/vm/run.sh --kubelet FILE any other';
+  if (!bin) return 'no kubelet binary in the guest (test/vm/run.sh --kubelet FILE; make test-vm gives its systemd run the one test/e2e/cluster/build.sh builds, with Go 1.26 at /usr/local/go)';
   if (!existsSync(bin)) return `STOVE_VM_KUBELET names ${bin}, which does not exist`;
   return containerSkipReason();
 }
