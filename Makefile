@@ -90,8 +90,12 @@ test-unit: build lint
 
 # The VM suite (test/vm/): a Debian 12 guest with systemd and pure cgroup v2 under QEMU, once with each
 # cgroup driver. Needs no host lock: the guest has its own kernel, cgroups and network, and no network.
+# The systemd run takes the real kubelet along (test/e2e/cluster/build.sh, cached with the cluster's
+# build); where it cannot be built the guest's kubelet tests skip and say so.
 test-vm: build
-	@test/vm/run.sh --driver systemd -- test/vm/suite.sh
+	@set -o pipefail; kubelet="$$(test/e2e/cluster/build.sh kubernetes | tail -1)/kubelet" || \
+	  { echo 'test-vm: no kubelet (test/e2e/cluster/build.sh kubernetes failed): the guest skips its kubelet tests'; kubelet=; }; \
+	  test/vm/run.sh --driver systemd $${kubelet:+--kubelet "$$kubelet"} -- test/vm/suite.sh
 	@test/vm/run.sh --driver cgroupfs -- test/vm/suite.sh
 
 # Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).

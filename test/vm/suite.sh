@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The VM suite, run in the guest by `make test-vm` (test/vm/run.sh --driver … -- test/vm/suite.sh): the
-# guest's own tests (test/vm/suite/) and the integration tests that touch cgroups, with the driver
+# guest's own tests (test/vm/suite/: the node, `criu check`, and the real kubelet in standalone mode when
+# run.sh was given one with --kubelet) and the integration tests that touch cgroups, with the driver
 # STOVE_TEST_CGROUP_DRIVER names. The integration subset is what fits about 15 minutes of emulated
 # time per driver; the tests written against cgroupfs paths (the sandbox tests' parent levels, the
 # pod resize test's parent) run with cgroupfs only, their systemd counterparts are in test/vm/suite/.
