@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { status } from '@grpc/grpc-js';
 import { criClients, type CriClients } from '../helpers/cri-client.js';
@@ -45,23 +46,21 @@ async function rssMiB(pid: number): Promise<number> {
   return Number(/(\d+)/.exec(line!)![1]) / 1024;
 }
 
-/** Version calls one after another on their own connection until stopped; the slowest one's time. */
-function probeVersion(clients: CriClients): { stop(): Promise<number> } {
-  let running = true;
-  let slowest = 0;
-  const loop = (async () => {
-    while (running) {
-      const started = performance.now();
-      await clients.runtime.version({ version: 'v1' });
-      slowest = Math.max(slowest, performance.now() - started);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
+/**
+ * Version calls one after another on their own connection, from a worker thread
+ * (version-probe-main.ts), until stopped; the slowest one's time.
+ */
+function probeVersion(socket: string): { stop(): Promise<number> } {
+  const worker = new Worker(new URL('./version-probe-main.js', import.meta.url), { workerData: { socket } });
+  const slowest = new Promise<number>((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`the Version probe exited (${code}) without an answer`)));
+  });
   return {
     async stop() {
-      running = false;
-      await loop;
-      return slowest;
+      worker.postMessage('stop');
+      return await slowest;
     },
   };
 }
@@ -123,7 +122,7 @@ describe('security: HTTP/2 attacks on the CRI socket (real daemon)', function ()
    */
   async function underAttack<T>(attack: () => Promise<T>): Promise<T> {
     const before = await rssMiB(daemon.child.pid!);
-    const probe = probeVersion(probeClients);
+    const probe = probeVersion(daemon.socket);
     let result: T;
     try {
       result = await attack();
