@@ -32,6 +32,8 @@ export interface CallStatus {
  */
 export interface UnaryCall {
   readonly request: unknown;
+  /** The request message as it came, for a field the decoded message cannot keep as sent (see CallContext). */
+  readonly requestBytes: Buffer;
   readonly metadata: CallMetadata;
   readonly signal: AbortSignal;
 }
@@ -207,6 +209,7 @@ const isGrpcContentType = (ct: string | undefined) => ct !== undefined && /^appl
 /** One call on one HTTP/2 stream: reads the request, answers with messages and a status exactly once. */
 class Call extends EventEmitter implements ServerStreamCall {
   request: unknown;
+  requestBytes: Buffer = Buffer.alloc(0);
   readonly metadata: CallMetadata;
   private abortController: AbortController | undefined;
   private abortReason: StoveError | undefined;
@@ -475,6 +478,7 @@ function serveCall(
     if (err) return endWithout(err);
     if (call.isFinished) return endWithout(); // the deadline passed or the client left while the request arrived
     try {
+      call.requestBytes = bytes!;
       call.request = route.decode(bytes!);
     } catch (e) {
       return endWithout({ code: status.INTERNAL, details: `failed to parse the request: ${(e as Error).message}` });

@@ -24,6 +24,11 @@ export interface StreamSink<T> {
  */
 export interface CallContext {
   readonly signal: AbortSignal;
+  /**
+   * The request's wire bytes. A handler decodes them again with a view message (src/gen/stove) where
+   * a field's wire type carries more than the proto/ type keeps: env values as bytes (cri-api v0.37).
+   */
+  readonly requestBytes: Buffer;
 }
 
 type HandlerOf<T> =

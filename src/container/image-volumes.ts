@@ -1,7 +1,7 @@
 /**
  * Image volumes (KEP-4639, GA in Kubernetes 1.36): a CRI mount naming an image instead of a host path
- * gets that image's root filesystem (or `image_sub_path` inside it), read-only, nosuid, nodev and
- * noexec, from the unpacked layers without a copy. The image must be present (the kubelet pulls it
+ * gets that image's root filesystem (or `image_sub_path` inside it), read-only, nosuid and nodev (not
+ * noexec: cri-api v0.36 dropped it), from the unpacked layers without a copy. The image must be present (the kubelet pulls it
  * first); the container holds it until it is removed, so RemoveImage refuses it meanwhile.
  *
  * Each volume is an overlay mounted at `<bundle>/image-volumes/<n>` (images/image-service.ts), which

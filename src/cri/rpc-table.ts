@@ -84,7 +84,7 @@ export function runtimeHandlers(s: CriServices): Omit<RuntimeHandlers, 'checkpoi
     podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes, containersOf: (id) => containers.ofSandbox(id) }, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
-    createContainer: (r) => createContainer(pods, r),
+    createContainer: (r, call) => createContainer(pods, r, call.requestBytes),
     startContainer: (r) => startContainer(pods, r),
     stopContainer: (r) => stopContainer(containers, r),
     removeContainer: (r) => removeContainer(containers, r),

@@ -525,7 +525,7 @@ export class ImageService {
   }
 
   /**
-   * Mounts an image read-only (nosuid, nodev, noexec) at `target` as image volume `index` of a
+   * Mounts an image read-only (nosuid, nodev; programs in it may run) at `target` as image volume `index` of a
    * container: the overlay of its unpacked layers, nothing copied. Holds the image like a root
    * filesystem does, until `removeRootfs` of the container.
    */

@@ -97,8 +97,9 @@ export function bindMountOptions(m: CriMount, rroSupported: boolean): { options:
     if (m.recursiveReadOnly) throw invalidArgument(`recursive read-only mount conflicts with RW mount (hostPath="${m.hostPath}")`);
     options.push('rw');
   }
-  // An image volume is data, never programs or devices (KEP-4639; CRI-O mounts it so too).
-  if (m.image?.image) options.push('nosuid', 'nodev', 'noexec');
+  // An image volume is read-only and never holds devices or set-user-ID programs; it may hold programs
+  // to run (tools a platform injects): cri-api v0.36 no longer says noexec (kubernetes#135775).
+  if (m.image?.image) options.push('nosuid', 'nodev');
   return { options, ...(rootfsPropagation ? { rootfsPropagation } : {}) };
 }
 

@@ -3,9 +3,9 @@
  * no OCI runtime owns: a pod's own cgroup, resized in place (UpdatePodSandboxResources). The file names
  * and the v1 → v2 conversions are runc's (cpu.shares → cpu.weight, memory+swap → memory.swap.max).
  */
-import { access, writeFile } from 'node:fs/promises';
+import { access, readFile, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { failedPrecondition, internal } from '../common/errors.js';
+import { failedPrecondition, internal, invalidArgument } from '../common/errors.js';
 import type { LinuxResources } from '../oci/index.js';
 import { dirIn, type CgroupLayout } from '../platform/cgroups.js';
 
@@ -60,8 +60,10 @@ export function v2Writes(r: LinuxResources): CgroupWrite[] {
 }
 
 /**
- * Applies `r` to the existing cgroup at `path` (an absolute cgroup path). FailedPrecondition when the
- * cgroup or a controller it needs is missing; a write the kernel refuses is Internal with its reason.
+ * Applies `r` to the existing cgroup at `path` (an absolute cgroup path), all or nothing: when a write
+ * is refused, the files written before it get their previous values back. FailedPrecondition when the
+ * cgroup or a controller it needs is missing or the kernel is busy (memory in use above a new limit);
+ * InvalidArgument when the kernel refuses a value (a cpuset outside the parent's); Internal otherwise.
  * v1 memory limits are written in the order that keeps memsw ≥ limit at every step.
  */
 export async function writeCgroupLimits(layout: CgroupLayout, path: string, r: LinuxResources): Promise<CgroupWrite[]> {
@@ -71,23 +73,76 @@ export async function writeCgroupLimits(layout: CgroupLayout, path: string, r: L
     if (h.version !== layout.version) continue;
     for (const c of h.version === 2 ? ['unified'] : h.controllers) dirs.set(c, dirIn(h, path));
   }
-  for (const write of writes) {
+  const fileOf = (write: CgroupWrite): string => {
     if (write.file.includes('/')) throw internal(`cgroup file name "${write.file}" is not a plain name`);
     const dir = dirs.get(write.controller);
     if (!dir) throw failedPrecondition(`cannot set ${write.file}: the ${write.controller} cgroup controller is not mounted on this host`);
+    return posix.join(dir, write.file);
+  };
+  const files = writes.map(fileOf);
+  for (const dir of new Set(files.map((f) => posix.dirname(f)))) {
     try {
       await access(dir);
     } catch {
       throw failedPrecondition(`cgroup "${path}" does not exist (${dir})`);
     }
+  }
+  const previous = await readPrevious(writes, files);
+  for (const [i, write] of writes.entries()) {
     try {
-      await writeFile(posix.join(dir, write.file), write.value);
+      await writeFile(files[i]!, write.value);
     } catch (err) {
       if (write.mayFail) continue;
-      throw internal(`failed to write ${write.value} to ${posix.join(dir, write.file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+      const undone = await restore(layout, previous.slice(0, i));
+      throw refused(write, files[i]!, err as NodeJS.ErrnoException, undone);
     }
   }
   return writes;
+}
+
+/** The values of the files about to be written, in write order, once per file, to put back on a failure. */
+async function readPrevious(writes: CgroupWrite[], files: string[]): Promise<{ write: CgroupWrite; file: string }[]> {
+  const out: { write: CgroupWrite; file: string }[] = [];
+  const seen = new Set<string>();
+  for (const [i, write] of writes.entries()) {
+    const file = files[i]!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const value = await readFile(file, 'utf8').then((v) => v.trim(), () => undefined);
+    // A file that cannot be read (write-only, or missing: the write fails first) has nothing to restore.
+    if (value !== undefined) out.push({ write: { ...write, value }, file });
+  }
+  return out;
+}
+
+/** Writes back the previous values of the files written so far; false when one could not be. */
+async function restore(layout: CgroupLayout, written: { write: CgroupWrite; file: string }[]): Promise<boolean> {
+  const files = new Map(written.map((w) => [w.write.file, w.file]));
+  const writes = written.map((w) => w.write);
+  let ok = true;
+  for (const write of layout.version === 2 ? writes : orderV1Memory(writes)) {
+    await writeFile(files.get(write.file)!, write.value).catch(() => {
+      if (!write.mayFail) ok = false;
+    });
+  }
+  return ok;
+}
+
+/** The error for a write the kernel refused, by its errno. */
+function refused(write: CgroupWrite, file: string, err: NodeJS.ErrnoException, undone: boolean): Error {
+  const what = `failed to write ${write.value} to ${file}: ${err.code ?? err.message}`;
+  const after = undone ? '; the values written before it were put back' : '; some values written before it could not be put back';
+  switch (err.code) {
+    case 'EINVAL':
+    case 'ERANGE':
+      return invalidArgument(`${what} (the kernel refuses this value for this cgroup)${after}`, err);
+    case 'EBUSY':
+      return failedPrecondition(`${what} (the pod uses more than the new limit, or the cgroup is in use)${after}`, err);
+    case 'ENOENT':
+      return failedPrecondition(`${what} (the cgroup or its ${write.controller} file is gone)${after}`, err);
+    default:
+      return internal(`${what}${after}`, err);
+  }
 }
 
 /**

@@ -64,7 +64,8 @@ export async function mountOverlay(spec: OverlaySpec, alongside?: Promise<unknow
  * up the second for a one-layer image; an image without layers is the empty dir itself, bound read-only.
  */
 export async function mountReadOnlyOverlay(spec: { baseDir: string; lowerDirs: string[]; padDir: string; target: string }): Promise<void> {
-  const flags = ['ro', 'nosuid', 'nodev', 'noexec'];
+  // Not noexec: cri-api v0.36 dropped it from image volumes (kubernetes#135775), which may carry tools.
+  const flags = ['ro', 'nosuid', 'nodev'];
   await mkdir(spec.target, { recursive: true, mode: 0o755 });
   if (spec.lowerDirs.length === 0) {
     await mount({ type: 'none', source: join(spec.baseDir, spec.padDir), target: spec.target, options: ['bind'] });

@@ -1,11 +1,14 @@
 /**
  * Fields a Kubernetes 1.33–1.36 kubelet sends with every container, against real runc, conmon and CNI:
  * hugepage limits of 0 for each page size of the node, stop_signal (request, image, default), the image
- * named by its ID with the pod spec's name beside it.
+ * named by its ID with the pod spec's name beside it, env values sent as bytes (cri-api v0.37).
  */
 import assert from 'node:assert/strict';
 import { readdir } from 'node:fs/promises';
-import { ContainerFilter, Signal } from '../../../src/gen/runtime/v1/api.js';
+import { BinaryWriter } from '@bufbuild/protobuf/wire';
+import type { ServiceError } from '@grpc/grpc-js';
+import { ContainerConfig, ContainerFilter, CreateContainerResponse, type PodSandboxConfig, Signal } from '../../../src/gen/runtime/v1/api.js';
+import { ContainerEnvs } from '../../../src/gen/stove/v1/wire.js';
 import { detectCgroups } from '../../../src/platform/cgroups.js';
 import { containerSuite, ContainerWorld, eventually, rejectsWith } from './world.js';
 
@@ -15,6 +18,25 @@ async function nodePageSizes(): Promise<string[]> {
   return names.map((n) => {
     const kb = Number(/^hugepages-(\d+)kB$/.exec(n)![1]);
     return kb >= 1 << 20 ? `${kb >> 20}GB` : kb >= 1 << 10 ? `${kb >> 10}MB` : `${kb}KB`;
+  });
+}
+
+/**
+ * CreateContainer with env values as raw bytes, as a kubelet on cri-api v0.37 sends a Secret's binary
+ * data: the config's fields, then its envs as the bytes view encodes them (entries of a repeated field
+ * append within one message).
+ */
+function createWithEnvBytes(world: ContainerWorld, pod: { id: string; config: PodSandboxConfig }, config: ContainerConfig, envs: { key: string; value: Buffer }[]): Promise<string> {
+  const configBytes = Buffer.concat([ContainerConfig.encode(config).finish(), ContainerEnvs.encode({ envs }).finish()]);
+  const request = Buffer.from(new BinaryWriter().uint32(10).string(pod.id).uint32(18).bytes(configBytes).finish());
+  return new Promise((resolve, reject) => {
+    world.daemon.clients.rawRuntime.makeUnaryRequest(
+      '/runtime.v1.RuntimeService/CreateContainer',
+      (bytes: Buffer) => bytes,
+      (bytes: Buffer) => CreateContainerResponse.decode(bytes),
+      request,
+      (err: ServiceError | null, res?: CreateContainerResponse) => (err ? reject(err) : resolve(res!.containerId)),
+    );
   });
 }
 
@@ -94,5 +116,37 @@ describe('containers: fields of current kubelets (real runc, conmon and CNI)', f
 
   it('refuses a stop_signal outside the enum with INVALID_ARGUMENT', async () => {
     await rejectsWith(world.create(pod, world.config('busybox', { stopSignal: 99 as Signal })), 'INVALID_ARGUMENT', /stop_signal 99 is not a known signal/);
+  });
+
+  it('passes env values to the process byte for byte, and refuses binary ones naming the variable', async () => {
+    // UTF-8 of every length, U+FFFD itself, control characters and a newline: the container prints its
+    // env value as hex.
+    const text = Buffer.from('a\u00e9\u20ac\u{1F600}\uFFFD\x01\x1b[0m\x7f\nend', 'utf8');
+    const printer = world.config('busybox', { command: ['sh', '-c', 'printf %s "$TEXT" | od -An -v -tx1'] });
+    const id = await createWithEnvBytes(world, pod, printer, [{ key: 'TEXT', value: text }]);
+    await world.daemon.clients.runtime.startContainer({ containerId: id });
+    const status = await world.waitExited(id);
+    assert.equal(status.exitCode, 0);
+    const hex = (await world.logLines(status.logPath)).map((l) => l.text).join(' ').trim().split(/\s+/).join('');
+    assert.equal(hex, text.toString('hex'));
+    const env = (await world.info(id)).runtimeSpec.process.env as string[];
+    assert.ok(env.includes(`TEXT=${text.toString('utf8')}`));
+
+    // Binary data (a DER certificate's first bytes, an invalid sequence) cannot pass through the
+    // runtime's JSON unchanged: INVALID_ARGUMENT before any work, the value never shown.
+    const binary = Buffer.from([0x30, 0x82, 0x03, 0xff, 0xc3, 0x28]);
+    const other = world.config('busybox', { command: ['true'] });
+    const count = async () => (await world.daemon.clients.runtime.listContainers({ filter: undefined })).containers.length;
+    const before = await count();
+    const message = await rejectsWith(
+      createWithEnvBytes(world, pod, other, [{ key: 'FINE', value: Buffer.from('ok') }, { key: 'KEYSTORE', value: binary }]),
+      'INVALID_ARGUMENT',
+      new RegExp(`environment variable "KEYSTORE" of container "${other.metadata!.name}": its value is binary data, not UTF-8 text`),
+    );
+    assert.doesNotMatch(message, /\ufffd|0\x82/);
+    assert.equal(await count(), before, 'nothing is created');
+    // The name is free: the same config with text values is created.
+    const again = await createWithEnvBytes(world, pod, other, [{ key: 'KEYSTORE', value: Buffer.from(binary.toString('base64')) }]);
+    assert.ok(again);
   });
 });

@@ -1,7 +1,9 @@
 /**
  * UpdatePodSandboxResources (in-place pod resize) against a real daemon: the pod's own cgroup, made
  * beforehand as a kubelet makes it, gets the resources plus the overhead; the pod config records them
- * (verbose status), also after a daemon restart; bad requests get the right codes.
+ * (verbose status), also after a daemon restart; bad requests get the right codes. A 1.36 kubelet
+ * calls it before it changes the pod cgroup and again with the old values when that fails, and acts on
+ * every error but UNIMPLEMENTED: the revert lands, a refused write leaves the cgroup as it was.
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -77,8 +79,8 @@ describe('pods: in-place resize (real runc, conmon and CNI)', function () {
     const shared = await world.pod();
     await rejectsWith(
       rt.updatePodSandboxResources({ podSandboxId: shared.id, overhead: undefined, resources: LinuxContainerResources.fromPartial({ cpuShares: 512n }) }),
-      'FAILED_PRECONDITION',
-      /has no cgroup of its own to resize/,
+      'UNIMPLEMENTED',
+      /pod-level resources cannot be applied to sandbox "[0-9a-f]+": it has no cgroup of its own \(no linux\.cgroup_parent in its config/,
     );
     await rejectsWith(
       rt.updatePodSandboxResources({ podSandboxId: shared.id, overhead: undefined, resources: LinuxContainerResources.fromPartial({ cpuShares: 1n }) }),
@@ -92,5 +94,63 @@ describe('pods: in-place resize (real runc, conmon and CNI)', function () {
     );
     await rejectsWith(rt.updatePodSandboxResources({ podSandboxId: 'nope', overhead: undefined, resources: undefined }), 'NOT_FOUND', /nope/);
     await rejectsWith(rt.updatePodSandboxResources({ podSandboxId: '', overhead: undefined, resources: undefined }), 'INVALID_ARGUMENT', /pod_sandbox_id is required/);
+  });
+
+  it('takes back a resize when the kubelet reverts it, and leaves the cgroup as it was when a write is refused', async () => {
+    const layout = await detectCgroups();
+    const podCgroup = `${world.pods.cgroupRoot}/pod-revert-${world.pods.tag}`;
+    await createCgroup(layout, podCgroup);
+    try {
+      const pod = await world.pod({ linux: { cgroupParent: podCgroup } });
+      const ctr = await world.run(pod, world.config('sleeper'));
+      const rt = world.daemon.clients.runtime;
+      const MiB = 1024n * 1024n;
+      const dirs = cgroupDirs(layout, podCgroup);
+      const read = async (controller: string, file: string) => (await readFile(join(dirs[controller]!, file), 'utf8')).trim();
+      const values = async () =>
+        layout.version === 2
+          ? { cpu: await read('unified', 'cpu.weight'), max: await read('unified', 'cpu.max'), memory: await read('unified', 'memory.max') }
+          : { cpu: await read('cpu', 'cpu.shares'), max: await read('cpu', 'cpu.cfs_quota_us'), memory: await read('memory', 'memory.limit_in_bytes') };
+      const recorded = async () => {
+        const info = await world.pods.info(pod.id);
+        return (info.config as { linux: { resources: { cpuShares: string; memoryLimitInBytes: string } } }).linux.resources;
+      };
+      const before = LinuxContainerResources.fromPartial({ cpuShares: 1024n, cpuQuota: 50_000n, cpuPeriod: 100_000n, memoryLimitInBytes: 256n * MiB });
+      const after = LinuxContainerResources.fromPartial({ cpuShares: 2048n, cpuQuota: 150_000n, cpuPeriod: 100_000n, memoryLimitInBytes: 512n * MiB });
+      await rt.updatePodSandboxResources({ podSandboxId: pod.id, overhead: undefined, resources: before });
+      const atBefore = await values();
+
+      // The kubelet announces the resize, then fails to set the pod cgroup and reverts: the old values
+      // are back in the cgroup and in the record.
+      await rt.updatePodSandboxResources({ podSandboxId: pod.id, overhead: undefined, resources: after });
+      const atAfter = await values();
+      assert.notDeepEqual(atAfter, atBefore);
+      assert.equal(atAfter.memory, String(512n * MiB));
+      await rt.updatePodSandboxResources({ podSandboxId: pod.id, overhead: undefined, resources: before });
+      assert.deepEqual(await values(), atBefore);
+      assert.equal((await recorded()).memoryLimitInBytes, String(256n * MiB));
+
+      // A value the kernel refuses (CPUs the node does not have) after ones it took: INVALID_ARGUMENT
+      // naming the file, and the earlier writes are put back; the record keeps the old resources.
+      const cpuset = await read(layout.version === 2 ? 'unified' : 'cpuset', 'cpuset.cpus').catch(() => undefined);
+      if (cpuset !== undefined) {
+        await rejectsWith(
+          rt.updatePodSandboxResources({
+            podSandboxId: pod.id,
+            overhead: undefined,
+            resources: LinuxContainerResources.fromPartial({ ...after, cpusetCpus: '1000' }),
+          }),
+          'INVALID_ARGUMENT',
+          /failed to write 1000 to .*cpuset\.cpus: E(INVAL|RANGE) \(the kernel refuses this value for this cgroup\); the values written before it were put back/,
+        );
+        assert.deepEqual(await values(), atBefore);
+        assert.equal(await read(layout.version === 2 ? 'unified' : 'cpuset', 'cpuset.cpus'), cpuset);
+        assert.equal((await recorded()).cpuShares, '1024');
+      }
+      assert.equal((await world.exec(ctr, ['echo', 'ok'])).stdout, 'ok\n');
+      await world.removeAll();
+    } finally {
+      await removeCgroup(layout, podCgroup).catch(() => {});
+    }
   });
 });

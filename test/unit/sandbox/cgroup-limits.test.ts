@@ -64,6 +64,22 @@ describe('cgroup limits', () => {
     await assert.rejects(writeCgroupLimits(layout, '/pod', { hugepageLimits: [{ pageSize: '2MB', limit: 0 }] }), /hugetlb cgroup controller is not mounted/);
   });
 
+  it('puts back what it wrote when a later write is refused', async () => {
+    const layout: CgroupLayout = { version: 2, hierarchies: [{ version: 2, controllers: [], mountPoint: dir(), root: '/' }] };
+    const pod = join(dir(), 'pod');
+    await mkdir(pod, { recursive: true });
+    await writeFile(join(pod, 'cpu.weight'), '100\n');
+    await writeFile(join(pod, 'cpu.max'), 'max 100000\n');
+    // A directory where memory.max should be: the write fails (EISDIR) after the CPU ones.
+    await mkdir(join(pod, 'memory.max'));
+    await assert.rejects(
+      writeCgroupLimits(layout, '/pod', { cpu: { shares: 1024, quota: 50000, period: 100000 }, memory: { limit: 4096 } }),
+      (e: unknown) => e instanceof StoveError && e.kind === 'Internal' && /memory\.max: EISDIR; the values written before it were put back/.test(e.message),
+    );
+    assert.equal(await readFile(join(pod, 'cpu.weight'), 'utf8'), '100');
+    assert.equal(await readFile(join(pod, 'cpu.max'), 'utf8'), 'max 100000');
+  });
+
   it('sizes a pod cgroup as its resources plus the overhead', () => {
     const limits = podLimits(
       LinuxContainerResources.fromPartial({ cpuShares: 1024n, cpuQuota: 200000n, cpuPeriod: 100000n, memoryLimitInBytes: 1000n, hugepageLimits: [{ pageSize: '2MB', limit: 0n }] }),

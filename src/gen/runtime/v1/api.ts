@@ -1257,7 +1257,10 @@ export interface ImageSpec {
   annotations: { [key: string]: string };
   userSpecifiedImage: string;
   runtimeHandler: string;
-  /** The image id (config digest) image resolved to, set by the runtime in replies. */
+  /**
+   * The digest of the image mounted as a volume (KEP-5365), set by the runtime in ContainerStatus.mounts:
+   * the repo digest, like ContainerStatus.image_ref (the pod's containerStatuses[].imageID).
+   */
   imageRef: string;
 }
 
