@@ -213,12 +213,13 @@ export class ContainerService {
     const settings = this.checkpointSettings('restore a container from a checkpoint archive');
     const archive = await checkArchivePath(requested.image!.image, settings.dirs, 'config.image.image', 'read');
     if (sandbox.userns) throw failedPrecondition(`sandbox "${sandbox.id}" has its own user namespace: restoring a checkpoint into it is not supported`);
-    await settings.criu.require('restore a container from a checkpoint archive');
     const id = newId();
     const persistDir = this.options.containerDir(id);
     const dir = restoreDirOf(persistDir);
     try {
       const metadata = await unpackCheckpoint(archive, dir, (p, d, policy) => this.options.images.unpackArchive(p, d, policy));
+      // After the archive's checks, so that a hostile archive is refused as such on any node.
+      await settings.criu.require('restore a container from a checkpoint archive');
       const config = restoredConfig(requested, metadata);
       checkRequest(config, podConfig);
       const { image, imageName } = this.checkpointImage(metadata, archive);
