@@ -57,7 +57,7 @@ export interface CreatePlan {
   /** `runtime.log_size_max` as in force when the create began (bytes; absent: no cap). */
   logSizeMax?: number;
   /** From a checkpoint archive, unpacked into `dir`: no runtime container until StartContainer restores it. */
-  restore?: { archive: string; dir: string; metadata: CheckpointMetadata };
+  restore?: { archive: string; dir: string; metadata: CheckpointMetadata; requireCriu: () => Promise<void> };
 }
 
 /** The sandbox a container goes into: it must exist and be ready. */
@@ -212,6 +212,7 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
     if (plan.restore) {
       await applyWritableLayer(rootfsDir, plan.restore.dir, plan.restore.metadata, (p, d, policy) => options.images.unpackArchive(p, d, policy));
       lap('checkpointed writable layer');
+      await plan.restore.requireCriu();
     }
     let specPlan = plan;
     if (hasImageVolumes(config.mounts)) {

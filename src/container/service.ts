@@ -218,13 +218,14 @@ export class ContainerService {
     const dir = restoreDirOf(persistDir);
     try {
       const metadata = await unpackCheckpoint(archive, dir, (p, d, policy) => this.options.images.unpackArchive(p, d, policy));
-      // After the archive's checks, so that a hostile archive is refused as such on any node.
-      await settings.criu.require('restore a container from a checkpoint archive');
       const config = restoredConfig(requested, metadata);
       checkRequest(config, podConfig);
       const { image, imageName } = this.checkpointImage(metadata, archive);
       const plan = this.planFor(id, sandbox, podConfig, config, image, imageName);
-      return await this.createFromPlan({ ...plan, restore: { archive: requested.image!.image, dir, metadata } });
+      // CRIU is asked for once every part of the archive passed its checks (createSteps), so that a
+      // hostile archive is refused as such on any node.
+      const requireCriu = () => settings.criu.require('restore a container from a checkpoint archive');
+      return await this.createFromPlan({ ...plan, restore: { archive: requested.image!.image, dir, metadata, requireCriu } });
     } catch (err) {
       await rm(persistDir, { recursive: true, force: true });
       throw wrap(err, `failed to create container "${requested.metadata?.name}" from checkpoint archive ${archive}`);
