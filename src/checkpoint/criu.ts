@@ -21,7 +21,8 @@ const CACHE_MS = 5 * 60_000;
 export async function probeCriu(criu = 'criu'): Promise<CriuSupport> {
   const version = await runCommand(criu, { args: ['--version'], timeoutMs: CHECK_TIMEOUT_MS, maxOutputBytes: 4096 });
   if (version.spawnError) {
-    return { ok: false, message: `CRIU is not installed (no "${criu}" on PATH: ${version.spawnError.message}); install it (Debian: apt-get install criu) to checkpoint and restore containers` };
+    const why = (version.spawnError as NodeJS.ErrnoException).code === 'ENOENT' ? `no "${criu}" on PATH` : `cannot run "${criu}": ${version.spawnError.message}`;
+    return { ok: false, message: `CRIU is not installed (${why}); install it (Debian: apt-get install criu) to checkpoint and restore containers` };
   }
   const v = /Version:\s*(\S+)/.exec(version.stdout)?.[1];
   const check = await runCommand(criu, { args: ['check'], timeoutMs: CHECK_TIMEOUT_MS, maxOutputBytes: 64 * 1024 });

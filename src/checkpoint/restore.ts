@@ -8,7 +8,6 @@
  */
 import { constants, createReadStream } from 'node:fs';
 import { lstat, mkdir, open, rm } from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
 import { join } from 'node:path';
 import type { EntryPolicy } from '../storage/extract.js';
 import { ARCHIVE_FILES, ARCHIVE_POLICY, ROOTFS_DIFF_POLICY, readCheckpointMetadata, type CheckpointMetadata } from './archive.js';
@@ -61,7 +60,7 @@ export async function restoreLog(dir: string, metadata: CheckpointMetadata, logP
   // The log file was just made (container/log-file.ts); it is appended to, never followed.
   const out = await open(logPath, constants.O_WRONLY | constants.O_APPEND | constants.O_NOFOLLOW);
   try {
-    await pipeline(createReadStream(join(dir, ARCHIVE_FILES.containerLog)), out.createWriteStream({ autoClose: false }));
+    for await (const chunk of createReadStream(join(dir, ARCHIVE_FILES.containerLog)) as AsyncIterable<Buffer>) await out.write(chunk);
   } finally {
     await out.close();
   }

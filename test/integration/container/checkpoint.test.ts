@@ -44,6 +44,7 @@ describe('containers: checkpoint archives (real daemon, no CRIU needed)', functi
       { type: 'dir', path: 'checkpoint' },
       { path: 'checkpoint/inventory.img', content: 'not really CRIU' },
       { path: 'deleted.files', content: JSON.stringify(['/etc/hostname']) },
+      { path: 'container.log', content: '2026-01-01T00:00:00.000000000Z stdout F archived\n' },
       ...(diff ? [{ path: 'rootfs-diff.tar', content: buildTar(diff) }] : []),
       ...extra,
     ];

@@ -28,6 +28,16 @@ describe('checkpoint and restore with CRIU (guest)', function () {
   const world = new ContainerWorld();
   let layered: PushedImage;
 
+  // Before the suite's own hooks, so that a failure shows what the daemon and CRIU said before the tidy.
+  afterEach(async function () {
+    if (this.currentTest?.state !== 'failed') return;
+    console.log(`      failed: ${this.currentTest.err?.message}`);
+    const lines = world.daemon.output().split('\n').filter((l) => /"level":"(error|warn)"|restor|checkpoint/i.test(l));
+    console.log(lines.slice(-30).join('\n'));
+    const logs = await execa('sh', ['-c', `tail -n 15 ${world.daemon.state}/containers/*/restore.log 2>/dev/null`], { reject: false });
+    if (logs.stdout) console.log(logs.stdout);
+  });
+
   suiteHooks({
     what: 'checkpoint tests',
     skipReason,
@@ -54,9 +64,20 @@ describe('checkpoint and restore with CRIU (guest)', function () {
   const logOf = (pod: { config: PodSandboxConfig }, config: ContainerConfig) => join(pod.config.logDirectory, config.logPath);
   const numbers = async (path: string) => (await world.logLines(path)).map((l) => l.text).filter((t) => /^\d+$/.test(t)).map(Number);
 
+  /** A CRI call that must answer within `ms`. */
+  async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)));
+    try {
+      return await Promise.race([p, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async function checkpoint(id: string, location: string): Promise<number> {
     const started = Date.now();
-    await world.daemon.clients.runtime.checkpointContainer({ containerId: id, location, timeout: 500n });
+    await bounded(world.daemon.clients.runtime.checkpointContainer({ containerId: id, location, timeout: 240n }), 300_000, `CheckpointContainer of ${id}`);
     const ms = Date.now() - started;
     console.log(`      checkpoint of ${id.slice(0, 12)} took ${ms} ms`);
     return ms;
@@ -67,9 +88,9 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     const pod = await world.pod();
     const config = world.config('busybox', { metadata: { name, attempt: 0 }, ...OWN_PID_NS, ...c, image: { image: location } });
     const started = Date.now();
-    const id = await world.create(pod, config);
+    const id = await bounded(world.create(pod, config), 300_000, `CreateContainer from ${location}`);
     const created = Date.now();
-    await world.daemon.clients.runtime.startContainer({ containerId: id });
+    await bounded(world.daemon.clients.runtime.startContainer({ containerId: id }), 300_000, `StartContainer (the restore) of ${name}`);
     console.log(`      restore of ${name}: create ${created - started} ms, start ${Date.now() - created} ms`);
     return { pod, config, id };
   }
@@ -117,8 +138,16 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     const status = (await world.status(restored.id)).status!;
     assert.equal(status.state, 1 /* CONTAINER_RUNNING */);
     assert.equal(status.imageRef, (await world.status(id)).status!.imageRef);
-    // The two counters are different processes in different pods.
-    assert.notEqual(info.pid, (await world.info(id)).pid);
+    // The two counters are different processes in different pods, each in its own container's cgroup.
+    const original = await world.info(id);
+    assert.notEqual(info.pid, original.pid);
+    const cgroupOf = async (pid: number) => (await execa('cat', [`/proc/${pid}/cgroup`])).stdout.trim();
+    const [restoredCgroup, originalCgroup] = [await cgroupOf(info.pid), await cgroupOf(original.pid)];
+    console.log(`      cgroups: restored ${restoredCgroup}, original ${originalCgroup}`);
+    assert.ok(restoredCgroup.includes(restored.id), `the restored process is in its own container's cgroup, not ${restoredCgroup}`);
+    assert.ok(originalCgroup.includes(id));
+    // Both go as any container goes.
+    for (const c of [id, restored.id]) await world.daemon.clients.runtime.removeContainer({ containerId: c });
   });
 
   it('restores the writable layer: files written and deleted, an opaque directory, a symlink', async () => {
