@@ -143,7 +143,8 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     assert.notEqual(info.pid, original.pid);
     const cgroupOf = async (pid: number) => (await execa('cat', [`/proc/${pid}/cgroup`])).stdout.trim();
     const [restoredCgroup, originalCgroup] = [await cgroupOf(info.pid), await cgroupOf(original.pid)];
-    console.log(`      cgroups: restored ${restoredCgroup}, original ${originalCgroup}`);
+    const inside = (await world.exec(restored.id, ['cat', '/proc/self/cgroup'])).stdout.trim();
+    console.log(`      cgroups: restored ${restoredCgroup} (inside: ${inside}), original ${originalCgroup}`);
     assert.ok(restoredCgroup.includes(restored.id), `the restored process is in its own container's cgroup, not ${restoredCgroup}`);
     assert.ok(originalCgroup.includes(id));
     // Both go as any container goes.
