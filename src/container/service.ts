@@ -357,7 +357,8 @@ export class ContainerService {
           log: this.log,
         });
       } catch (err) {
-        throw wrap(err, `failed to checkpoint container "${id}"`);
+        // The runtime's and the archive writer's errors name the container already.
+        throw messageOf(err).includes(id) ? err : wrap(err, `failed to checkpoint container "${id}"`);
       }
       this.log.info('container checkpointed', { id: shortId(id), location: target, ms: +(performance.now() - started).toFixed(1) });
     });

@@ -110,9 +110,7 @@ export function conmonCreateArgs(config: ConmonConfig, runtime: Runc, opts: Crea
   if (config.syslog) args.push('--syslog');
   if (opts.logSizeMax !== undefined && opts.logSizeMax > 0) args.push('--log-size-max', String(opts.logSizeMax));
   if (opts.noPivot) args.push('--no-pivot');
-  // CRIU leaves cgroups alone (`ignore`): its restored tasks stay in the cgroup runc put it in, the new
-  // container's, instead of going back to the checkpointed container's path (`soft`, the default).
-  if (opts.restorePath) args.push('--restore', opts.restorePath, '--runtime-opt=--file-locks', '--runtime-opt=--manage-cgroups-mode=ignore');
+  if (opts.restorePath) args.push('--restore', opts.restorePath, '--runtime-opt=--file-locks');
   if (opts.tty) {
     args.push('-t');
   } else if (opts.stdin) {

@@ -190,12 +190,10 @@ export class Runc {
 
   /**
    * `runc checkpoint` through CRIU: the images go to `imagePath`, CRIU's log and stats to `workPath`
-   * (CRI-O's flags, file locks taken along, plus cgroups left out; `leaveRunning` keeps the container running).
+   * (CRI-O's flags: file locks are taken along; `leaveRunning` keeps the container running).
    */
   async checkpoint(id: string, opts: { imagePath: string; workPath: string; leaveRunning: boolean; timeoutMs: number }): Promise<void> {
-    // CRIU records no cgroups (`ignore`): a restore goes into the new container's cgroup, which runc
-    // makes, not back into this container's path (with `soft`, CRIU puts the restored tasks there).
-    const args = ['checkpoint', '--file-locks', '--manage-cgroups-mode', 'ignore', '--image-path', opts.imagePath, '--work-path', opts.workPath];
+    const args = ['checkpoint', '--file-locks', '--image-path', opts.imagePath, '--work-path', opts.workPath];
     if (opts.leaveRunning) args.push('--leave-running');
     args.push(id);
     await this.run(args, `checkpoint container "${id}"`, undefined, opts.timeoutMs);

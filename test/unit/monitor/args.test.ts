@@ -41,11 +41,11 @@ describe('monitor: conmon command lines', () => {
     assert.ok(conmonCreateArgs({ ...config, syslog: true }, runc, base).includes('--syslog'));
   });
 
-  it('restores from CRIU images with --restore, file locks taken along and cgroups left to runc', () => {
+  it('restores from CRIU images with --restore, file locks taken along', () => {
     const base = { id: 'c1', bundle: '/b/c1', persistDir: '/p/c1', logPath: '/logs/c1.log' };
     const args = conmonCreateArgs(config, runc, { ...base, restorePath: '/p/restore/checkpoint' });
     assert.equal(flag(args, '--restore'), '/p/restore/checkpoint');
-    assert.ok(args.includes('--runtime-opt=--file-locks') && args.includes('--runtime-opt=--manage-cgroups-mode=ignore'));
+    assert.ok(args.includes('--runtime-opt=--file-locks'));
     assert.ok(!conmonCreateArgs(config, runc, base).includes('--restore'));
   });
 
