@@ -153,11 +153,6 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     for (const c of [restoredId, originalId]) await world.daemon.clients.runtime.removeContainer({ containerId: c });
   }
 
-  it.skip('puts a restored process into its own container\'s cgroup (runc 1.1.5 + CRIU 3.17 restore it into the original\'s path: docs/cri.md)', async () => {
-    // Kept as the statement of the limitation: on a node whose runc restores into the new cgroup this
-    // becomes a test (the restored pid's /proc/<pid>/cgroup names the restored container's ID).
-  });
-
   it('restores the writable layer: files written and deleted, an opaque directory, a symlink', async () => {
     const pod = await world.pod();
     const script = 'rm /srv/old && rm -rf /srv/dir && mkdir /srv/dir && echo b > /srv/dir/b && echo new > /srv/added && ln -s dir/b /srv/link && mkdir -p /var/lib/app && echo state > /var/lib/app/f && echo ready && exec sleep 3600';
