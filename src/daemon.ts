@@ -16,7 +16,8 @@ import { lockStateDir, type StateLock } from './persist/state-lock.js';
 import { RuntimeInfo, describeRuntimeHandlers } from './cri/runtime-info.js';
 import { imageHandlers, runtimeHandlers, type CriServices } from './cri/rpc-table.js';
 import { PodNetworkManager } from './network/pod-network.js';
-import { nriStatusFile, pathsFor, type Paths } from './config/paths.js';
+import { checkpointDirs, nriStatusFile, pathsFor, type Paths } from './config/paths.js';
+import { CriuProbe } from './checkpoint/criu.js';
 import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
 import { Quarantine } from './persist/quarantine.js';
 import { podRootGid } from './sandbox/model.js';
@@ -202,7 +203,7 @@ async function buildRuntime({ config, paths, log }: BuildContext) {
     },
     log.child({ module: 'spec' }),
   );
-  return { runtimes, monitor, handlerFeatures, specSettings, cgroups: await detectCgroups() };
+  return { runtimes, monitor, handlerFeatures, specSettings, cgroups: await detectCgroups(), criu: new CriuProbe() };
 }
 
 type Runtime = Awaited<ReturnType<typeof buildRuntime>>;
@@ -240,7 +241,7 @@ type Sandboxes = Awaited<ReturnType<typeof buildSandboxes>>;
  */
 async function buildContainers(
   { config, paths, log }: BuildContext,
-  { runtimes, monitor, specSettings, cgroups }: Runtime,
+  { runtimes, monitor, specSettings, cgroups, criu }: Runtime,
   { sandboxes, sandboxStore }: Sandboxes,
   images: ImageStores,
   quarantine: Quarantine,
@@ -279,8 +280,10 @@ async function buildContainers(
     logSizeMax: config.runtime.logSizeMax,
     events,
     lifecycle: nriLifecycle,
+    checkpoint: { dirs: checkpointDirs(config), criu, runtimeName: 'runc' },
     log: log.child({ module: 'container' }),
   };
+  await mkdir(paths.checkpointsDir, { recursive: true, mode: 0o700 });
   return { containers: new ContainerService(options), containerOptions: options, events, nriLifecycle };
 }
 
@@ -354,6 +357,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
     networkReadiness: () => podNetwork.readiness(),
     runtimeHandlers: () => runtime.handlerFeatures,
     quarantine: () => quarantine.list(),
+    checkpointSupport: () => runtime.criu.support(),
   });
   const { streaming, backend: streamingBackend } = await startStreaming(ctx, runtime, sandboxes, containers);
   const usage = { cgroups: runtime.cgroups, images };

@@ -12,7 +12,8 @@ import { CdiRegistry } from '../cdi/index.js';
 import { OciHookRegistry } from '../oci-hooks/index.js';
 import { silentLogger } from '../common/logger.js';
 import { trustInventory } from '../images/trust/inventory.js';
-import { nriStatusFile } from '../config/paths.js';
+import { checkpointDirs, nriStatusFile } from '../config/paths.js';
+import { probeCriu } from '../checkpoint/criu.js';
 import { readJsonFile } from '../persist/atomic-file.js';
 import { discoverPlugins, type DiscoveredPlugin, type PluginInfo } from '../nri/adaptation.js';
 import { runCommand } from '../platform/processes.js';
@@ -237,7 +238,16 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkRegistryTrust(config),
     checkNri(config),
     checkQuarantine(config),
+    checkCheckpoints(config),
   ]);
+}
+
+/** CheckpointContainer and restores: advisory, a node runs pods without CRIU. */
+async function checkCheckpoints(config: Config): Promise<CheckResult> {
+  const criu = await probeCriu();
+  const dirs = checkpointDirs(config).join(', ');
+  if (criu.ok) return { name: 'checkpoints', status: 'ok', detail: `${criu.message}; archives in ${dirs}` };
+  return { name: 'checkpoints', status: 'warn', detail: criu.message, fix: 'CheckpointContainer and restores answer FAILED_PRECONDITION until CRIU works (apt-get install criu; a kernel criu check accepts)' };
 }
 
 /** NRI: the pre-launched plugins on disk and, while a daemon runs, the plugins connected to it. */

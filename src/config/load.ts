@@ -135,7 +135,7 @@ function validate(config: Config, source: string): void {
     if (!pattern || pattern.indexOf('*') !== -1 && pattern.indexOf('*') !== pattern.length - 1)
       throw new ConfigError(`${source}: "images.pinned": "${pattern}" must be a reference, or a prefix ending in a single "*"`);
   }
-  for (const [key, dirs] of [['cdi.spec_dirs', config.cdi.specDirs], ['runtime.hooks_dirs', config.runtime.hooksDirs]] as const) {
+  for (const [key, dirs] of [['cdi.spec_dirs', config.cdi.specDirs], ['runtime.hooks_dirs', config.runtime.hooksDirs], ['runtime.checkpoint_dirs', config.runtime.checkpointDirs]] as const) {
     for (const dir of dirs) if (!dir.startsWith('/')) throw new ConfigError(`${source}: "${key}": "${dir}" must be an absolute path`);
   }
   if (config.images.maxConcurrentDownloads < 1)

@@ -30,6 +30,8 @@ export interface Paths {
   cniCacheDir: string;
   /** Records Stove could not read, kept for an operator (persist/quarantine.ts). */
   quarantineDir: string;
+  /** Stove's own place for checkpoint archives (allowed besides `runtime.checkpoint_dirs`). */
+  checkpointsDir: string;
 }
 
 /** The layout for a config; two daemons with different root/state never share a file. */
@@ -47,7 +49,13 @@ export function pathsFor(config: Pick<Config, 'root' | 'state'>): Paths {
     execDir: join(config.state, 'exec'),
     cniCacheDir: join(config.root, 'cni', 'results'),
     quarantineDir: join(config.root, 'quarantine'),
+    checkpointsDir: join(config.root, 'checkpoints'),
   };
+}
+
+/** Every directory checkpoint archives may be written to or restored from. */
+export function checkpointDirs(config: Pick<Config, 'root' | 'runtime'>): string[] {
+  return [...config.runtime.checkpointDirs, join(config.root, 'checkpoints')];
 }
 
 /** The running daemon's list of NRI plugins, for `stove check`. */

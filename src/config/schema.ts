@@ -59,6 +59,11 @@ export interface RuntimeConfig {
   allowedAnnotations: string[];
   /** `oci-hooks(5)` directories, in increasing priority (a file masks one of the same name before it). */
   hooksDirs: string[];
+  /**
+   * Directories CheckpointContainer may write archives to and CreateContainer may restore them from
+   * (besides `<root>/checkpoints`, always allowed); the kubelet's by default.
+   */
+  checkpointDirs: string[];
 }
 
 export interface CdiConfig {
@@ -220,6 +225,7 @@ export function defaultConfig(): Config {
       pidsLimit: -1,
       allowedAnnotations: [],
       hooksDirs: ['/usr/share/containers/oci/hooks.d', '/etc/containers/oci/hooks.d'],
+      checkpointDirs: ['/var/lib/kubelet/checkpoints'],
     },
     network: {
       cniConfDir: '/etc/cni/net.d',

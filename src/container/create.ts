@@ -31,6 +31,12 @@ import { checkImageMounts, hasImageVolumes, mountImageVolumes } from './image-vo
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
 import { StepTimer } from '../observability/steps.js';
+import type { CheckpointMetadata } from '../checkpoint/archive.js';
+import { applyWritableLayer, restoreLog } from '../checkpoint/restore.js';
+import type { CreatedContainer } from '../monitor/conmon.js';
+
+/** What a restored container has until StartContainer runs `runc restore`: no process, no monitor. */
+const NOT_YET_RESTORED: CreatedContainer = { pid: 0, pidStartTime: 0n, conmonPid: 0, conmonStartTime: 0n };
 
 /** Everything a create needs, checked before anything exists. */
 export interface CreatePlan {
@@ -50,6 +56,8 @@ export interface CreatePlan {
   stopSignal: string;
   /** `runtime.log_size_max` as in force when the create began (bytes; absent: no cap). */
   logSizeMax?: number;
+  /** From a checkpoint archive, unpacked into `dir`: no runtime container until StartContainer restores it. */
+  restore?: { archive: string; dir: string; metadata: CheckpointMetadata; requireCriu: () => Promise<void> };
 }
 
 /** The sandbox a container goes into: it must exist and be ready. */
@@ -150,6 +158,7 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
     if (!plan.logPath) return;
     const made = await prepareLogFile(plan.podConfig.logDirectory || dirname(plan.logPath), plan.logPath);
     if (made.length) cleanup.push('remove log file', () => removeMade(made));
+    if (plan.restore) await restoreLog(plan.restore.dir, plan.restore.metadata, plan.logPath);
   };
   // Settled together: a refused log path must not unwind before the bundle dir exists to be removed.
   await settleAll([makePodDir(bundleDir, podRootGid(sandbox.userns)), prepareLog()]);
@@ -167,24 +176,27 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
 
   // conmon starts now and sets itself up while the bundle is prepared; it runs `runc create` only once
   // the gate opens (its start pipe). A failed preparation closes the gate and the monitor undoes conmon.
+  // A restored container gets its conmon when it starts (`runc restore`).
   const gate = Promise.withResolvers<void>();
   gate.promise.catch(() => {}); // observed through `creating`
   const conmonStarted = performance.now();
-  const creating = options.monitor.createContainer(plan.runtime, {
-    id,
-    name: plan.name,
-    bundle: bundleDir,
-    persistDir,
-    logPath: plan.logPath || undefined,
-    logSizeMax: plan.logSizeMax,
-    tty: config.tty,
-    stdin: config.stdin,
-    stdinOnce: config.stdinOnce,
-    beforeStart: () => gate.promise,
-  });
+  const creating = plan.restore
+    ? Promise.resolve(NOT_YET_RESTORED)
+    : options.monitor.createContainer(plan.runtime, {
+        id,
+        name: plan.name,
+        bundle: bundleDir,
+        persistDir,
+        logPath: plan.logPath || undefined,
+        logSizeMax: plan.logSizeMax,
+        tty: config.tty,
+        stdin: config.stdin,
+        stdinOnce: config.stdinOnce,
+        beforeStart: () => gate.promise,
+      });
   cleanup.push('delete runtime container', async () => {
     const created = await creating.catch(() => undefined);
-    if (created) await destroyRuntimeContainer(options.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime });
+    if (created && created.conmonPid > 0) await destroyRuntimeContainer(options.monitor, plan.runtime, id, { pid: created.conmonPid, startTime: created.conmonStartTime });
   });
 
   let spec: Spec;
@@ -203,6 +215,11 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
     const idShift = sandbox.userns ? { uids: sandbox.userns.uidMappings, gids: sandbox.userns.gidMappings } : undefined;
     await options.images.mountRootfs(image.id, id, rootfsDir, { runtimeHandler: sandbox.runtimeHandler, ...(idShift ? { idShift } : {}) });
     lap('rootfs');
+    if (plan.restore) {
+      await applyWritableLayer(rootfsDir, plan.restore.dir, plan.restore.metadata, (p, d, policy) => options.images.unpackArchive(p, d, policy));
+      lap('checkpointed writable layer');
+      await plan.restore.requireCriu();
+    }
     let specPlan = plan;
     if (hasImageVolumes(config.mounts)) {
       const mounted = await mountImageVolumes(options.images, id, sandbox.runtimeHandler, config.mounts, join(bundleDir, 'image-volumes'));
@@ -253,6 +270,7 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
     process: (spec.process ?? {}) as unknown as Record<string, unknown>,
     ...(imageVolumes.length ? { imageVolumes } : {}),
     ...(Object.keys(edits).length ? { specEdits: edits } : {}),
+    ...(plan.restore ? { restore: { archive: plan.restore.archive, checkpointedAt: plan.restore.metadata.config.checkpointedTime } } : {}),
   };
   await options.store.put(record);
   lap('record');

@@ -13,6 +13,7 @@ import type { SandboxRecord } from '../sandbox/model.js';
 import type { Spec, SpecSettings } from '../oci/index.js';
 import type { SpecEditor } from './spec-editors.js';
 import type { ContainerStore } from './store.js';
+import type { CriuProbe } from '../checkpoint/criu.js';
 
 /** A container's or a pod's lifecycle event (GetContainerEvents' four kinds). */
 export type LifecycleEventType = 'created' | 'started' | 'stopped' | 'deleted';
@@ -36,7 +37,7 @@ export interface SandboxLookup {
  */
 export type ContainerImages = Pick<
   ImageStores,
-  'getImage' | 'hasOwnStore' | 'mountRootfs' | 'mountImageVolume' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage' | 'holders'
+  'getImage' | 'hasOwnStore' | 'mountRootfs' | 'mountImageVolume' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage' | 'holders' | 'unpackArchive' | 'upperDirOf'
 >;
 
 /** The OCI runtime for a pod's runtime handler ('' = runc). */
@@ -63,6 +64,16 @@ export interface ContainerLifecycle {
   podEvent(event: 'started' | 'stopped' | 'removed', sandboxId: string): void;
 }
 
+/** Checkpoint and restore (CheckpointContainer; CreateContainer from an archive). */
+export interface CheckpointSettings {
+  /** Directories archives may be written to and restored from (runtime.checkpoint_dirs, `<root>/checkpoints`). */
+  dirs: string[];
+  /** FAILED_PRECONDITION unless CRIU works on this node. */
+  criu: Pick<CriuProbe, 'require'>;
+  /** Metadata written into config.dump. */
+  runtimeName: string;
+}
+
 export interface ContainerServiceOptions {
   store: ContainerStore;
   sandboxes: SandboxLookup;
@@ -84,5 +95,7 @@ export interface ContainerServiceOptions {
   /** Milliseconds to wait for a killed container's exit (default 30 s). */
   killTimeoutMs?: number;
   lifecycle?: ContainerLifecycle;
+  /** Absent: CheckpointContainer and restores are FAILED_PRECONDITION. */
+  checkpoint?: CheckpointSettings;
   log: Logger;
 }

@@ -84,6 +84,18 @@ export interface ContainerRecord {
   imageVolumes?: ImageVolumeRecord[];
   /** What the spec editors applied, by key (`cdiDevices`, `ociHooks`); absent when nothing. */
   specEdits?: Record<string, unknown>;
+  /**
+   * Created from a checkpoint archive (absent: from an image). While CREATED the unpacked archive
+   * waits in `<persistDir>/restore`; StartContainer restores the process from it.
+   */
+  restore?: RestoreRecord;
+}
+
+export interface RestoreRecord {
+  /** The archive's path as the request named it. */
+  archive: string;
+  /** When the checkpoint was taken (config.dump's checkpointedTime, RFC 3339). */
+  checkpointedAt: string;
 }
 
 /** The unique name of a container, as containerd builds it from the CRI metadata. */

@@ -95,6 +95,8 @@ async function recordIds(persistRoot: string): Promise<Set<string>> {
 
 async function reconcile(svc: ContainerService, options: ContainerServiceOptions, r: ContainerRecord): Promise<void> {
   if (r.state === 'exited') return;
+  // Created from a checkpoint archive and not started: no monitor, no runtime container yet.
+  if (r.state === 'created' && r.restore && r.conmonPid === 0) return;
   const { monitor } = options;
   const runtime = svc.runtimeOf(r);
   if (await monitor.isMonitorAlive(r)) {

@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import { ImageSpec, LinuxContainerResources, type ContainerConfig, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { withCleanup } from '../common/cleanup.js';
 import { nowNs } from '../common/clock.js';
-import { StoveError, failedPrecondition, isKind, messageOf, wrap } from '../common/errors.js';
+import { StoveError, failedPrecondition, isKind, messageOf, notFound, wrap } from '../common/errors.js';
 import { newId, shortId } from '../common/ids.js';
 import { KeyedMutex } from '../common/locks.js';
 import { settleAll } from '../common/settle.js';
@@ -35,16 +35,25 @@ import {
   sandboxForCreate,
   targetPidFor,
   containerNameFor,
+  type CreatePlan,
 } from './create.js';
 import { logPathFor, prepareLogFile } from './log-file.js';
 import { podConfigOf } from '../sandbox/model.js';
-import type { ContainerServiceOptions, LifecycleEventType } from './deps.js';
+import type { CheckpointSettings, ContainerServiceOptions, LifecycleEventType } from './deps.js';
 import { mergeResources } from './resources.js';
 import { containerConfigOf, type ContainerRecord, type ContainerStateName } from './model.js';
 import type { ContainerStore } from './store.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { DEFAULT_STOP_SIGNAL, runtimeSignalArg } from './stop-signal.js';
 import { metrics } from '../observability/hooks.js';
+import type { CreatedContainer } from '../monitor/conmon.js';
+import type { ImageInfo } from '../images/image-service.js';
+import type { SandboxRecord } from '../sandbox/model.js';
+import type { CheckpointMetadata } from '../checkpoint/archive.js';
+import { checkArchivePath, isArchivePath } from '../checkpoint/location.js';
+import { criuImagesOf, removeRestoreDir, restoreDirOf, unpackCheckpoint } from '../checkpoint/restore.js';
+import { writeCheckpointArchive } from '../checkpoint/write.js';
+import { configDumpOf, containerdStatusOf, restoredConfig } from './checkpoint-convert.js';
 
 /** 128 + SIGKILL: how an OOM kill (or any SIGKILL) shows in an exit code. */
 const SIGKILL_EXIT_CODE = 137;
@@ -54,6 +63,8 @@ const START_ERROR_EXIT_CODE = 128;
 /** Exit code of a container whose exit was never recorded (conmon died; CRI-O and containerd use 255). */
 const UNKNOWN_EXIT_CODE = 255;
 const DEFAULT_KILL_TIMEOUT_MS = 30_000;
+/** Seconds a CheckpointContainer without a timeout may take. */
+const DEFAULT_CHECKPOINT_TIMEOUT_S = 300;
 /** How often a stop looks for the exit file besides being woken by the exit watcher. */
 const EXIT_POLL_MS = 50;
 /** Room left under the 16 MiB gRPC message limit for the truncation note and framing. */
@@ -138,19 +149,24 @@ export class ContainerService {
   // ---------------------------------------------------------------------------------------------
   // CreateContainer
 
-  /** Creates a container in a ready sandbox; on failure nothing it made is left. */
+  /**
+   * Creates a container in a ready sandbox; on failure nothing it made is left. An image that is a
+   * path names a checkpoint archive to restore (CRI-O's rule): see createRestored.
+   */
   async create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
-    const started = performance.now();
     const sandbox = sandboxForCreate(this.options, podSandboxId);
     const podConfig = sandbox.config ? podConfigOf(sandbox) : requestPodConfig!;
+    if (isArchivePath(config.image!.image)) return this.createRestored(sandbox, podConfig, config);
     checkRequest(config, podConfig);
     const imageName = config.image!.image;
     const image = imageForCreate(this.options, imageName, sandbox.runtimeHandler);
-    const id = newId();
-    const name = containerNameFor(config, podConfig);
-    const plan = {
+    return this.createFromPlan(this.planFor(newId(), sandbox, podConfig, config, image, imageName));
+  }
+
+  private planFor(id: string, sandbox: SandboxRecord, podConfig: PodSandboxConfig, config: ContainerConfig, image: ImageInfo, imageName: string): CreatePlan {
+    return {
       id,
-      name,
+      name: containerNameFor(config, podConfig),
       sandbox,
       podConfig,
       config: withImageStoreHandler(config, this.options.images.hasOwnStore(sandbox.runtimeHandler) ? sandbox.runtimeHandler : ''),
@@ -162,6 +178,11 @@ export class ContainerService {
       stopSignal: stopSignalFor(config, image, sandbox.id),
       logSizeMax: this.logSizeMax,
     };
+  }
+
+  private async createFromPlan(plan: CreatePlan): Promise<ContainerRecord> {
+    const started = performance.now();
+    const { id, name, config, sandbox } = plan;
     const log = this.log.child({ container: shortId(id), name });
     const timer = new StepTimer();
     const record = await this.locks.run(id, () =>
@@ -178,8 +199,61 @@ export class ContainerService {
     });
     const ms = performance.now() - started;
     metrics().containerCreated(id, ms / 1000);
-    log.info('container created', { id, sandbox: sandbox.id, image: imageName, ms: +ms.toFixed(1), steps: timer.steps });
+    log.info('container created', { id, sandbox: sandbox.id, image: plan.imageName, ms: +ms.toFixed(1), steps: timer.steps, ...(plan.restore ? { restoreFrom: plan.restore.archive } : {}) });
     return record;
+  }
+
+  /**
+   * CreateContainer from a checkpoint archive (CRI-O's CRImportCheckpoint): the archive is unpacked
+   * into the new container's dir, the container is created from the image the checkpoint was made on
+   * with the request's config and the checkpointed process (restore.ts), its writable layer gets the
+   * checkpointed changes; StartContainer then restores the process.
+   */
+  private async createRestored(sandbox: SandboxRecord, podConfig: PodSandboxConfig, requested: ContainerConfig): Promise<ContainerRecord> {
+    const settings = this.checkpointSettings('restore a container from a checkpoint archive');
+    const archive = await checkArchivePath(requested.image!.image, settings.dirs, 'config.image.image', 'read');
+    if (sandbox.userns) throw failedPrecondition(`sandbox "${sandbox.id}" has its own user namespace: restoring a checkpoint into it is not supported`);
+    const id = newId();
+    const persistDir = this.options.containerDir(id);
+    const dir = restoreDirOf(persistDir);
+    try {
+      const metadata = await unpackCheckpoint(archive, dir, (p, d, policy) => this.options.images.unpackArchive(p, d, policy));
+      const config = restoredConfig(requested, metadata);
+      checkRequest(config, podConfig);
+      const { image, imageName } = this.checkpointImage(metadata, archive, sandbox.runtimeHandler);
+      const plan = this.planFor(id, sandbox, podConfig, config, image, imageName);
+      // CRIU is asked for once every part of the archive passed its checks (createSteps), so that a
+      // hostile archive is refused as such on any node.
+      const requireCriu = () => settings.criu.require('restore a container from a checkpoint archive');
+      return await this.createFromPlan({ ...plan, restore: { archive: requested.image!.image, dir, metadata, requireCriu } });
+    } catch (err) {
+      await rm(persistDir, { recursive: true, force: true });
+      throw wrap(err, `failed to create container "${requested.metadata?.name}" from checkpoint archive ${archive}`);
+    }
+  }
+
+  /**
+   * The image a checkpoint was made on, in the store of the pod's runtime handler (it must be there:
+   * pull it first), by ID, then by name.
+   */
+  private checkpointImage(metadata: CheckpointMetadata, archive: string, runtimeHandler: string): { image: ImageInfo; imageName: string } {
+    const { rootfsImageRef, rootfsImageName, rootfsImage } = metadata.config;
+    const imageName = rootfsImageName || rootfsImage || rootfsImageRef!;
+    for (const candidate of [rootfsImageRef, rootfsImageName, rootfsImage]) {
+      if (!candidate) continue;
+      try {
+        return { image: this.options.images.getImage(candidate, runtimeHandler), imageName };
+      } catch (err) {
+        if (!isKind(err, 'NotFound')) throw err;
+      }
+    }
+    throw notFound(`image "${imageName}" (${rootfsImageRef ?? 'no ID recorded'}), which checkpoint archive ${archive} was made on, is not present: pull it before restoring`);
+  }
+
+  private checkpointSettings(what: string): CheckpointSettings {
+    const settings = this.options.checkpoint;
+    if (!settings) throw failedPrecondition(`cannot ${what}: checkpoint and restore are not set up in this daemon`);
+    return settings;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -197,11 +271,13 @@ export class ContainerService {
       const started = performance.now();
       await this.options.lifecycle?.starting(r);
       const parentOomKills = r.cgroupsPath ? await readParentOomKills(this.options.cgroups, r.cgroupsPath).catch(() => undefined) : undefined;
+      let restored: CreatedContainer | undefined;
       try {
-        await runtime.start(id);
+        if (r.restore) restored = await this.restoreProcess(r, runtime);
+        else await runtime.start(id);
       } catch (err) {
         await this.markStartFailed(r, runtime, err);
-        throw wrap(err, `failed to start container "${id}"`);
+        throw wrap(err, r.restore ? `failed to restore container "${id}" from checkpoint archive ${r.restore.archive}` : `failed to start container "${id}"`);
       }
       // Without fsync: a killed daemon's write stays in the page cache (and recovery takes a CREATED
       // container that its runtime runs as started, recover.ts); a power loss ends the container anyway.
@@ -211,13 +287,34 @@ export class ContainerService {
           c.state = 'running';
           c.startedAt = nowNs();
           if (parentOomKills !== undefined) c.parentOomKillsAtStart = parentOomKills;
+          if (restored) Object.assign(c, restored);
         },
-        { durable: false },
+        // A restore's new pids must survive a daemon crash: the record is the only place they are.
+        { durable: restored !== undefined },
       );
+      if (restored) await removeRestoreDir(r.persistDir).catch((err: unknown) => this.log.warn('cannot remove an unpacked checkpoint archive', { id: shortId(id), error: messageOf(err) }));
       this.emit('started', updated);
       const ms = performance.now() - started;
       metrics().containerStarted(id, ms / 1000);
-      this.log.info('container started', { id: shortId(id), pid: r.pid, ms: +ms.toFixed(1) });
+      this.log.info(restored ? 'container restored' : 'container started', { id: shortId(id), pid: updated.pid, ms: +ms.toFixed(1) });
+    });
+  }
+
+  /** `runc restore --detach` under a new conmon, from the CRIU images CreateContainer unpacked. */
+  private async restoreProcess(r: ContainerRecord, runtime: Runc): Promise<CreatedContainer> {
+    await this.checkpointSettings('restore a container').criu.require('restore a container');
+    const config = containerConfigOf(r);
+    return this.options.monitor.createContainer(runtime, {
+      id: r.id,
+      name: r.name,
+      bundle: r.bundleDir,
+      persistDir: r.persistDir,
+      logPath: r.logPath || undefined,
+      logSizeMax: this.logSizeMax,
+      tty: config.tty,
+      stdin: config.stdin,
+      stdinOnce: config.stdinOnce,
+      restorePath: criuImagesOf(restoreDirOf(r.persistDir)),
     });
   }
 
@@ -232,6 +329,47 @@ export class ContainerService {
       c.pid = 0;
     });
     this.emit('stopped', updated);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // CheckpointContainer
+
+  /**
+   * Writes a checkpoint archive of a running container to `location` (checkpoint/write.ts), leaving
+   * it running, within `timeoutSeconds` (0: DEFAULT_CHECKPOINT_TIMEOUT_S).
+   */
+  async checkpoint(idOrPrefix: string, location: string, timeoutSeconds: number): Promise<void> {
+    const deadline = Date.now() + (timeoutSeconds > 0 ? timeoutSeconds : DEFAULT_CHECKPOINT_TIMEOUT_S) * 1000;
+    const settings = this.checkpointSettings('checkpoint a container');
+    const { id } = this.get(idOrPrefix);
+    const target = await checkArchivePath(location, settings.dirs, 'location', 'write');
+    await this.locks.run(id, async () => {
+      const r = this.get(id);
+      if (r.state !== 'running') throw failedPrecondition(`container "${id}" is ${r.state.toUpperCase()}: only a running container can be checkpointed`);
+      await settings.criu.require('checkpoint a container');
+      const spec = await this.specOf(r);
+      const started = performance.now();
+      try {
+        await writeCheckpointArchive({
+          id,
+          runtime: this.runtimeOf(r),
+          bundleDir: r.bundleDir,
+          upperDir: this.options.images.upperDirOf(id),
+          logPath: r.logPath,
+          workDir: join(r.persistDir, 'checkpoint-work'),
+          target,
+          deadline,
+          configDump: configDumpOf(r, settings.runtimeName),
+          status: containerdStatusOf(r),
+          mountPoints: (spec?.mounts ?? []).map((m) => m.destination),
+          log: this.log,
+        });
+      } catch (err) {
+        // The runtime's and the archive writer's errors name the container already.
+        throw messageOf(err).includes(id) ? err : wrap(err, `failed to checkpoint container "${id}"`);
+      }
+      this.log.info('container checkpointed', { id: shortId(id), location: target, ms: +(performance.now() - started).toFixed(1) });
+    });
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ export async function containerStatus(containers: ContainerService, req: Contain
   return ContainerStatusResponse.fromPartial({ status: toContainerStatus(record), info });
 }
 
-/** What `crictl inspect` shows beyond the status (containerd's `info` keys where they apply). */
+/** What `crictl inspect` shows beyond the status (containerd's `info` keys where they apply, CRI-O's for restores). */
 async function verboseInfo(containers: ContainerService, r: ContainerRecord): Promise<Record<string, unknown>> {
   const config = containerConfigOf(r);
   return {
@@ -31,6 +31,8 @@ async function verboseInfo(containers: ContainerService, r: ContainerRecord): Pr
     ...(r.imageVolumes ? { imageVolumes: r.imageVolumes } : {}),
     privileged: config.linux?.securityContext?.privileged ?? false,
     ...r.specEdits,
+    // CRI-O's keys: restored from a checkpoint archive, and when that checkpoint was taken.
+    ...(r.restore ? { restored: true, checkpointedAt: r.restore.checkpointedAt, restoredFrom: r.restore.archive } : {}),
     runtimeSpec: await containers.specOf(r),
   };
 }

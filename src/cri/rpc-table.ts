@@ -1,7 +1,7 @@
 /**
  * The RPC → handler table: each CRI RPC to the function of the file named after it (`RunPodSandbox`
  * → run-pod-sandbox.ts), with the services it needs. Every RPC of CRI v1 (Kubernetes 1.36) has a
- * handler; tsc refuses a missing one. CheckpointContainer alone answers UNIMPLEMENTED (no CRIU here).
+ * handler; tsc refuses a missing one.
  */
 import type { ImageHandlers, RuntimeHandlers } from '../api/handlers.js';
 import type { ContainerService } from '../container/service.js';
@@ -14,6 +14,7 @@ import type { StatsReader } from '../stats/stats.js';
 import type { StreamingServer } from '../streaming/server.js';
 import type { RuntimeInfo } from './runtime-info.js';
 import { attach } from './attach.js';
+import { checkpointContainer } from './checkpoint-container.js';
 import { containerStats } from './container-stats.js';
 import { containerStatus } from './container-status.js';
 import { createContainer } from './create-container.js';
@@ -67,8 +68,8 @@ export interface CriServices {
   events: LifecycleEvents;
 }
 
-/** RuntimeService: every RPC but CheckpointContainer. */
-export function runtimeHandlers(s: CriServices): Omit<RuntimeHandlers, 'checkpointContainer'> {
+/** RuntimeService: every RPC. */
+export function runtimeHandlers(s: CriServices): RuntimeHandlers {
   const { info, pods, sandboxes, containers, streaming, events } = s;
   const statsDeps = { containers, sandboxes, stats: s.stats };
   const metricsDeps = { containers, sandboxes, metrics: s.metrics };
@@ -93,6 +94,7 @@ export function runtimeHandlers(s: CriServices): Omit<RuntimeHandlers, 'checkpoi
     streamContainers: (r, sink) => streamContainers(containers, sandboxes, r, sink),
     updateContainerResources: (r) => updateContainerResources(containers, r),
     reopenContainerLog: (r) => reopenContainerLog(containers, r),
+    checkpointContainer: (r) => checkpointContainer(containers, r),
     execSync: (r, call) => execSync(containers, r, call.signal),
     exec: (r) => exec(streaming, r),
     attach: (r) => attach(streaming, r),

@@ -7,6 +7,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../common/logger.js';
 import type { RuntimeHandlerSet } from '../runtime/handlers.js';
 import type { QuarantineEntry } from '../persist/quarantine.js';
+import type { CriuSupport } from '../checkpoint/criu.js';
 
 export const RUNTIME_NAME = 'stove';
 export const RUNTIME_API_VERSION = 'v1';
@@ -28,6 +29,8 @@ export interface RuntimeInfoDeps {
   runtimeHandlers(): RuntimeHandler[];
   /** Records in quarantine (verbose Status shows them: what they describe needs an operator). */
   quarantine?(): QuarantineEntry[];
+  /** Whether CRIU works here, for checkpoints and restores (cached by the probe). */
+  checkpointSupport?(): Promise<CriuSupport>;
   /** Tells the network module the pod CIDR the kubelet pushed. */
   setPodCidr?(cidr: string): void;
 }

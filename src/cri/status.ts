@@ -4,13 +4,17 @@ import { stringifyJson } from '../common/json.js';
 import { redactedConfig } from '../config/load.js';
 import type { QuarantineEntry } from '../persist/quarantine.js';
 import type { RuntimeInfo } from './runtime-info.js';
+import type { CriuSupport } from '../checkpoint/criu.js';
 
 /** The Status condition that is false while records are in quarantine. */
 const QUARANTINE_CONDITION = 'StoveHasNoRecordsInQuarantine';
+/** The Status condition that says whether CheckpointContainer and restores can work on this node. */
+const CHECKPOINT_CONDITION = 'StoveCanCheckpointContainers';
 
 export async function status(info: RuntimeInfo, req: StatusRequest): Promise<StatusResponse> {
   const network = await info.deps.networkReadiness();
   const quarantined = info.deps.quarantine?.() ?? [];
+  const criu = await info.deps.checkpointSupport?.();
   const verbose: Record<string, string> = {};
   if (req.verbose) {
     // Registry credentials stay out (as AuthConfig's debug_redact fields do everywhere).
@@ -23,6 +27,7 @@ export async function status(info: RuntimeInfo, req: StatusRequest): Promise<Sta
         { type: 'RuntimeReady', status: true, reason: '', message: '' },
         { type: 'NetworkReady', status: network.ready, reason: network.reason, message: network.message },
         quarantineCondition(quarantined),
+        ...(criu ? [checkpointCondition(criu)] : []),
       ],
     },
     info: verbose,
@@ -32,6 +37,12 @@ export async function status(info: RuntimeInfo, req: StatusRequest): Promise<Sta
     // netns and its containers get /sys bound, not a sysfs of a netns they do not own (oci/mounts.ts).
     features: { supplementalGroupsPolicy: true, userNamespacesHostNetwork: true },
   });
+}
+
+/** Informational, as the quarantine's: the kubelet acts on RuntimeReady and NetworkReady only. */
+function checkpointCondition(criu: CriuSupport): RuntimeCondition {
+  if (criu.ok) return RuntimeCondition.fromPartial({ type: CHECKPOINT_CONDITION, status: true, message: criu.message });
+  return RuntimeCondition.fromPartial({ type: CHECKPOINT_CONDITION, status: false, reason: 'CriuUnavailable', message: criu.message });
 }
 
 /**

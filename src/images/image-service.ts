@@ -14,13 +14,14 @@
 import { dirname, isAbsolute, join, normalize, relative } from 'node:path';
 import { chmod, chown, mkdir, readdir, rm, unlink, stat } from 'node:fs/promises';
 import { KeyedMutex } from '../common/locks.js';
-import { failedPrecondition, invalidArgument, notFound, messageOf, wrap } from '../common/errors.js';
+import { StoveError, failedPrecondition, internal, invalidArgument, notFound, messageOf, wrap } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { shortId } from '../common/ids.js';
 import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
 import { BlobStore } from '../storage/blobs.js';
 import { LayerStore } from '../storage/layers.js';
-import { UnpackPool } from '../storage/unpack-pool.js';
+import { LayerJobError, UnpackPool } from '../storage/unpack-pool.js';
+import type { EntryPolicy } from '../storage/extract.js';
 import { diskUsage, mountOverlay, mountReadOnlyOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
 import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord, type LayerRef } from './image-store.js';
@@ -568,6 +569,41 @@ export class ImageService {
     await this.unmountRootfs(containerId);
     await rm(this.fsDir(containerId), { recursive: true, force: true });
     await this.releaseImage(containerId);
+  }
+
+  /**
+   * Unpacks a tar archive that is not an image layer (a checkpoint archive, its root filesystem diff)
+   * into the directory `dir` with the layer unpacker's checks, `policy`'s stricter ones and the layer
+   * limits (images.max_layer_size, images.min_free_space). A refused entry or a malformed archive is
+   * FAILED_PRECONDITION, as a hostile layer is; a cap is RESOURCE_EXHAUSTED.
+   */
+  async unpackArchive(path: string, dir: string, policy: EntryPolicy): Promise<void> {
+    const fail = (err: unknown): StoveError => {
+      if (err instanceof LayerJobError) {
+        if (err.reason === 'unsafe') return failedPrecondition(`${policy.what} ${path} was refused as unsafe: ${err.message}`);
+        if (err.reason === 'format') return failedPrecondition(`${policy.what} ${path} is not a valid tar archive: ${err.message}`);
+        if (err.reason === 'too-large' || err.reason === 'no-space') return new StoveError('ResourceExhausted', `${policy.what} ${path}: ${err.message}`);
+      }
+      return internal(`unpacking ${policy.what} ${path}: ${messageOf(err)}`, err);
+    };
+    const result = await this.pool
+      .run({
+        digestAlgorithm: 'sha256',
+        sourcePath: path,
+        unpackDir: dir,
+        policy,
+        maxTarBytes: this.options.maxLayerSize,
+        minFreeBytes: this.options.minFreeSpace,
+      })
+      .catch((err: unknown) => {
+        throw fail(err);
+      });
+    if (result.decodeError) throw fail(new LayerJobError(result.decodeError, 'format'));
+  }
+
+  /** The overlay upper dir (the writable layer) of a container's root filesystem. */
+  upperDirOf(containerId: string): string {
+    return join(this.fsDir(containerId), 'upper');
   }
 
   /** Bytes and inodes of a container's writable layer. */

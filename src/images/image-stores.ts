@@ -151,4 +151,17 @@ export class ImageStores {
   writableLayerFs(containerId: string): string {
     return this.ofContainer(containerId).writableLayerFs(containerId);
   }
+
+  /** The overlay upper dir of a container's root filesystem, in the store that holds it. */
+  upperDirOf(containerId: string): string {
+    return this.ofContainer(containerId).upperDirOf(containerId);
+  }
+
+  /**
+   * A tar archive that is not an image layer (a checkpoint archive) unpacked into `dir` with the layer
+   * unpacker's checks and limits: the shared store's, since it lands in no store.
+   */
+  unpackArchive(...args: Parameters<ImageService['unpackArchive']>): Promise<void> {
+    return this.shared.unpackArchive(...args);
+  }
 }

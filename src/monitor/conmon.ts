@@ -62,6 +62,11 @@ export interface CreateContainerOptions {
   stdinOnce?: boolean;
   /** Pass `--no-pivot` to runc (rootfs on ramfs). */
   noPivot?: boolean;
+  /**
+   * Restore the container from the CRIU images in this directory (`conmon --restore`: `runc restore
+   * --detach`) instead of creating it: it is running once the create resolves.
+   */
+  restorePath?: string;
   /** Called with conmon's pid before it is allowed to go on, e.g. to move it into a cgroup. */
   beforeStart?: (conmonPid: number) => Promise<void>;
 }
@@ -105,6 +110,7 @@ export function conmonCreateArgs(config: ConmonConfig, runtime: Runc, opts: Crea
   if (config.syslog) args.push('--syslog');
   if (opts.logSizeMax !== undefined && opts.logSizeMax > 0) args.push('--log-size-max', String(opts.logSizeMax));
   if (opts.noPivot) args.push('--no-pivot');
+  if (opts.restorePath) args.push('--restore', opts.restorePath, '--runtime-opt=--file-locks');
   if (opts.tty) {
     args.push('-t');
   } else if (opts.stdin) {

@@ -188,6 +188,17 @@ export class Runc {
     await this.run(['resume', id], `resume container "${id}"`);
   }
 
+  /**
+   * `runc checkpoint` through CRIU: the images go to `imagePath`, CRIU's log and stats to `workPath`
+   * (CRI-O's flags: file locks are taken along; `leaveRunning` keeps the container running).
+   */
+  async checkpoint(id: string, opts: { imagePath: string; workPath: string; leaveRunning: boolean; timeoutMs: number }): Promise<void> {
+    const args = ['checkpoint', '--file-locks', '--image-path', opts.imagePath, '--work-path', opts.workPath];
+    if (opts.leaveRunning) args.push('--leave-running');
+    args.push(id);
+    await this.run(args, `checkpoint container "${id}"`, undefined, opts.timeoutMs);
+  }
+
   /** `runc ps --format json`: host pids of every process in the container. */
   async pids(id: string): Promise<number[]> {
     const out = await this.run(['ps', '--format', 'json', id], `list processes of container "${id}"`);
@@ -216,14 +227,14 @@ export class Runc {
   }
 
   /** Runs one subcommand; resolves with stdout, throws a RuncError naming `what`. */
-  private async run(args: string[], what: string, input?: string): Promise<string> {
+  private async run(args: string[], what: string, input?: string, timeoutMs = this.timeoutMs): Promise<string> {
     const argv = [...this.globalArgs(), ...args];
     this.log?.debug('runtime command', { binary: this.binary, args: argv });
-    const result = await runCommand(this.binary, { args: argv, input, env: { ...process.env, LC_ALL: 'C' }, timeoutMs: this.timeoutMs });
+    const result = await runCommand(this.binary, { args: argv, input, env: { ...process.env, LC_ALL: 'C' }, timeoutMs });
     if (result.exitCode === 0) return result.stdout;
     let message: string;
     if (result.spawnError) message = `cannot run ${this.binary}: ${result.spawnError.message}`;
-    else if (result.timedOut) message = `timed out after ${this.timeoutMs} ms`;
+    else if (result.timedOut) message = `timed out after ${timeoutMs} ms`;
     else message = runtimeMessage(result.stderr) || runtimeMessage(result.stdout) || `exit status ${result.exitCode ?? result.signal}`;
     const kind = result.timedOut ? 'DeadlineExceeded' : result.spawnError ? 'Internal' : runtimeErrorKind(message);
     throw new RuncError(kind, `failed to ${what}: ${message}`, `${this.binary} ${args[0]}`, result.exitCode ?? undefined, message);

@@ -38,7 +38,7 @@ import {
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { NodeSpec } from '../platform/mknod.js';
-import type { TarHeader, TarSink } from './tar-reader.js';
+import type { TarEntryType, TarHeader, TarSink } from './tar-reader.js';
 
 const require = createRequire(import.meta.url);
 const xattr = require('@napi-rs/xattr') as {
@@ -99,9 +99,32 @@ interface DeferredDir {
   mtime: number;
 }
 
+/**
+ * Stricter rules for an archive that is not an image layer (a checkpoint archive, its root filesystem
+ * diff): entry types it may not hold, names that must be plain relative paths (no `..`, no leading
+ * `/`), no whiteout names, and a cap on the number of entries. An entry naming the root itself is
+ * skipped (the archive does not set the target directory's owner or mode).
+ */
+export interface EntryPolicy {
+  /** What the archive is, for messages (`checkpoint archive`). */
+  what: string;
+  refusedTypes: readonly TarEntryType[];
+  maxEntries: number;
+}
+
+/** Checks a name under an EntryPolicy: relative, without `..`, NUL or a whiteout prefix. */
+export function checkStrictName(name: string, what: string): void {
+  if (name.startsWith('/')) throw new UnsafeEntryError(`${what} entry "${name}" is an absolute path`);
+  const parts = name.split('/');
+  if (parts.includes('..')) throw new UnsafeEntryError(`${what} entry "${name}" contains ".."`);
+  if (parts.some((p) => p.startsWith(WHITEOUT_PREFIX))) throw new UnsafeEntryError(`${what} entry "${name}" is a whiteout name`);
+}
+
 export interface ExtractorOptions {
   /** An existing char device 0:0 on the same filesystem, hardlinked for each whiteout. */
   whiteoutTemplate?: string;
+  /** Absent: an image layer's rules. */
+  policy?: EntryPolicy;
   /** Creates a device node or fifo, synchronously (Node has no mknod; see mknod-bridge.ts). */
   mknod: (path: string, node: NodeSpec) => void;
 }
@@ -114,6 +137,8 @@ export class LayerExtractor implements TarSink {
   private current?: { header: TarHeader; path: string };
   private readonly whiteoutTemplate?: string;
   private readonly mknod: ExtractorOptions['mknod'];
+  private readonly policy?: EntryPolicy;
+  private entries = 0;
   readonly usage: LayerUsage = { bytes: BLOCK, inodes: 1 };
 
   constructor(
@@ -122,6 +147,20 @@ export class LayerExtractor implements TarSink {
   ) {
     this.whiteoutTemplate = options.whiteoutTemplate;
     this.mknod = options.mknod;
+    this.policy = options.policy;
+  }
+
+  /** Applies the policy to one entry; false when the entry is to be skipped. */
+  private admitted(header: TarHeader, rel: string): boolean {
+    const policy = this.policy;
+    if (!policy) return true;
+    if (++this.entries > policy.maxEntries) throw new UnsafeEntryError(`${policy.what} has more than ${policy.maxEntries} entries`);
+    checkStrictName(header.name, policy.what);
+    if (policy.refusedTypes.includes(header.type)) {
+      throw new UnsafeEntryError(`${policy.what} entry "${header.name}" is a ${header.type === 'hardlink' ? 'hard link' : header.type === 'char' || header.type === 'block' ? `${header.type} device` : header.type}, which it may not hold`);
+    }
+    if (rel === '' && header.type !== 'dir') throw new UnsafeEntryError(`${policy.what} entry "${header.name}" would replace the root`);
+    return rel !== '';
   }
 
   private abs(rel: string): string {
@@ -130,6 +169,7 @@ export class LayerExtractor implements TarSink {
 
   entry(header: TarHeader): void {
     const rel = normaliseEntryName(header.name);
+    if (!this.admitted(header, rel)) return;
     const slash = rel.lastIndexOf('/');
     const parent = slash < 0 ? '' : rel.slice(0, slash);
     const base = slash < 0 ? rel : rel.slice(slash + 1);

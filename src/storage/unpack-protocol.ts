@@ -1,5 +1,5 @@
 /** Messages between the main thread (UnpackPool) and an unpack worker. */
-import type { LayerUsage } from './extract.js';
+import type { EntryPolicy, LayerUsage } from './extract.js';
 import type { MknodRequest } from './mknod-bridge.js';
 
 export interface UnpackJob {
@@ -17,6 +17,8 @@ export interface UnpackJob {
   whiteoutTemplate?: string;
   /** The layer's tar stream may be at most this many bytes (`images.max_layer_size`). */
   maxTarBytes?: number;
+  /** Stricter entry rules for an archive that is not an image layer (absent: a layer's). */
+  policy?: EntryPolicy;
   /** Stop when fewer bytes than this stay free on the unpack dir's filesystem (`images.min_free_space`). */
   minFreeBytes?: number;
 }

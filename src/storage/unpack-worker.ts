@@ -66,6 +66,7 @@ class JobRun {
       this.diff = createHash('sha256');
       this.extractor = new LayerExtractor(job.unpackDir, {
         whiteoutTemplate: job.whiteoutTemplate,
+        policy: job.policy,
         mknod: (path, node) => mknodFromWorker(port, path, node),
       });
       this.reader = new TarReader(this.extractor);

@@ -59,10 +59,10 @@ describe('stove serve', function () {
     assert.equal((JSON.parse(s.info.config!) as { podCidr: string }).podCidr, '10.99.0.0/16');
   });
 
-  it('answers UNIMPLEMENTED naming an RPC that has no handler', async () => {
-    await assert.rejects(stove.clients.runtime.checkpointContainer({ containerId: 'x', location: '/tmp/x', timeout: 0n }), (err: { code: number; details: string }) => {
-      assert.equal(err.code, status.UNIMPLEMENTED);
-      assert.match(err.details, /CheckpointContainer/);
+  it('answers every RPC: CheckpointContainer too, NOT_FOUND for an unknown container', async () => {
+    await assert.rejects(stove.clients.runtime.checkpointContainer({ containerId: 'x', location: join(stove.dir, 'x.tar'), timeout: 0n }), (err: { code: number; details: string }) => {
+      assert.equal(err.code, status.NOT_FOUND);
+      assert.match(err.details, /container "x" not found|"x"/);
       return true;
     });
   });

@@ -116,6 +116,12 @@ export class FakeImages implements ContainerImages {
   holders(): string[] {
     return [...this.holds];
   }
+  async unpackArchive(path: string): Promise<void> {
+    this.calls.push(`unpack ${path}`);
+  }
+  upperDirOf(id: string): string {
+    return `/nonexistent/${id}/upper`;
+  }
 }
 
 /** The runtime: records every call; `failStart` makes `start` fail. */

@@ -41,6 +41,14 @@ describe('monitor: conmon command lines', () => {
     assert.ok(conmonCreateArgs({ ...config, syslog: true }, runc, base).includes('--syslog'));
   });
 
+  it('restores from CRIU images with --restore, file locks taken along', () => {
+    const base = { id: 'c1', bundle: '/b/c1', persistDir: '/p/c1', logPath: '/logs/c1.log' };
+    const args = conmonCreateArgs(config, runc, { ...base, restorePath: '/p/restore/checkpoint' });
+    assert.equal(flag(args, '--restore'), '/p/restore/checkpoint');
+    assert.ok(args.includes('--runtime-opt=--file-locks'));
+    assert.ok(!conmonCreateArgs(config, runc, base).includes('--restore'));
+  });
+
   it('rejects log paths with a colon (conmon splits -l at ":")', () => {
     assert.throws(() => checkLogPath('/var/log/pods/ns_a:b/c.log'), /must not contain ':'/);
     checkLogPath('/var/log/pods/ns_a_b/c/0.log');
