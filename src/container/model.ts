@@ -85,14 +85,14 @@ export interface ContainerRecord {
   /** What the spec editors applied, by key (`cdiDevices`, `ociHooks`); absent when nothing. */
   specEdits?: Record<string, unknown>;
   /**
-   * Created from a checkpoint archive (absent: from an image). While CREATED the unpacked archive
+   * Created from a checkpoint archive or checkpoint image (absent: from an image). While CREATED the unpacked archive
    * waits in `<persistDir>/restore`; StartContainer restores the process from it.
    */
   restore?: RestoreRecord;
 }
 
 export interface RestoreRecord {
-  /** The archive's path as the request named it. */
+  /** The archive's path, or the checkpoint image, as the request named it. */
   archive: string;
   /** When the checkpoint was taken (config.dump's checkpointedTime, RFC 3339). */
   checkpointedAt: string;

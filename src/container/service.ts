@@ -51,6 +51,7 @@ import type { ImageInfo } from '../images/image-service.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { CheckpointMetadata } from '../checkpoint/archive.js';
 import { checkArchivePath, isArchivePath } from '../checkpoint/location.js';
+import { checkpointImageLayer, checkpointImageName } from '../checkpoint/image.js';
 import { criuImagesOf, removeRestoreDir, restoreDirOf, unpackCheckpoint } from '../checkpoint/restore.js';
 import { writeCheckpointArchive } from '../checkpoint/write.js';
 import { configDumpOf, containerdStatusOf, restoredConfig } from './checkpoint-convert.js';
@@ -87,6 +88,16 @@ export interface ExecTarget {
   stdin: boolean;
   stdinOnce: boolean;
   state: ContainerStateName;
+}
+
+/** Where a restore's checkpoint comes from: an archive file or a checkpoint image's one layer. */
+interface CheckpointSource {
+  /** The tar (compressed or not) to unpack. */
+  tar: string;
+  /** As the request named it (the archive's path or the image): the record's `restore.archive`. */
+  origin: string;
+  /** For messages: `checkpoint archive <path>` or `checkpoint image "<name>"`. */
+  what: string;
 }
 
 export class ContainerService {
@@ -151,16 +162,34 @@ export class ContainerService {
 
   /**
    * Creates a container in a ready sandbox; on failure nothing it made is left. An image that is a
-   * path names a checkpoint archive to restore (CRI-O's rule): see createRestored.
+   * path names a checkpoint archive to restore (CRI-O's rule), and a checkpoint image is restored
+   * too: see createRestored.
    */
   async create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
     const sandbox = sandboxForCreate(this.options, podSandboxId);
     const podConfig = sandbox.config ? podConfigOf(sandbox) : requestPodConfig!;
-    if (isArchivePath(config.image!.image)) return this.createRestored(sandbox, podConfig, config);
-    checkRequest(config, podConfig);
     const imageName = config.image!.image;
+    if (isArchivePath(imageName)) return this.createRestored(sandbox, podConfig, config, await this.archiveSource(imageName));
+    checkRequest(config, podConfig);
     const image = imageForCreate(this.options, imageName, sandbox.runtimeHandler);
+    const checkpoint = await this.checkpointImageSource(image, imageName, sandbox.runtimeHandler);
+    if (checkpoint) return this.createRestored(sandbox, podConfig, config, checkpoint);
     return this.createFromPlan(this.planFor(newId(), sandbox, podConfig, config, image, imageName));
+  }
+
+  /** A checkpoint archive a request names by path, checked against the allowed directories. */
+  private async archiveSource(path: string): Promise<CheckpointSource> {
+    const settings = this.checkpointSettings('restore a container from a checkpoint archive');
+    const tar = await checkArchivePath(path, settings.dirs, 'config.image.image', 'read');
+    return { tar, origin: path, what: `checkpoint archive ${tar}` };
+  }
+
+  /** The checkpoint a pulled image holds when its manifest marks it as a checkpoint image (checkpoint/image.ts). */
+  private async checkpointImageSource(image: ImageInfo, imageName: string, runtimeHandler: string): Promise<CheckpointSource | undefined> {
+    const facts = await this.options.images.manifestFacts(image.id, runtimeHandler);
+    if (checkpointImageName(facts.annotations) === undefined) return undefined;
+    this.checkpointSettings(`restore a container from checkpoint image "${imageName}"`);
+    return { tar: checkpointImageLayer(imageName, facts.layerBlobs), origin: imageName, what: `checkpoint image "${imageName}"` };
   }
 
   private planFor(id: string, sandbox: SandboxRecord, podConfig: PodSandboxConfig, config: ContainerConfig, image: ImageInfo, imageName: string): CreatePlan {
@@ -204,31 +233,30 @@ export class ContainerService {
   }
 
   /**
-   * CreateContainer from a checkpoint archive (CRI-O's CRImportCheckpoint): the archive is unpacked
+   * CreateContainer from a checkpoint archive or image (CRI-O's CRImportCheckpoint): the archive (the image's layer) is unpacked
    * into the new container's dir, the container is created from the image the checkpoint was made on
    * with the request's config and the checkpointed process (restore.ts), its writable layer gets the
    * checkpointed changes; StartContainer then restores the process.
    */
-  private async createRestored(sandbox: SandboxRecord, podConfig: PodSandboxConfig, requested: ContainerConfig): Promise<ContainerRecord> {
-    const settings = this.checkpointSettings('restore a container from a checkpoint archive');
-    const archive = await checkArchivePath(requested.image!.image, settings.dirs, 'config.image.image', 'read');
+  private async createRestored(sandbox: SandboxRecord, podConfig: PodSandboxConfig, requested: ContainerConfig, source: CheckpointSource): Promise<ContainerRecord> {
+    const settings = this.checkpointSettings(`restore a container from ${source.what}`);
     if (sandbox.userns) throw failedPrecondition(`sandbox "${sandbox.id}" has its own user namespace: restoring a checkpoint into it is not supported`);
     const id = newId();
     const persistDir = this.options.containerDir(id);
     const dir = restoreDirOf(persistDir);
     try {
-      const metadata = await unpackCheckpoint(archive, dir, (p, d, policy) => this.options.images.unpackArchive(p, d, policy));
+      const metadata = await unpackCheckpoint(source.tar, dir, (p, d, policy) => this.options.images.unpackArchive(p, d, policy));
       const config = restoredConfig(requested, metadata);
       checkRequest(config, podConfig);
-      const { image, imageName } = this.checkpointImage(metadata, archive, sandbox.runtimeHandler);
+      const { image, imageName } = this.checkpointImage(metadata, source.what, sandbox.runtimeHandler);
       const plan = this.planFor(id, sandbox, podConfig, config, image, imageName);
       // CRIU is asked for once every part of the archive passed its checks (createSteps), so that a
       // hostile archive is refused as such on any node.
-      const requireCriu = () => settings.criu.require('restore a container from a checkpoint archive');
-      return await this.createFromPlan({ ...plan, restore: { archive: requested.image!.image, dir, metadata, requireCriu } });
+      const requireCriu = () => settings.criu.require(`restore a container from ${source.what}`);
+      return await this.createFromPlan({ ...plan, restore: { archive: source.origin, dir, metadata, requireCriu } });
     } catch (err) {
       await rm(persistDir, { recursive: true, force: true });
-      throw wrap(err, `failed to create container "${requested.metadata?.name}" from checkpoint archive ${archive}`);
+      throw wrap(err, `failed to create container "${requested.metadata?.name}" from ${source.what}`);
     }
   }
 
@@ -236,7 +264,7 @@ export class ContainerService {
    * The image a checkpoint was made on, in the store of the pod's runtime handler (it must be there:
    * pull it first), by ID, then by name.
    */
-  private checkpointImage(metadata: CheckpointMetadata, archive: string, runtimeHandler: string): { image: ImageInfo; imageName: string } {
+  private checkpointImage(metadata: CheckpointMetadata, source: string, runtimeHandler: string): { image: ImageInfo; imageName: string } {
     const { rootfsImageRef, rootfsImageName, rootfsImage } = metadata.config;
     const imageName = rootfsImageName || rootfsImage || rootfsImageRef!;
     for (const candidate of [rootfsImageRef, rootfsImageName, rootfsImage]) {
@@ -247,7 +275,7 @@ export class ContainerService {
         if (!isKind(err, 'NotFound')) throw err;
       }
     }
-    throw notFound(`image "${imageName}" (${rootfsImageRef ?? 'no ID recorded'}), which checkpoint archive ${archive} was made on, is not present: pull it before restoring`);
+    throw notFound(`image "${imageName}" (${rootfsImageRef ?? 'no ID recorded'}), which ${source} was made on, is not present: pull it before restoring`);
   }
 
   private checkpointSettings(what: string): CheckpointSettings {
@@ -277,7 +305,7 @@ export class ContainerService {
         else await runtime.start(id);
       } catch (err) {
         await this.markStartFailed(r, runtime, err);
-        throw wrap(err, r.restore ? `failed to restore container "${id}" from checkpoint archive ${r.restore.archive}` : `failed to start container "${id}"`);
+        throw wrap(err, r.restore ? `failed to restore container "${id}" from checkpoint ${r.restore.archive}` : `failed to start container "${id}"`);
       }
       // Without fsync: a killed daemon's write stays in the page cache (and recovery takes a CREATED
       // container that its runtime runs as started, recover.ts); a power loss ends the container anyway.

@@ -82,6 +82,13 @@ export interface ImageInfo {
   layerDirs: string[];
 }
 
+/** What an image's platform manifest says beyond its config: its annotations and layer blobs. */
+export interface ManifestFacts {
+  annotations: Readonly<Record<string, string>>;
+  /** The layers' blobs in the content store, bottom first (compressed as pulled). */
+  layerBlobs: string[];
+}
+
 interface Hold {
   containerId: string;
   imageId: string;
@@ -111,6 +118,8 @@ export class ImageService {
   private readonly leases = new Leases();
   private readonly locks = new KeyedMutex();
   private readonly holds = new Map<string, Hold>();
+  /** manifestFacts by image ID (content-addressed: never stale). */
+  private readonly manifestFactsCache = new Map<string, ManifestFacts>();
   private readonly holdsDir: string;
   private readonly log: Logger;
   private pinned: PinnedImages;
@@ -310,6 +319,27 @@ export class ImageService {
   }
 
   /**
+   * The annotations and layer blobs of the platform manifest of image `imageId` (getImage's `id`),
+   * read from the content store once per image. NOT_FOUND when the image is gone.
+   */
+  async manifestFacts(imageId: string): Promise<ManifestFacts> {
+    const cached = this.manifestFactsCache.get(imageId);
+    if (cached) return cached;
+    const record = this.store.get(imageId);
+    if (!record) throw notFound(`image "${imageId}" not found`);
+    // Parsed and checked when it was pulled; only its annotations are read again.
+    const manifest = (await readJsonFile(this.blobs.path(record.manifestDigest))) as { annotations?: unknown } | undefined;
+    const annotations: Record<string, string> = {};
+    const raw = manifest?.annotations;
+    if (raw && typeof raw === 'object') {
+      for (const [k, v] of Object.entries(raw)) if (typeof v === 'string') annotations[k] = v;
+    }
+    const facts = { annotations, layerBlobs: record.layers.map((l) => this.blobs.path(l.digest)) };
+    this.manifestFactsCache.set(imageId, facts);
+    return facts;
+  }
+
+  /**
    * Removes an image with every tag and digest it has (as containerd does). An unknown image is not
    * an error. An image a container still uses is refused. Blobs and layers no other image uses are
    * deleted.
@@ -325,6 +355,7 @@ export class ImageService {
         `image "${spec}" (${shortId(record.id.slice(7))}) may be in use by a container: a hold record that names it is in quarantine (${this.options.quarantine?.dir ?? 'quarantine'}); repair or delete the entry and restart stove`,
       );
     await this.store.remove(record.id);
+    this.manifestFactsCache.delete(record.id);
     this.log.info('image removed', { image: spec, imageId: record.id, repoTags: record.repoTags });
     await this.collectGarbage(record);
   }

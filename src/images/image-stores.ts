@@ -13,7 +13,7 @@ import { invalidArgument } from '../common/errors.js';
 import type { IdShift } from '../storage/idshift.js';
 import type { RegistryConfig } from '../config/schema.js';
 import type { DiskUsage } from '../storage/rootfs.js';
-import type { FsUsage, ImageInfo, ImageService } from './image-service.js';
+import type { FsUsage, ImageInfo, ImageService, ManifestFacts } from './image-service.js';
 
 /** A store and the handler its images are reported under (`''`: the shared store). */
 export interface HandlerStore {
@@ -117,6 +117,10 @@ export class ImageStores {
 
   getImage(spec: string, runtimeHandler: string): ImageInfo {
     return this.forHandler(runtimeHandler).service.getImage(spec);
+  }
+
+  manifestFacts(imageId: string, runtimeHandler: string): Promise<ManifestFacts> {
+    return this.forHandler(runtimeHandler).service.manifestFacts(imageId);
   }
 
   mountRootfs(spec: string, containerId: string, target: string, options: { idShift?: IdShift; runtimeHandler: string }): Promise<void> {

@@ -374,6 +374,8 @@ export interface PushImageOptions extends ImageSettings {
   platform?: Platform;
   /** Push by digest only (no tag). */
   untagged?: boolean;
+  /** The manifest's annotations (e.g. a checkpoint image's). */
+  annotations?: Record<string, string>;
 }
 
 /** Builds and pushes one image; `name` is `repo[:tag]` (no host). */
@@ -392,6 +394,7 @@ export async function pushImage(registry: RegistryEndpoint, name: string, option
       mediaType: manifestMediaType,
       config: { mediaType: media === 'oci' ? MEDIA.ociConfig : MEDIA.dockerConfig, digest: configDigest, size: config.length },
       layers: layers.map((l) => ({ mediaType: layerMediaType(media, l.compression), digest: l.digest, size: l.blob.length })),
+      ...(options.annotations ? { annotations: options.annotations } : {}),
     }),
   );
   const manifestDigest = sha256(manifest);

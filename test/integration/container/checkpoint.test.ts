@@ -1,7 +1,8 @@
 /**
  * CheckpointContainer and restores, the parts that need no CRIU, against a real daemon: where archives
  * may be (INVALID_ARGUMENT), hostile archives (refused as a hostile image layer is, nothing left
- * behind), a node without working CRIU (FAILED_PRECONDITION naming it; Status says so). The checkpoint
+ * behind), checkpoint images (checked as archives are), a node without working CRIU
+ * (FAILED_PRECONDITION naming it; Status says so). The checkpoint
  * and restore themselves run in the guest (test/vm/suite/checkpoint.test.ts).
  */
 import assert from 'node:assert/strict';
@@ -10,7 +11,7 @@ import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerState, ImageStatusRequest } from '../../../src/gen/runtime/v1/api.js';
 import { probeCriu, type CriuSupport } from '../../../src/checkpoint/criu.js';
-import { buildTar, type LayerEntry } from '../../helpers/image-builder.js';
+import { buildTar, pushImage, type LayerEntry } from '../../helpers/image-builder.js';
 import { ContainerWorld, containerSuite, rejectsWith } from './world.js';
 
 const MiB = 1024 * 1024;
@@ -37,6 +38,13 @@ describe('containers: checkpoint archives (real daemon, no CRIU needed)', functi
 
   /** A well-formed archive for the busybox image, with `extra` entries and rootfs-diff.tar entries. */
   async function writeArchive(name: string, extra: LayerEntry[] = [], diff?: LayerEntry[]): Promise<string> {
+    const path = join(checkpoints(), name);
+    await writeFile(path, buildTar([...(await archiveEntries(diff)), ...extra]));
+    return path;
+  }
+
+  /** The entries of a well-formed archive for the busybox image, with rootfs-diff.tar entries. */
+  async function archiveEntries(diff?: LayerEntry[]): Promise<LayerEntry[]> {
     const imageId = (await world.daemon.clients.image.imageStatus(ImageStatusRequest.fromPartial({ image: { image: world.image('busybox').reference } }))).image!.id;
     const entries: LayerEntry[] = [
       { path: 'config.dump', content: JSON.stringify({ id: 'x', name: 'n', rootfsImageRef: imageId, rootfsImageName: world.image('busybox').reference }) },
@@ -46,11 +54,8 @@ describe('containers: checkpoint archives (real daemon, no CRIU needed)', functi
       { path: 'deleted.files', content: JSON.stringify(['/etc/hostname']) },
       { path: 'container.log', content: '2026-01-01T00:00:00.000000000Z stdout F archived\n' },
       ...(diff ? [{ path: 'rootfs-diff.tar', content: buildTar(diff) }] : []),
-      ...extra,
     ];
-    const path = join(checkpoints(), name);
-    await writeFile(path, buildTar(entries));
-    return path;
+    return entries;
   }
 
   const restoreFrom = async (image: string) => {
@@ -119,6 +124,29 @@ describe('containers: checkpoint archives (real daemon, no CRIU needed)', functi
   it('takes a well-formed archive through every check; without working CRIU the create is FAILED_PRECONDITION and leaves nothing', async function () {
     if (criu.ok) return this.skip();
     const path = await writeArchive('good.tar', [], [{ type: 'dir', path: 'srv' }, { path: 'srv/added', content: 'x' }]);
-    await rejectsWith(restoreFrom(path), 'FAILED_PRECONDITION', /cannot restore a container from a checkpoint archive: (CRIU is not installed|criu check fails)/);
+    await rejectsWith(restoreFrom(path), 'FAILED_PRECONDITION', /cannot restore a container from checkpoint archive \S*good\.tar: (CRIU is not installed|criu check fails)/);
+  });
+
+  // A checkpoint image (checkpoint/image.ts): the archive's files as the one layer of an OCI image.
+  const CHECKPOINT_ANNOTATION = { 'io.kubernetes.cri-o.annotations.checkpoint.name': 'counter' };
+  async function pushCheckpointImage(name: string, layers: LayerEntry[][]): Promise<string> {
+    const image = await pushImage(world.registry, name, { layers, annotations: CHECKPOINT_ANNOTATION });
+    await world.runtime.pull(image.reference);
+    return image.reference;
+  }
+
+  it('takes an image whose manifest marks it as a checkpoint as one to restore; without working CRIU FAILED_PRECONDITION, leaving nothing', async function () {
+    if (criu.ok) return this.skip();
+    const reference = await pushCheckpointImage('ckpt/good:1', [await archiveEntries([{ type: 'dir', path: 'srv' }, { path: 'srv/added', content: 'x' }])]);
+    await rejectsWith(restoreFrom(reference), 'FAILED_PRECONDITION', /cannot restore a container from checkpoint image "[^"]*ckpt\/good:1": (CRIU is not installed|criu check fails)/);
+    assert.deepEqual((await world.daemon.clients.runtime.listContainers({ filter: undefined })).containers, []);
+  });
+
+  it('checks a checkpoint image as an archive is: a symlink its layer may hold is refused, as are two layers', async () => {
+    const linked = await pushCheckpointImage('ckpt/linked:1', [[...(await archiveEntries()).filter((e) => e.path !== 'container.log'), { type: 'symlink', path: 'container.log', target: '/etc/shadow' }]]);
+    await rejectsWith(restoreFrom(linked), 'FAILED_PRECONDITION', /refused as unsafe: .*"container\.log" is a symlink/);
+    const two = await pushCheckpointImage('ckpt/two:1', [await archiveEntries(), [{ path: 'extra', content: 'x' }]]);
+    await rejectsWith(restoreFrom(two), 'FAILED_PRECONDITION', /checkpoint image "[^"]*ckpt\/two:1" has 2 layers: a checkpoint image holds the archive's files in exactly one/);
+    assert.deepEqual((await world.daemon.clients.runtime.listContainers({ filter: undefined })).containers, []);
   });
 });

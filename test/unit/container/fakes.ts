@@ -77,6 +77,12 @@ export class FakeImages implements ContainerImages {
     if (spec !== IMAGE_NAME && spec !== IMAGE_ID) throw notFound(`image "${spec}" not found`);
     return { id: IMAGE_ID, repoTags: [IMAGE_NAME], repoDigests: [`registry.test/app@sha256:${'2'.repeat(64)}`], config: { Cmd: ['sleep', '60'], StopSignal: 'SIGQUIT' }, platform: {}, layerDirs: [] };
   }
+  /** Manifest annotations of the fake image (a test sets the checkpoint image's). */
+  annotations: Record<string, string> = {};
+  async manifestFacts(id: string) {
+    this.getImage(id);
+    return { annotations: this.annotations, layerBlobs: ['/nonexistent/blobs/layer'] };
+  }
   hasOwnStore() {
     return false;
   }

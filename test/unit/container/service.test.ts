@@ -4,6 +4,7 @@ import { access, mkdir, readdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig, ContainerEventType, PodSandboxConfig, type ContainerEventResponse, type DeepPartial } from '../../../src/gen/runtime/v1/api.js';
 import { recoverContainers } from '../../../src/container/recover.js';
+import { ContainerService } from '../../../src/container/service.js';
 import { getContainerEvents } from '../../../src/cri/get-container-events.js';
 import { rejectsKind } from '../oci/helpers.js';
 import { harness, IMAGE_NAME, type Harness } from './fakes.js';
@@ -87,6 +88,19 @@ describe('container service (fakes)', () => {
     await rejectsKind(h.service.create(SANDBOX, config({ linux: { securityContext: { privileged: true } } })), 'InvalidArgument', /not privileged/);
     assert.deepEqual(h.images.calls, []);
     assert.deepEqual(h.monitor.calls, []);
+  });
+
+  it('takes an image whose manifest marks a checkpoint as one to restore, unpacking its layer; not where restores are not set up', async () => {
+    h.images.annotations = { 'io.kubernetes.cri-o.annotations.checkpoint.name': 'counter' };
+    await rejectsKind(h.service.create(SANDBOX, config()), 'FailedPrecondition', /cannot restore a container from checkpoint image "registry\.test\/app:1": checkpoint and restore are not set up/);
+    assert.deepEqual(h.images.calls, [], 'nothing mounted from a checkpoint image as if it were a root filesystem');
+
+    const withCheckpoints = new ContainerService({ ...h.options, checkpoint: { dirs: [h.dir], criu: { require: async () => {} }, runtimeName: 'runc' } });
+    h.images.annotations = { 'org.criu.checkpoint.container.name': 'counter' };
+    // The fake unpacker writes nothing: the archive's metadata is missing, and nothing stays.
+    await rejectsKind(withCheckpoints.create(SANDBOX, config()), 'FailedPrecondition', /from checkpoint image "registry\.test\/app:1"/);
+    assert.deepEqual(h.images.calls, ['unpack /nonexistent/blobs/layer']);
+    assert.deepEqual(await readdir(join(h.dir, 'root', 'containers')).catch(() => []), []);
   });
 
   it('starts only CREATED containers, and records a failed start as StartError', async () => {
