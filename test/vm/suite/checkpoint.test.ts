@@ -2,14 +2,19 @@
  * CheckpointContainer and restores with a real CRIU (the guest's 3.17, whose `criu check` passes on
  * its 6.1 kernel): a counting process checkpointed while it runs and restored into a new pod counts on
  * from where it was; a writable layer with files written and deleted comes back as it was; a
- * listening TCP socket is restored and answers in the new pod. Skipped where CRIU does not work.
+ * listening TCP socket is restored and answers in the new pod; a checkpoint image (the archive as an
+ * OCI image's one layer) pulled from a registry restores as the archive does; crictl (cri-tools v1.36, when
+ * test/vm/run.sh --crictl put one in the guest) checkpoints with --export and restores as CRI-O's own
+ * tests do it. Skipped where CRIU does not work.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { NamespaceMode, type ContainerConfig, type DeepPartial, type PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { probeCriu } from '../../../src/checkpoint/criu.js';
-import { pushBusyboxImage, type PushedImage } from '../../helpers/image-builder.js';
+import { compressLayer, pushBusyboxImage, pushImage, type PushedImage } from '../../helpers/image-builder.js';
 import { ContainerWorld, skipReason as containerSkipReason } from '../../integration/container/world.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { waitFor } from '../../helpers/wait.js';
@@ -186,5 +191,86 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     assert.equal(await get(restored.id), 'served\n');
     assert.equal(await get(id), 'served\n', 'the original still serves');
     await removeRestoredFirst(restored.id, id);
+  });
+
+  it('restores from a checkpoint image (the archive as the one layer of an OCI image, pulled from a registry), as a kubelet would', async () => {
+    const pod = await world.pod();
+    const config = world.config('busybox', { command: ['sh', '-c', 'i=0; while true; do echo $i; i=$((i+1)); sleep 0.3; done'], ...OWN_PID_NS });
+    const id = await world.run(pod, config);
+    await waitFor('the counter to reach 5', async () => ((await numbers(logOf(pod, config))).length >= 5 ? true : undefined), 60_000);
+    const location = archive('for-image.tar');
+    await checkpoint(id, location);
+    const archived = (await execa('tar', ['-xOf', location, 'container.log'])).stdout.split('\n').map((l) => l.split(' ').slice(3).join(' ')).filter((t) => /^\d+$/.test(t)).map(Number);
+
+    // What `buildah add` of the archive and checkpointctl's annotation make: the archive's files as one layer.
+    const image = await pushImage(world.registry, 'ckpt/counter-image:1', {
+      layers: [compressLayer(await readFile(location), 'gzip')],
+      annotations: { 'org.criu.checkpoint.container.name': 'counter' },
+    });
+    await world.runtime.pull(image.reference);
+    const restored = await restore(image.reference, 'counter-image');
+    const restoredLog = logOf(restored.pod, restored.config);
+    await waitFor('the restored counter to count', async () => ((await numbers(restoredLog)).length >= archived.length + 3 ? true : undefined), 120_000);
+    const fresh = (await numbers(restoredLog)).slice(archived.length);
+    assert.ok(fresh[0]! > archived.at(-1)! && fresh[0]! <= archived.at(-1)! + 3, `counts on from ${archived.at(-1)} (${fresh.slice(0, 5).join(' ')})`);
+    const verbose = await world.info(restored.id) as unknown as { restored: boolean; restoredFrom: string };
+    assert.equal(verbose.restored, true);
+    assert.equal(verbose.restoredFrom, image.reference);
+    await removeRestoredFirst(restored.id, id);
+  });
+
+  it('crictl checkpoint --export writes an archive that crictl create and start restore in a new pod', async function () {
+    const crictl = process.env.STOVE_VM_CRICTL;
+    if (!crictl) {
+      console.log('      skipped: no crictl in the guest (test/vm/run.sh --crictl FILE; make test-vm builds cri-tools with test/e2e/critest.sh)');
+      this.skip();
+    }
+    const endpoint = `unix://${world.daemon.socket}`;
+    // crictl's --timeout bounds each CRI call (2 s by default); a checkpoint under emulation takes longer.
+    const cli = async (...args: string[]) => (await execa(crictl, ['--runtime-endpoint', endpoint, '--image-endpoint', endpoint, '--timeout', '300s', ...args])).stdout.trim();
+    const files = join(world.daemon.dir, 'crictl');
+    await mkdir(files, { recursive: true });
+    // crictl reads the CRI's Go structs from JSON: snake_case names, enums as numbers (1: CONTAINER).
+    const ownPidNs = { security_context: { namespace_options: { pid: 1 } } };
+    const podFile = async (name: string) => {
+      const file = join(files, `${name}.json`);
+      const logDir = join(files, `${name}-logs`);
+      await writeFile(file, JSON.stringify({ metadata: { name, namespace: 'crictl', uid: randomBytes(8).toString('hex'), attempt: 0 }, log_directory: logDir, linux: {} }));
+      return { file, log: join(logDir, 'counter.log') };
+    };
+    const containerFile = async (name: string, image: string) => {
+      const file = join(files, `${name}.json`);
+      const command = ['sh', '-c', 'i=0; while true; do echo $i; i=$((i+1)); sleep 0.3; done'];
+      await writeFile(file, JSON.stringify({ metadata: { name: 'counter' }, image: { image }, command, log_path: 'counter.log', linux: ownPidNs }));
+      return file;
+    };
+
+    const first = await podFile('crictl-first');
+    const podId = await cli('runp', first.file);
+    const ctrId = await cli('create', podId, await containerFile('counter', world.image('busybox').reference), first.file);
+    await cli('start', ctrId);
+    await waitFor('the counter to reach 5', async () => ((await numbers(first.log)).length >= 5 ? true : undefined), 60_000);
+
+    const location = archive('crictl.tar');
+    const started = Date.now();
+    assert.equal(await cli('checkpoint', `--export=${location}`, ctrId), ctrId);
+    console.log(`      crictl checkpoint took ${Date.now() - started} ms`);
+    const archived = (await execa('tar', ['-xOf', location, 'container.log'])).stdout.split('\n').map((l) => l.split(' ').slice(3).join(' ')).filter((t) => /^\d+$/.test(t)).map(Number);
+    const last = archived.at(-1)!;
+    // As CRI-O's tests do: the original pod is gone before its container comes back in another.
+    await cli('rmp', '-f', podId);
+
+    const second = await podFile('crictl-second');
+    const podId2 = await cli('runp', second.file);
+    const restoredId = await cli('create', podId2, await containerFile('counter-restore', location), second.file);
+    await cli('start', restoredId);
+    const inspected = JSON.parse(await cli('inspect', restoredId)) as { status: { state: string }; info: { restored?: boolean } };
+    assert.equal(inspected.status.state, 'CONTAINER_RUNNING');
+    assert.equal(inspected.info.restored, true, 'crictl inspect says it was restored');
+    await waitFor('the restored counter to count', async () => ((await numbers(second.log)).length >= archived.length + 3 ? true : undefined), 120_000);
+    const fresh = (await numbers(second.log)).slice(archived.length);
+    assert.ok(fresh[0]! > last && fresh[0]! <= last + 3, `the restored process counts on from ${last} (${fresh.slice(0, 5).join(' ')})`);
+    await cli('rmp', '-f', podId2);
+    assert.equal(await cli('ps', '-a', '-q'), '', 'crictl rmp -f removed both pods and their containers');
   });
 });

@@ -4,21 +4,23 @@
  * on the driver the guest was booted for (`cgroupDriver: systemd` and `runtime.cgroup_driver =
  * "systemd"` in the systemd run). What the kubelet does is read back through Stove's CRI socket (pod
  * sandboxes, containers and their attempts), the v2 files and systemd's units, and the kubelet's own
- * read-only `/pods`. Needs the binary: make test-vm passes it (test/vm/run.sh --kubelet).
+ * read-only `/pods`; its checkpoint API (KEP-2008) where CRIU works. Needs the binary: make test-vm
+ * passes it (test/vm/run.sh --kubelet).
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile, rm, stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { execa } from 'execa';
 import { ContainerFilter, ContainerState, ImageStatusRequest, PodSandboxFilter, PodSandboxState, type Container, type PodSandbox } from '../../../src/gen/runtime/v1/api.js';
+import { probeCriu } from '../../../src/checkpoint/criu.js';
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { kubeletParent, parentPath, removeParent } from '../../helpers/cgroup-driver.js';
 import { pushBusyboxImage, type PushedImage } from '../../helpers/image-builder.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { waitFor } from '../../helpers/wait.js';
 import { ContainerWorld, skipReason as containerSkipReason } from '../../integration/container/world.js';
-import { NODE_NAME, startKubelet, type Kubelet, type KubeletPod } from '../kubelet.js';
+import { NODE_NAME, makeKubeletDir, startKubelet, type Kubelet, type KubeletPod } from '../kubelet.js';
 
 const MiB = 1024 * 1024;
 /** Every wait is bounded: the guest is emulated, several times slower than the host. */
@@ -44,16 +46,21 @@ describe('the kubelet on a cgroup v2 node, standalone (guest)', function () {
   /** The kubelet's top cgroup parent for this driver (its default cgroupRoot, `/`). */
   const kubepods = driver === 'systemd' ? 'kubepods.slice' : '/kubepods';
   let kubelet: Kubelet | undefined;
+  let kubeletDir: string | undefined;
   let image: PushedImage;
+  /** Where the kubelet puts checkpoint archives (`<root dir>/checkpoints`); Stove's config allows it. */
+  const checkpointsDir = () => join(kubeletDir!, 'root', 'checkpoints');
 
   suiteHooks({
     what: 'kubelet tests',
     skipReason,
     setup: async () => {
+      kubeletDir = await makeKubeletDir();
+      world.pods.runtimeToml.push(`checkpoint_dirs = ["${checkpointsDir()}"]`);
       await world.start();
       // Pushed, not pulled: the kubelet pulls it through Stove's PullImage.
       image = await pushBusyboxImage(world.registry, 'vm/kubelet:1', { extraFiles: [{ path: 'etc/vm-kubelet', content: '1\n' }] });
-      kubelet = await startKubelet({ bin: process.env.STOVE_VM_KUBELET!, socket: world.daemon.socket, driver, startTimeoutMs: 120_000 });
+      kubelet = await startKubelet({ bin: process.env.STOVE_VM_KUBELET!, socket: world.daemon.socket, driver, startTimeoutMs: 120_000, dir: kubeletDir });
     },
     tidy: async () => {
       if (!kubelet) return;
@@ -70,6 +77,8 @@ describe('the kubelet on a cgroup v2 node, standalone (guest)', function () {
     cleanup: async () => {
       await kubelet?.removeManifests().catch(() => {});
       await kubelet?.stop().catch(() => {});
+      // Made before the kubelet started (its stop removes it): gone too when it never did.
+      if (kubeletDir) await rm(kubeletDir, { recursive: true, force: true });
       await world.cleanup();
       // The kubelet's QoS levels: nothing later in the guest runs under them.
       await removeParent(kubepods).catch(() => {});
@@ -212,7 +221,76 @@ spec:
     assert.ok(failures.some((l) => l.includes('containerName="unhealthy"') && l.includes("can't open '/tmp/healthy'")), `a failed probe of unhealthy in the kubelet's log:\n${failures.join('\n')}`);
     assert.deepEqual(failures.filter((l) => l.includes('containerName="steady"')), [], 'no failed probe of steady');
   });
+
+  it('checkpoints a running container through the kubelet API, and the archive restores through the CRI', async function () {
+    this.timeout(600_000);
+    const criu = await probeCriu();
+    if (!criu.ok) {
+      console.log(`      skipped: CRIU does not work here: ${criu.message}`);
+      this.skip();
+    }
+    await kubelet!.addManifest(
+      'counter',
+      `apiVersion: v1
+kind: Pod
+metadata: {name: counter, namespace: vm}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: count
+    image: ${image.reference}
+    command: [sh, -c, "i=0; while true; do echo $i; i=$((i+1)); sleep 0.3; done"]
+`,
+    );
+    const { sandbox } = await runningPod('counter');
+    const [count] = await containersOf(sandbox);
+    const logPath = (await world.status(count!.id)).status!.logPath;
+    await waitFor('the counter to reach 5', async () => ((await numbersIn(world, logPath)).length >= 5 ? true : undefined), 60_000);
+
+    const started = Date.now();
+    const items = await kubelet!.checkpoint('vm', `counter-${NODE_NAME}`, 'count', 240);
+    console.log(`      the kubelet's checkpoint took ${Date.now() - started} ms: ${items.join(' ')}`);
+    assert.equal(items.length, 1);
+    const archive = items[0]!;
+    assert.equal(dirname(archive), checkpointsDir());
+    assert.match(basename(archive), new RegExp(`^checkpoint-counter-${NODE_NAME}_vm-count-.+\\.tar$`));
+    assert.equal((await stat(archive)).mode & 0o077, 0, 'the archive (the memory of the processes) is for root alone');
+    const configDump = JSON.parse((await execa('tar', ['-xOf', archive, 'config.dump'])).stdout) as Record<string, unknown>;
+    assert.equal(configDump['id'], count!.id);
+    assert.equal(configDump['rootfsImageName'], image.reference);
+
+    // The forensic checkpoint leaves the pod as it was: the same container, running, no restart.
+    const pod = (await kubelet!.pods()).find((p) => p.metadata.name === `counter-${NODE_NAME}`);
+    assert.equal(pod?.status.containerStatuses?.[0]?.restartCount, 0);
+    assert.equal((await world.status(count!.id)).status!.state, ContainerState.CONTAINER_RUNNING);
+
+    // What the kubelet wrote restores through the CRI, counting on from where it was.
+    const archived = (await execa('tar', ['-xOf', archive, 'container.log'])).stdout.split('\n').map((l) => l.split(' ').slice(3).join(' ')).filter((t) => /^\d+$/.test(t)).map(Number);
+    const target = await world.pod();
+    try {
+      const config = world.config('busybox', {
+        metadata: { name: 'count', attempt: 0 },
+        image: { image: archive },
+        linux: { securityContext: { namespaceOptions: { pid: 1 /* CONTAINER: the kubelet's default */ } } },
+      });
+      const restored = await world.create(target, config);
+      await runtime().startContainer({ containerId: restored });
+      const restoredLog = join(target.config.logDirectory, config.logPath);
+      await waitFor('the restored counter to count', async () => ((await numbersIn(world, restoredLog)).length >= archived.length + 3 ? true : undefined), 120_000);
+      const fresh = (await numbersIn(world, restoredLog)).slice(archived.length);
+      assert.ok(fresh[0]! > archived.at(-1)! && fresh[0]! <= archived.at(-1)! + 3, `counts on from ${archived.at(-1)} (${fresh.slice(0, 5).join(' ')})`);
+    } finally {
+      // Before the kubelet stops its pod: the restored processes sit in the original's cgroup (docs/cri.md).
+      await runtime().stopPodSandbox({ podSandboxId: target.id });
+      await runtime().removePodSandbox({ podSandboxId: target.id });
+    }
+  });
 });
+
+/** The numbers a counting container wrote, from its CRI log file. */
+async function numbersIn(world: ContainerWorld, path: string): Promise<number[]> {
+  return (await world.logLines(path)).map((l) => l.text).filter((t) => /^\d+$/.test(t)).map(Number);
+}
 
 /** klog's records: a line with its header (`I1203 12:00:00.000000 …`) and the lines of a multi-line value after it. */
 function logRecords(log: string): string[] {
