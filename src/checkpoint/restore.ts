@@ -7,8 +7,9 @@
  * under conmon when it starts (monitor/conmon.ts `restorePath`).
  */
 import { constants, createReadStream } from 'node:fs';
-import { lstat, mkdir, open, rm } from 'node:fs/promises';
+import { lstat, mkdir, open, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { failedPrecondition } from '../common/errors.js';
 import type { EntryPolicy } from '../storage/extract.js';
 import { ARCHIVE_FILES, ARCHIVE_POLICY, ROOTFS_DIFF_POLICY, readCheckpointMetadata, type CheckpointMetadata } from './archive.js';
 
@@ -64,6 +65,28 @@ export async function restoreLog(dir: string, metadata: CheckpointMetadata, logP
   } finally {
     await out.close();
   }
+}
+
+/** The spec annotation by which runc names a CRIU config file; its settings override runc's own. */
+export const CRIU_CONFIG_ANNOTATION = 'org.criu.config';
+const RESTORE_CRIU_CONFIG = 'criu-restore.conf';
+
+/**
+ * Writes CRIU's config for a restore into the unpacked archive's dir and returns its path, for the
+ * restored container's spec (CRIU_CONFIG_ANNOTATION): `manage-cgroups=ignore`. runc puts CRIU into the
+ * cgroup it made for the new container; in CRIU's default mode the restored tasks are then moved to the
+ * cgroup paths recorded in its images, the checkpointed container's, while ignored they stay where they
+ * are forked, in the new container's cgroup. runc 1.1.5 has no flag for the mode: the file is the way
+ * in. It goes with the dir once the container runs, so a later checkpoint of it dumps as any other.
+ */
+export async function writeRestoreCriuConfig(dir: string): Promise<string> {
+  const path = join(dir, RESTORE_CRIU_CONFIG);
+  // O_EXCL: an archive entry of that name (a regular file or dir: the archive rules) is never reused.
+  await writeFile(path, 'manage-cgroups=ignore\n', { mode: 0o600, flag: 'wx' }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'EEXIST') throw failedPrecondition(`the checkpoint archive holds ${RESTORE_CRIU_CONFIG}, a name the restore keeps for CRIU's own config`);
+    throw err;
+  });
+  return path;
 }
 
 /** Drops the unpacked archive once the container runs again (CRIU's images are no longer needed). */

@@ -32,7 +32,7 @@ import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
 import { StepTimer } from '../observability/steps.js';
 import type { CheckpointMetadata } from '../checkpoint/archive.js';
-import { applyWritableLayer, restoreLog } from '../checkpoint/restore.js';
+import { applyWritableLayer, CRIU_CONFIG_ANNOTATION, restoreLog, writeRestoreCriuConfig } from '../checkpoint/restore.js';
 import type { CreatedContainer } from '../monitor/conmon.js';
 
 /** What a restored container has until StartContainer runs `runc restore`: no process, no monitor. */
@@ -312,6 +312,8 @@ async function writeBundle(
   const edits = await applySpecEditors(options.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
   // The one point where extensions (NRI plugins) see and adjust the finished spec.
   const adjustedResources = options.lifecycle ? await options.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec }) : undefined;
+  // Last, so that no request annotation or extension sets what CRIU is told for the restore.
+  if (plan.restore) spec.annotations = { ...spec.annotations, [CRIU_CONFIG_ANNOTATION]: await writeRestoreCriuConfig(plan.restore.dir) };
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });
   return { spec, host, edits, adjustedResources };
 }

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { NamespaceMode, type ContainerConfig, type DeepPartial, type PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { probeCriu } from '../../../src/checkpoint/criu.js';
+import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { compressLayer, pushBusyboxImage, pushImage, type PushedImage } from '../../helpers/image-builder.js';
 import { ContainerWorld, skipReason as containerSkipReason } from '../../integration/container/world.js';
 import { suiteHooks } from '../../helpers/suite.js';
@@ -143,17 +144,22 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     const status = (await world.status(restored.id)).status!;
     assert.equal(status.state, 1 /* CONTAINER_RUNNING */);
     assert.equal(status.imageRef, (await world.status(id)).status!.imageRef);
-    // The two counters are different processes in different pods.
+    // The two counters are different processes in different pods, each in its own container's cgroup.
     const original = await world.info(id);
     assert.notEqual(info.pid, original.pid);
-    // Both go as any container goes, the restored one first (docs/cri.md: it runs in the original's cgroup).
-    await removeRestoredFirst(restored.id, id);
+    const cgroups = await detectCgroups();
+    for (const c of [info, original]) {
+      const line = (await readFile(`/proc/${c.pid}/cgroup`, 'utf8')).trim();
+      assert.equal(join('/sys/fs/cgroup', line.replace(/^0::/, '')), cgroupDirs(cgroups, c.cgroupsPath).unified, `pid ${c.pid} is in its container's cgroup (${c.cgroupsPath})`);
+    }
+    // So the original goes first, and the restored one counts on without it.
+    await world.daemon.clients.runtime.removeContainer({ containerId: id });
+    const counted = (await numbers(restoredLog)).length;
+    await waitFor('the restored counter to count on alone', async () => ((await numbers(restoredLog)).length >= counted + 3 ? true : undefined), 60_000);
+    await world.daemon.clients.runtime.removeContainer({ containerId: restored.id });
   });
 
-  /**
-   * Removes a restored container, then its original. With runc 1.1.5 the restored processes sit in the
-   * original's cgroup path (docs/cri.md, known limitation), which cannot go while they run.
-   */
+  /** Removes a restored container, then its original (either order works: each has its own cgroup). */
   async function removeRestoredFirst(restoredId: string, originalId: string): Promise<void> {
     for (const c of [restoredId, originalId]) await world.daemon.clients.runtime.removeContainer({ containerId: c });
   }
