@@ -172,7 +172,8 @@ export class ContainerService {
     if (isArchivePath(imageName)) return this.createRestored(sandbox, podConfig, config, await this.archiveSource(imageName));
     checkRequest(config, podConfig);
     const image = imageForCreate(this.options, imageName, sandbox.runtimeHandler);
-    const checkpoint = await this.checkpointImageSource(image, imageName, sandbox.runtimeHandler);
+    // A kubelet names the image by ID and says what the pod spec named in user_specified_image.
+    const checkpoint = await this.checkpointImageSource(image, config.image!.userSpecifiedImage || imageName, sandbox.runtimeHandler);
     if (checkpoint) return this.createRestored(sandbox, podConfig, config, checkpoint);
     return this.createFromPlan(this.planFor(newId(), sandbox, podConfig, config, image, imageName));
   }

@@ -16,7 +16,7 @@ import { ContainerFilter, ContainerState, ImageStatusRequest, PodSandboxFilter, 
 import { probeCriu } from '../../../src/checkpoint/criu.js';
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
 import { kubeletParent, parentPath, removeParent } from '../../helpers/cgroup-driver.js';
-import { pushBusyboxImage, type PushedImage } from '../../helpers/image-builder.js';
+import { compressLayer, pushBusyboxImage, pushImage, type PushedImage } from '../../helpers/image-builder.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { waitFor } from '../../helpers/wait.js';
 import { ContainerWorld, skipReason as containerSkipReason } from '../../integration/container/world.js';
@@ -222,7 +222,7 @@ spec:
     assert.deepEqual(failures.filter((l) => l.includes('containerName="steady"')), [], 'no failed probe of steady');
   });
 
-  it('checkpoints a running container through the kubelet API, and the archive restores through the CRI', async function () {
+  it('checkpoints a running container through the kubelet API, and a static pod restores it from a checkpoint image made of the archive', async function () {
     this.timeout(600_000);
     const criu = await probeCriu();
     if (!criu.ok) {
@@ -264,26 +264,38 @@ spec:
     assert.equal(pod?.status.containerStatuses?.[0]?.restartCount, 0);
     assert.equal((await world.status(count!.id)).status!.state, ContainerState.CONTAINER_RUNNING);
 
-    // What the kubelet wrote restores through the CRI, counting on from where it was.
+    // The kubelet restores from an image (a pod spec names nothing else): the archive as a checkpoint
+    // image's one layer, pushed to the registry; a static pod naming it counts on from where it was.
     const archived = (await execa('tar', ['-xOf', archive, 'container.log'])).stdout.split('\n').map((l) => l.split(' ').slice(3).join(' ')).filter((t) => /^\d+$/.test(t)).map(Number);
-    const target = await world.pod();
-    try {
-      const config = world.config('busybox', {
-        metadata: { name: 'count', attempt: 0 },
-        image: { image: archive },
-        linux: { securityContext: { namespaceOptions: { pid: 1 /* CONTAINER: the kubelet's default */ } } },
-      });
-      const restored = await world.create(target, config);
-      await runtime().startContainer({ containerId: restored });
-      const restoredLog = join(target.config.logDirectory, config.logPath);
-      await waitFor('the restored counter to count', async () => ((await numbersIn(world, restoredLog)).length >= archived.length + 3 ? true : undefined), 120_000);
-      const fresh = (await numbersIn(world, restoredLog)).slice(archived.length);
-      assert.ok(fresh[0]! > archived.at(-1)! && fresh[0]! <= archived.at(-1)! + 3, `counts on from ${archived.at(-1)} (${fresh.slice(0, 5).join(' ')})`);
-    } finally {
-      // Before the kubelet stops its pod: the restored processes sit in the original's cgroup (docs/cri.md).
-      await runtime().stopPodSandbox({ podSandboxId: target.id });
-      await runtime().removePodSandbox({ podSandboxId: target.id });
-    }
+    const checkpointImage = await pushImage(world.registry, 'vm/counter-checkpoint:1', {
+      layers: [compressLayer(await readFile(archive), 'gzip')],
+      annotations: { 'io.kubernetes.cri-o.annotations.checkpoint.name': 'count' },
+    });
+    await kubelet!.addManifest(
+      'restored',
+      `apiVersion: v1
+kind: Pod
+metadata: {name: restored, namespace: vm}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: count
+    image: ${checkpointImage.reference}
+    imagePullPolicy: IfNotPresent
+`,
+    );
+    const { sandbox: restoredSandbox } = await runningPod('restored');
+    const [restored] = await containersOf(restoredSandbox);
+    const info = JSON.parse((await world.status(restored!.id, true)).info.info!) as { restored?: boolean; restoredFrom?: string; pid: number; cgroupsPath: string };
+    assert.equal(info.restored, true);
+    assert.equal(info.restoredFrom, checkpointImage.reference);
+    const restoredLog = (await world.status(restored!.id)).status!.logPath;
+    await waitFor('the restored counter to count', async () => ((await numbersIn(world, restoredLog)).length >= archived.length + 3 ? true : undefined), 120_000);
+    const fresh = (await numbersIn(world, restoredLog)).slice(archived.length);
+    assert.ok(fresh[0]! > archived.at(-1)! && fresh[0]! <= archived.at(-1)! + 3, `counts on from ${archived.at(-1)} (${fresh.slice(0, 5).join(' ')})`);
+    // In the cgroup the kubelet named for the restored pod, not the checkpointed one's.
+    const line = (await readFile(`/proc/${info.pid}/cgroup`, 'utf8')).trim();
+    assert.equal(join('/sys/fs/cgroup', line.replace(/^0::/, '')), cgroupDirs(await detectCgroups(), info.cgroupsPath).unified);
   });
 });
 
