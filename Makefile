@@ -92,14 +92,18 @@ test-unit: build lint
 # cgroup driver. Needs no host lock: the guest has its own kernel, cgroups and network, and no network.
 # The systemd run takes the real kubelet along (test/e2e/cluster/build.sh, cached with the cluster's
 # build); where it cannot be built the guest's kubelet tests skip and say so. Both take crictl along
-# (cri-tools v1.36.0, built by test/e2e/critest.sh into its cache) for the crictl checkpoint test.
+# (cri-tools v1.36.0, built by test/e2e/critest.sh into its cache) for the crictl checkpoint test, and
+# checkpointctl (test/vm/build-checkpointctl.sh) to read the archives.
 test-vm: build
 	@set -o pipefail; kubelet="$$(test/e2e/cluster/build.sh kubernetes | tail -1)/kubelet" || \
 	  { echo 'test-vm: no kubelet (test/e2e/cluster/build.sh kubernetes failed): the guest skips its kubelet tests'; kubelet=; }; \
 	  crictl="$$(BUILD_ONLY=1 test/e2e/critest.sh | tail -1)" && crictl="$${crictl%/*}/crictl" || \
 	  { echo 'test-vm: no crictl (test/e2e/critest.sh could not build cri-tools): the guest skips its crictl tests'; crictl=; }; \
-	  test/vm/run.sh --driver systemd $${kubelet:+--kubelet "$$kubelet"} $${crictl:+--crictl "$$crictl"} -- test/vm/suite.sh && \
-	  test/vm/run.sh --driver cgroupfs $${crictl:+--crictl "$$crictl"} -- test/vm/suite.sh
+	  ckctl="$$(test/vm/build-checkpointctl.sh | tail -1)" || \
+	  { echo 'test-vm: no checkpointctl (test/vm/build-checkpointctl.sh failed): the guest skips reading archives with it'; ckctl=; }; \
+	  tools="$${crictl:+--crictl $$crictl} $${ckctl:+--checkpointctl $$ckctl}"; \
+	  test/vm/run.sh --driver systemd $${kubelet:+--kubelet "$$kubelet"} $$tools -- test/vm/suite.sh && \
+	  test/vm/run.sh --driver cgroupfs $$tools -- test/vm/suite.sh
 
 # Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).
 bench: setup

@@ -5,7 +5,7 @@
  * listening TCP socket is restored and answers in the new pod; a checkpoint image (the archive as an
  * OCI image's one layer) pulled from a registry restores as the archive does; crictl (cri-tools v1.36, when
  * test/vm/run.sh --crictl put one in the guest) checkpoints with --export and restores as CRI-O's own
- * tests do it. Skipped where CRIU does not work.
+ * tests do it; checkpointctl (--checkpointctl) reads the archives. Skipped where CRIU does not work.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -89,6 +89,34 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     return ms;
   }
 
+  /**
+   * What checkpointctl (test/vm/run.sh --checkpointctl) reads of an archive: the container, its image,
+   * the engine it takes the archive for (containerd's layout), and CRIU's images (the process tree, the
+   * memory pages). Nothing when the guest has no checkpointctl.
+   */
+  async function readWithCheckpointctl(location: string, expected: { id: string; name: string; image: string; command: string }): Promise<void> {
+    const bin = process.env.STOVE_VM_CHECKPOINTCTL;
+    if (!bin) return console.log('      (no checkpointctl in the guest: test/vm/run.sh --checkpointctl FILE)');
+    const show = await execa(bin, ['show', location]);
+    assert.match(show.stdout, new RegExp(expected.id.slice(0, 12)), `checkpointctl show names the container:\n${show.stdout}`);
+    const [node, ...more] = JSON.parse((await execa(bin, ['inspect', location, '--format', 'json', '--ps-tree', '--stats'])).stdout) as {
+      id: string;
+      container_name: string;
+      image: string;
+      engine: string;
+      checkpoint_size: { memory_pages_size?: number };
+      process_tree?: { command: string };
+    }[];
+    assert.deepEqual(more, []);
+    assert.equal(node!.id, expected.id);
+    assert.equal(node!.container_name, expected.name);
+    assert.equal(node!.image, expected.image);
+    assert.equal(node!.engine, 'containerd');
+    assert.equal(node!.process_tree?.command, expected.command);
+    assert.ok((node!.checkpoint_size.memory_pages_size ?? 0) > 0, 'the memory pages are there');
+    console.log(`      checkpointctl: ${node!.container_name} (${node!.engine}) on ${node!.image}, ${node!.checkpoint_size.memory_pages_size} bytes of pages`);
+  }
+
   /** Creates a container from `location` in a new pod and starts it; returns pod, config and ID. */
   async function restore(location: string, name: string, c: DeepPartial<ContainerConfig> = {}) {
     const pod = await world.pod();
@@ -120,6 +148,7 @@ describe('checkpoint and restore with CRIU (guest)', function () {
     const configDump = JSON.parse((await execa('tar', ['-xOf', location, 'config.dump'])).stdout) as Record<string, unknown>;
     assert.equal(configDump['id'], id);
     assert.equal(configDump['rootfsImageRef'], (await world.status(id)).status!.imageId);
+    await readWithCheckpointctl(location, { id, name: config.metadata!.name, image: world.image('busybox').reference, command: 'sh' });
     const archived = (await execa('tar', ['-xOf', location, 'container.log'])).stdout.split('\n').map((l) => l.split(' ').slice(3).join(' ')).filter((t) => /^\d+$/.test(t)).map(Number);
     const last = archived[archived.length - 1]!;
     console.log(`      archived log ends at ${last} (${archived.length} lines)`);
