@@ -1,4 +1,4 @@
-/** Pause liveness through a held /proc/<pid>/stat fd, and the stat line parser both checks share. */
+/** Pause liveness through a held /proc/<pid>/statm fd, and the stat line parser both checks share. */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
