@@ -95,11 +95,26 @@ export class ConnectionCalls {
   active = 0;
   /** Request message bytes reserved from their prefixes and not yet handed to a handler. */
   requestBytes = 0;
+  /** Streams open (for the connection's idle rules: one with a stream open is never idle). */
+  openStreams = 0;
+  /** Whether a stream was ever opened. */
+  called = false;
+  /** performance.now() when the last open stream closed (or the connection was made). */
+  quietSince = performance.now();
 
   constructor(
     readonly maxCalls: number,
     readonly maxRequestBytes: number,
   ) {}
+
+  streamOpened(): void {
+    this.openStreams++;
+    this.called = true;
+  }
+
+  streamClosed(): void {
+    if (--this.openStreams === 0) this.quietSince = performance.now();
+  }
 }
 
 const PREFIX_BYTES = 5;
@@ -140,6 +155,10 @@ function framed(bytes: Buffer): Buffer {
   bytes.copy(out, PREFIX_BYTES);
   return out;
 }
+
+/** A stream error (the peer reset it, the session died) must never reach the process. */
+const ignoreStreamError = () => {};
+const NO_BYTES = Buffer.alloc(0);
 
 function metadataOf(headers: IncomingHttpHeaders): CallMetadata {
   return {
@@ -209,8 +228,8 @@ const isGrpcContentType = (ct: string | undefined) => ct !== undefined && /^appl
 /** One call on one HTTP/2 stream: reads the request, answers with messages and a status exactly once. */
 class Call extends EventEmitter implements ServerStreamCall {
   request: unknown;
-  requestBytes: Buffer = Buffer.alloc(0);
-  readonly metadata: CallMetadata;
+  requestBytes: Buffer = NO_BYTES;
+  private metadataView: CallMetadata | undefined;
   private abortController: AbortController | undefined;
   private abortReason: StoveError | undefined;
   private headersSent = false;
@@ -222,22 +241,20 @@ class Call extends EventEmitter implements ServerStreamCall {
   private readonly responseWait = {};
   private readonly answerWait = {};
 
+  /** The stream's one 'close' listener (serveStream's) calls closed(). */
   constructor(
     private readonly stream: ServerHttp2Stream,
-    headers: IncomingHttpHeaders,
+    private readonly headers: IncomingHttpHeaders,
     private readonly limits: TransportLimits,
     private readonly watchdog: Watchdog,
     private readonly encode: (message: unknown) => Buffer,
   ) {
     super();
-    this.metadata = metadataOf(headers);
-    stream.on('wantTrailers', () => {
-      const { code, details } = this.trailers;
-      const trailers: Record<string, string> = { 'grpc-status': String(code) };
-      if (details) trailers['grpc-message'] = encodeGrpcMessage(details);
-      stream.sendTrailers(trailers);
-    });
-    stream.once('close', () => this.closed());
+  }
+
+  /** Made on first use, as the signal: only tracing reads it. */
+  get metadata(): CallMetadata {
+    return (this.metadataView ??= metadataOf(this.headers));
   }
 
   get isFinished(): boolean {
@@ -290,6 +307,13 @@ class Call extends EventEmitter implements ServerStreamCall {
   sendHeaders(): void {
     if (this.headersSent || this.finished || this.stream.destroyed) return;
     this.headersSent = true;
+    // The trailers are asked for only where headers went first (a Trailers-Only answer has none).
+    this.stream.on('wantTrailers', () => {
+      const { code, details } = this.trailers;
+      const trailers: Record<string, string> = { 'grpc-status': String(code) };
+      if (details) trailers['grpc-message'] = encodeGrpcMessage(details);
+      this.stream.sendTrailers(trailers);
+    });
     this.stream.respond([HTTP2_HEADER_STATUS, '200', HTTP2_HEADER_CONTENT_TYPE, 'application/grpc'], { waitForTrailers: true });
   }
 
@@ -370,7 +394,7 @@ class Call extends EventEmitter implements ServerStreamCall {
     this.emit('close');
   }
 
-  private closed(): void {
+  closed(): void {
     clearTimeout(this.deadline);
     this.watchdog.cancel(this.requestWait);
     this.watchdog.cancel(this.responseWait);
@@ -397,11 +421,12 @@ export function serveStream(
   watchdog: Watchdog,
   calls: ConnectionCalls,
 ): void {
-  // A stream error (the peer reset it, the session died) must never reach the process.
-  stream.on('error', () => {});
+  stream.on('error', ignoreStreamError);
+  calls.streamOpened();
   if (calls.active >= calls.maxCalls) {
     // Only streams closed while their handler works get here (nghttp2 refuses open streams beyond
     // SETTINGS_MAX_CONCURRENT_STREAMS itself).
+    stream.once('close', () => calls.streamClosed());
     stream.close(NGHTTP2_REFUSED_STREAM);
     return;
   }
@@ -411,10 +436,13 @@ export function serveStream(
   const release = () => {
     if (--holds === 0) calls.active--;
   };
-  const request: RequestHold = { calls, bytes: 0 };
+  const request: RequestHold = { calls, bytes: 0, call: undefined };
+  // The stream's only 'close' listener: per call, listeners were a measurable part of a status call.
   stream.once('close', () => {
     unhold(request);
     release();
+    request.call?.closed();
+    calls.streamClosed();
   });
   if (!serveCall(stream, headers, routes, limits, watchdog, request, release)) release();
 }
@@ -423,6 +451,8 @@ export function serveStream(
 interface RequestHold {
   readonly calls: ConnectionCalls;
   bytes: number;
+  /** The call, once made (told when its stream closes). */
+  call: Call | undefined;
 }
 
 function unhold(hold: RequestHold): void {
@@ -453,7 +483,8 @@ function serveCall(
   }
   const path = String(headers[HTTP2_HEADER_PATH] ?? '');
   const route = routes.get(path);
-  const call = new Call(stream, headers, limits, watchdog, route ? route.encode : () => Buffer.alloc(0));
+  const call = new Call(stream, headers, limits, watchdog, route ? route.encode : () => NO_BYTES);
+  request.call = call;
   const refuse = (err: CallStatus) => {
     call.fail(err);
     return false;

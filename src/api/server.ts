@@ -201,39 +201,35 @@ function closeGracefully(session: http2.ServerHttp2Session): void {
 
 /**
  * Closes `session` gracefully once it has had no call in flight for `idleMs` (`firstCallMs` before
- * its first call). One timer per connection, never touched by a call: when it fires it checks when
- * the connection last went quiet and waits again for the rest (re-arming a timer at the end of every
- * call cost each call a rebuild of Node's timer list).
+ * its first call), as `calls` counts its streams. One timer per connection, never touched by a
+ * call: when it fires it checks when the connection last went quiet and waits again for the rest
+ * (re-arming a timer at the end of every call cost each call a rebuild of Node's timer list).
  */
-function closeWhenIdle(session: http2.ServerHttp2Session, limits: ConnectionLimits, log: Logger): ConnectionActivity {
-  let open = 0;
-  let called = false;
-  const connectedAt = performance.now();
-  let quietSince = connectedAt;
+function closeWhenIdle(
+  session: http2.ServerHttp2Session,
+  limits: ConnectionLimits,
+  log: Logger,
+  calls: ConnectionCalls,
+): ConnectionActivity {
+  const connectedAt = calls.quietSince;
   let timer: NodeJS.Timeout;
   const check = () => {
     if (session.closed || session.destroyed) return;
     const now = performance.now();
-    const [since, limit, why] = called
-      ? [quietSince, limits.idleConnectionTimeoutMs, 'no call in flight']
+    const [since, limit, why] = calls.called
+      ? [calls.quietSince, limits.idleConnectionTimeoutMs, 'no call in flight']
       : [connectedAt, limits.firstCallTimeoutMs, 'no call since it connected'];
-    if (open > 0 || now - since < limit) {
-      timer = setTimeout(check, open > 0 ? limits.idleConnectionTimeoutMs : limit - (now - since)).unref();
+    const open = calls.openStreams > 0;
+    if (open || now - since < limit) {
+      timer = setTimeout(check, open ? limits.idleConnectionTimeoutMs : limit - (now - since)).unref();
       return;
     }
     log.debug('closing an idle CRI connection', { reason: why });
     closeGracefully(session);
   };
   timer = setTimeout(check, Math.min(limits.firstCallTimeoutMs, limits.idleConnectionTimeoutMs)).unref();
-  session.on('stream', (stream: http2.ServerHttp2Stream) => {
-    open++;
-    called = true;
-    stream.once('close', () => {
-      if (--open === 0) quietSince = performance.now();
-    });
-  });
   session.once('close', () => clearTimeout(timer));
-  return { idleSince: () => (open > 0 ? undefined : quietSince) };
+  return { idleSince: () => (calls.openStreams > 0 ? undefined : calls.quietSince) };
 }
 
 /** Beyond `kept` open connections, closes (GOAWAY) the one idle longest other than `newest`, if any. */
@@ -284,12 +280,13 @@ export async function serveGrpc(
   });
   const sessions = new Map<http2.ServerHttp2Session, ConnectionActivity>();
   server.on('session', (session) => {
-    sessions.set(session, closeWhenIdle(session, conn, log));
+    // Counts the connection's streams for the idle rules as well as its calls and request bytes.
+    const calls = new ConnectionCalls(MAX_CONCURRENT_STREAMS, MAX_CONNECTION_MEMORY_MB << 20);
+    sessions.set(session, closeWhenIdle(session, conn, log, calls));
     session.once('close', () => sessions.delete(session));
     closeLongestIdle(sessions, session, conn.idleConnectionsKept, log);
     // A client that breaks the protocol loses its connection, never the daemon.
     session.on('error', (err: Error) => log.debug('CRI connection failed', { error: err.message }));
-    const calls = new ConnectionCalls(MAX_CONCURRENT_STREAMS, MAX_CONNECTION_MEMORY_MB << 20);
     session.on('stream', (stream, headers) => {
       try {
         serveStream(stream, headers, routes, limits, watchdog, calls);
