@@ -40,17 +40,17 @@ async function mountLine(pid: number | 'self', mountPoint: string): Promise<stri
   return text.split('\n').find((l) => l.split(' ')[4] === mountPoint);
 }
 
-/** Whether process `holder` has an fd open on /proc/<pid>/stat. */
-async function holdsStatOf(holder: number, pid: number): Promise<boolean> {
+/** Whether process `holder` has an fd open on /proc/<pid>/statm (the pause liveness probe). */
+async function holdsStatmOf(holder: number, pid: number): Promise<boolean> {
   const dir = `/proc/${holder}/fd`;
   const links = await Promise.all((await readdir(dir)).map((fd) => readlink(join(dir, fd)).catch(() => '')));
-  return links.includes(`/proc/${pid}/stat`);
+  return links.includes(`/proc/${pid}/statm`);
 }
 
 describe('pod sandboxes (real runc, conmon and CNI)', function () {
   this.timeout(60_000);
   const world = new PodWorld();
-  const daemonHoldsStatOf = (pid: number) => holdsStatOf(world.daemon.child.pid!, pid);
+  const daemonHoldsStatmOf = (pid: number) => holdsStatmOf(world.daemon.child.pid!, pid);
 
   suiteHooks({
     what: 'pod sandbox tests',
@@ -87,7 +87,7 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     const info = await world.info(id);
     const pid = info.pid;
     assert.ok(pid > 0 && (await pidAlive(pid)));
-    assert.equal(await daemonHoldsStatOf(pid), true, 'status checks the pause process through a held /proc stat fd');
+    assert.equal(await daemonHoldsStatmOf(pid), true, 'status checks the pause process through a held /proc statm fd');
     assert.deepEqual(info.runtimeSpec.process.args, ['/bin/pause']);
     assert.equal(info.runtimeSpec.root.readonly, true);
     // The pause process joined the pinned netns and holds new IPC, UTS and PID namespaces (it is PID 1).
@@ -130,7 +130,7 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
     assert.equal(stopped.state, PodSandboxState.SANDBOX_NOTREADY);
     assert.equal(stopped.network!.ip, '');
     assert.equal(await pidAlive(pid), false, 'pause process gone');
-    assert.equal(await daemonHoldsStatOf(pid), false, 'its /proc stat fd closed');
+    assert.equal(await daemonHoldsStatmOf(pid), false, 'its /proc statm fd closed');
     assert.equal(await exists(info.netnsPath), false, 'netns unpinned');
     assert.equal(await isMountPoint(files.shmPath), false, 'shm unmounted');
     assert.equal(await ping(st.network!.ip), false);
@@ -294,10 +294,10 @@ describe('pod sandboxes (real runc, conmon and CNI)', function () {
   it('marks a pod NOTREADY when its pause process is killed', async () => {
     const id = await world.run(world.pod());
     const { pid } = await world.info(id);
-    assert.equal(await daemonHoldsStatOf(pid), true);
+    assert.equal(await daemonHoldsStatmOf(pid), true);
     process.kill(pid, 'SIGKILL');
     await eventually('NOTREADY', async () => (await world.status(id)).status!.state === PodSandboxState.SANDBOX_NOTREADY, 5000);
-    assert.equal(await daemonHoldsStatOf(pid), false, 'the dead pause process keeps no fd in the daemon');
+    assert.equal(await daemonHoldsStatmOf(pid), false, 'the dead pause process keeps no fd in the daemon');
     await world.runtime.stopPodSandbox({ podSandboxId: id });
     assert.equal((await world.info(id)).processStatus, 'deleted');
   });
