@@ -56,6 +56,27 @@ export async function purgeIptables(markers: string[]): Promise<number> {
   return removed;
 }
 
+/** The portmap plugin's shared nat chains: made by the first pod with a host port, never removed by it. */
+const HOSTPORT_CHAINS = ['CNI-HOSTPORT-DNAT', 'CNI-HOSTPORT-SETMARK', 'CNI-HOSTPORT-MASQ'];
+
+async function hostportChainsExist(): Promise<boolean> {
+  return (await execa('iptables', ['-w', '-t', 'nat', '-S', HOSTPORT_CHAINS[0]!], { reject: false })).exitCode === 0;
+}
+
+/**
+ * Removes portmap's shared chains and the rules jumping to them once no pod's DNAT rule is left in them
+ * (another runtime's host ports keep them). Called only by a test that found them absent.
+ */
+async function removeUnusedHostportChains(): Promise<void> {
+  const { stdout } = await execa('iptables-save', ['-t', 'nat']);
+  const rules = stdout.split('\n').filter((l) => l.startsWith('-A '));
+  if (rules.some((l) => l.startsWith(`-A ${HOSTPORT_CHAINS[0]} `))) return;
+  const jumps = rules.filter((l) => HOSTPORT_CHAINS.some((c) => l.includes(`-j ${c}`) && !l.startsWith(`-A ${c} `)));
+  const present = HOSTPORT_CHAINS.filter((c) => stdout.includes(`:${c} `));
+  const script = ['*nat', ...jumps.map((l) => l.replace(/^-A /, '-D ')), ...present.flatMap((c) => [`-F ${c}`, `-X ${c}`]), 'COMMIT', ''];
+  await execa('iptables-restore', ['-w', '--noflush'], { input: script.join('\n'), reject: false });
+}
+
 export async function linkExists(name: string): Promise<boolean> {
   return (await execa('ip', ['link', 'show', 'dev', name], { reject: false })).exitCode === 0;
 }
@@ -94,6 +115,8 @@ export class TestNet {
     readonly bridge: string,
     /** First three octets, e.g. "10.231.7". */
     readonly prefix: string,
+    /** Whether portmap's shared chains were there before this test network: if not, cleanup removes them. */
+    private readonly hostportChainsExisted: boolean,
   ) {
     this.manager = new PodNetworkManager({
       cniConfDir: this.confDir,
@@ -108,7 +131,7 @@ export class TestNet {
   static async create(): Promise<TestNet> {
     const dir = await mkdtemp(join(tmpdir(), 'stove-net-'));
     const tag = randomBytes(3).toString('hex');
-    const net = new TestNet(dir, `stovet-${tag}`, `stovet${tag}`, await freeSubnet());
+    const net = new TestNet(dir, `stovet-${tag}`, `stovet${tag}`, await freeSubnet(), await hostportChainsExist());
     await mkdir(net.confDir);
     await mkdir(net.dataDir);
     return net;
@@ -191,6 +214,7 @@ export class TestNet {
     // subnet only in some: a pod the test's runtime left behind is found by either.
     const purged = await purgeIptables([...this.sandboxes.keys(), this.subnet, this.name]);
     if (purged) leftovers.push(`${purged} iptables rules`);
+    if (!this.hostportChainsExisted) await removeUnusedHostportChains();
     if (await linkExists(this.bridge)) await execa('ip', ['link', 'del', this.bridge], { reject: false });
     await rm(this.dir, { recursive: true, force: true });
     return leftovers;
