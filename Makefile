@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm bench bench-pod-start clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm bench bench-pod-start clean
 
 setup:
 	@scripts/setup.sh
@@ -19,6 +19,12 @@ build: rootfs relay mount-helper spawn-helper
 # (node_modules from before it was added) there is none and the daemon runs from dist/src.
 bundle:
 	@if [ -d node_modules/esbuild ]; then $(NODE) scripts/bundle.mjs; else rm -rf dist/bundle; echo 'bundle: esbuild is missing (run make setup): stove serve runs dist/src unbundled'; fi
+
+# One test file seconds after an edit, without lint or type checks (scripts/test-one.mjs: esbuild
+# transpiles only the files newer than their dist/ output; `make build` checks them afterwards):
+#   make test-one FILE=test/unit/images/reference.test.ts [ARGS="-g 'pattern'"]
+test-one: rootfs relay mount-helper spawn-helper
+	@$(NODE) scripts/test-one.mjs $(FILE) $(ARGS)
 
 # typescript-eslint with type information (src/gen excluded), then knip for exports, files and
 # dependencies nothing uses, then the import rules of docs/architecture.md (no cycles, layers one way).
