@@ -37,6 +37,9 @@ RUNTIME=${RUNTIME:-stove}
 CONTAINERD=${CONTAINERD:-/usr/bin/containerd}
 EXPECTED_FAILURES=${EXPECTED_FAILURES:-'public image with digest should be pulled and removed'}
 
+# shellcheck source=stop-pid.sh
+. "$REPO/test/e2e/stop-pid.sh"
+
 skip() { echo "critest e2e skipped: $*"; exit 0; }
 die() { echo "critest e2e: $*" >&2; exit 1; }
 
@@ -128,17 +131,13 @@ cleanup() {
   echo "cleaning up $WORK" >&2
   if [[ -n $CRITEST_PID ]] && kill -0 "$CRITEST_PID" 2>/dev/null; then
     # ginkgo runs the current spec's cleanup on SIGTERM, then reports and exits.
-    kill -TERM "$CRITEST_PID" 2>/dev/null
-    for _ in $(seq 300); do kill -0 "$CRITEST_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$CRITEST_PID" 2>/dev/null
+    stop_pid "$CRITEST_PID" 30
   fi
   if [[ -n $DAEMON_PID ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
     # Pods outlive the daemon by design: remove them through the CRI while it runs.
     cri "for (const p of (await rt.listPodSandbox({})).items) await rt.removePodSandbox({ podSandboxId: p.id }).catch((e) => console.error('remove pod', p.id, e.details));" \
       2>&1 | sed 's/^/  /' >&2
-    kill -TERM "$DAEMON_PID" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$DAEMON_PID" 2>/dev/null
+    stop_pid "$DAEMON_PID" 10
   fi
   # Safety net for a daemon that died early: conmons (or containerd's shims) and containers of this
   # run, then mounts.

@@ -1,5 +1,7 @@
 # Shared by up.sh and down.sh: the cluster's names, addresses and ports, and small helpers.
 # shellcheck shell=bash
+# shellcheck source=../stop-pid.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../stop-pid.sh"
 W="${CLUSTER_DIR:-/var/lib/stove-cluster}"
 RUNTIME="${CLUSTER_RUNTIME:-$(cat "$W/runtime" 2>/dev/null || echo stove)}"
 NODE_NAME=stove-node
@@ -69,9 +71,7 @@ coredns_version() { awk '$1 == "github.com/coredns/coredns" { print $2; exit }' 
 # stop_process NAME [SIGNAL] — signals NAME's process (default TERM), waits up to 10 s, then kills it.
 stop_process() {
   local pid; pid=$(cat "$W/pids/$1" 2>/dev/null) || return 0
-  kill -"${2:-TERM}" "$pid" 2>/dev/null || { rm -f "$W/pids/$1"; return 0; }
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
+  stop_pid "$pid" 10 "${2:-TERM}"
   rm -f "$W/pids/$1"
 }
 
