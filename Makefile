@@ -27,11 +27,13 @@ test-one: rootfs relay mount-helper spawn-helper
 	@$(NODE) scripts/test-one.mjs $(FILE) $(ARGS)
 
 # typescript-eslint with type information (src/gen excluded), then knip for exports, files and
-# dependencies nothing uses, then the import rules of docs/architecture.md (no cycles, layers one way).
+# dependencies nothing uses, then the import rules of docs/architecture.md (no cycles, layers one way),
+# and no plain Error in src/ outside the documented list in test/lint/plain-errors.ts.
 # tsc's own checks (noUnused*, strict) run in `build`.
 lint:
 	@test -d node_modules/eslint -a -d node_modules/knip || { echo 'lint: eslint or knip is missing: run make setup'; exit 1; }
 	@$(NODE) test/lint/import-rules.ts
+	@$(NODE) test/lint/plain-errors.ts
 	@$(NODE) node_modules/eslint/bin/eslint.js --cache --cache-location dist/.eslintcache 'src/**/*.ts' 'test/**/*.ts' 'bench/**/*.ts'
 	@$(NODE) node_modules/knip/bin/knip.js --no-progress
 

@@ -14,18 +14,19 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { installPath } from '../common/install-dir.js';
+import { StoveError } from '../common/errors.js';
 
 /** Where `make build` puts the helper. */
 export const DEFAULT_MOUNT_HELPER = installPath('dist/libexec/stove-mount-helper');
 
 /** A failed system call in the helper, with its errno. */
-export class SyscallError extends Error {
+export class SyscallError extends StoveError {
   constructor(
     readonly call: string,
     readonly errno: number,
     readonly text: string,
   ) {
-    super(`${call}: ${text || `errno ${errno}`}`);
+    super('Internal', `${call}: ${text || `errno ${errno}`}`);
   }
 }
 
