@@ -15,7 +15,6 @@ import {
 } from './conmon.js';
 import { reopenLog, resizeTerminal } from './ctl.js';
 import { execStreaming, type ExecSession, type ExecStreamOptions } from './exec-stream.js';
-import { execSync, type ExecSyncOptions, type ExecSyncResult } from './exec-sync.js';
 import type { OciProcess } from './exec-dir.js';
 import { readExit, waitForExit, type ExitRecord } from './exits.js';
 import { isSameProcessAlive } from './process.js';
@@ -56,11 +55,6 @@ export class Monitor {
   /** True while the conmon recorded at create time still runs. */
   isMonitorAlive(created: Pick<CreatedContainer, 'conmonPid' | 'conmonStartTime'>): Promise<boolean> {
     return isSameProcessAlive(created.conmonPid, created.conmonStartTime);
-  }
-
-  /** Runs a process to completion in the container (CRI ExecSync). */
-  execSync(runtime: Runc, id: string, proc: OciProcess, timeoutSeconds: number, options?: ExecSyncOptions): Promise<ExecSyncResult> {
-    return execSync(this.config, runtime, id, proc, timeoutSeconds, options);
   }
 
   /** Starts an interactive process in the container (CRI Exec through the streaming server). */
