@@ -200,6 +200,8 @@ async function buildRuntime({ config, paths, log }: BuildContext) {
       pidsLimit: config.runtime.pidsLimit,
       defaultUlimits: config.runtime.defaultUlimits,
       allowedAnnotations: config.runtime.allowedAnnotations,
+      imageVolumes: config.runtime.imageVolumes,
+      deviceOwnershipFromSecurityContext: config.runtime.deviceOwnershipFromSecurityContext,
     },
     log.child({ module: 'spec' }),
   );
@@ -406,6 +408,8 @@ function applyLiveKeys(
     pidsLimit: next.runtime.pidsLimit,
     defaultUlimits: next.runtime.defaultUlimits,
     allowedAnnotations: next.runtime.allowedAnnotations,
+    imageVolumes: next.runtime.imageVolumes,
+    deviceOwnershipFromSecurityContext: next.runtime.deviceOwnershipFromSecurityContext,
   });
   live.containers.setLogSizeMax(next.runtime.logSizeMax);
   live.podNetwork.rescanConfig();
