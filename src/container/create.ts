@@ -24,6 +24,7 @@ import { makePodDir } from '../persist/tree-modes.js';
 import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { applySpecEditors } from './spec-editors.js';
+import { runtimeSupportFrom } from '../cdi/index.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord, type ImageVolumeRecord } from './model.js';
 import { effectiveStopSignal } from './stop-signal.js';
@@ -325,7 +326,8 @@ async function writeBundle(
     targetPid: plan.targetPid,
     settings: options.specSettings,
   });
-  const edits = await applySpecEditors(options.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
+  const runtime = async () => runtimeSupportFrom(plan.runtime.binary, await plan.runtime.features().catch(() => undefined));
+  const edits = await applySpecEditors(options.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig, runtime });
   // The one point where extensions (NRI plugins) see and adjust the finished spec.
   const adjustedResources = options.lifecycle ? await options.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec }) : undefined;
   // Last, so that no request annotation or extension sets what CRIU is told for the restore.
