@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Mount } from '../../../src/gen/runtime/v1/api.js';
+import { Mount, NamespaceMode, SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js';
 import { pushBusyboxImage, type LayerEntry } from '../../helpers/image-builder.js';
 import { containerSuite, ContainerWorld, rejectsWith } from './world.js';
 
@@ -34,6 +34,7 @@ describe('containers: image-declared VOLUMEs (real runc, conmon and CNI)', funct
     { type: 'dir', path: 'srv/db', uid: 999, gid: 999 },
     { path: 'srv/db/schema.sql', content: 'create table t;\n' },
     { path: 'afile', content: 'not a dir\n' },
+    { path: 'zfile', content: 'not a dir either\n' },
     { type: 'symlink', path: 'outside', target: '../../..' },
   ];
 
@@ -45,6 +46,8 @@ describe('containers: image-declared VOLUMEs (real runc, conmon and CNI)', funct
     file: ['/afile'],
     outside: ['/outside/x'],
     many: Array.from({ length: 65 }, (_, i) => `/v${i}`),
+    // /data is copied before /zfile is refused: the failed create must take the copy with it.
+    late: ['/data', '/zfile'],
   };
 
   containerSuite(world, 'declared volume tests', {
@@ -121,6 +124,35 @@ describe('containers: image-declared VOLUMEs (real runc, conmon and CNI)', funct
     await rejectsWith(create('outside'), 'FAILED_PRECONDITION', /VOLUME "\/outside\/x".* leads outside its root/);
     await rejectsWith(create('many'), 'FAILED_PRECONDITION', /declares 65 VOLUMEs, more than the 64/);
     // The suite's after-each check finds no container dir, mount, hold or runtime container left.
+  });
+
+  it('a create that fails after the copies were made (a later VOLUME, a later step) leaves no copy behind', async () => {
+    await rejectsWith(world.create(pod, config('late')), 'FAILED_PRECONDITION', /VOLUME "\/zfile" is not a directory in the image/);
+    // A step after the copies: a Localhost seccomp profile that does not exist.
+    await rejectsWith(
+      world.create(pod, config('vols', { linux: { securityContext: { seccomp: { profileType: SecurityProfile_ProfileType.Localhost, localhostRef: '/nonexistent/profile.json' } } } })),
+      'INVALID_ARGUMENT',
+      /seccomp Localhost profile "\/nonexistent\/profile\.json" does not exist/,
+    );
+    const { containers } = await world.daemon.clients.runtime.listContainers({ filter: undefined });
+    assert.equal(containers.length, 0);
+    // The suite's after-each check: no <root>/containers/<id> (where the copies are) is left.
+  });
+
+  it('copy: in a pod with its own user namespace the copy keeps the image owners as the container sees them', async () => {
+    const mapping = [{ containerId: 0, hostId: 710000, length: 65536 }];
+    const userns = { mode: NamespaceMode.POD, uids: mapping, gids: mapping };
+    const nsPod = await world.pod({ linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } } });
+    try {
+      const id = await world.run(nsPod, config('vols', { linux: { securityContext: { namespaceOptions: { usernsOptions: userns } } } }));
+      assert.equal(await sh(id, 'stat -c %u:%g /data /data/seed.txt /cache; cat /data/seed.txt; echo x > /cache/y && echo ok'), '1000:1000\n1000:1000\n0:0\nseed from the image\nok\n');
+      const source = await sourceOf(id, '/data');
+      assert.equal((await stat(join(source!, 'seed.txt'))).uid, 711000, 'host owner: the image owner shifted into the pod range');
+    } finally {
+      await world.removeContainers();
+      await world.pods.runtime.stopPodSandbox({ podSandboxId: nsPod.id });
+      await world.pods.runtime.removePodSandbox({ podSandboxId: nsPod.id });
+    }
   });
 
   describe('other modes', () => {
