@@ -45,7 +45,7 @@ import { LifecycleEvents } from './pod/events.js';
 import { PodLifecycle } from './pod/lifecycle.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
-import { CdiRegistry } from './cdi/index.js';
+import { CdiRegistry, runtimeSupportFrom } from './cdi/index.js';
 import { OciHookRegistry } from './oci-hooks/index.js';
 import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
 import { startObservability, type Observability } from './observability/start.js';
@@ -257,7 +257,13 @@ async function buildContainers(
   const nriLifecycle = config.nri.enable
     ? new (await import('./nri/lifecycle.js')).NriLifecycle(
         sandboxes,
-        { cgroups: specSettings.cgroups, injectCdiDevices: async (spec, names) => void (await cdi.inject(spec, names)) },
+        {
+          cgroups: specSettings.cgroups,
+          injectCdiDevices: async (spec, names, handler) => {
+            const runtime = runtimes.get(handler);
+            await cdi.inject(spec, names, runtimeSupportFrom(runtime.binary, await runtime.features().catch(() => undefined)));
+          },
+        },
         log.child({ module: 'nri' }),
       )
     : undefined;

@@ -33,7 +33,8 @@ export function runtimeSupportFrom(name: string, features: { linux?: Record<stri
 
 /**
  * The first edit of `device` the runtime cannot do, as a message naming the device, the field and the
- * runtime; undefined when it can do them all. `support` undefined: the runtime is not known here.
+ * runtime; undefined when it can do them all. `support` undefined: the runtime is not known to the
+ * caller, and nothing that needs a newer one is applied.
  */
 export function unsupportedEdit(device: string, edits: ContainerEdits, support: RuntimeSupport | undefined): string | undefined {
   const runtime = support ? `the OCI runtime ${support.name} does not (its "features" lists no` : 'the OCI runtime is not known where this injection happens (no';
