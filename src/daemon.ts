@@ -45,7 +45,7 @@ import { LifecycleEvents } from './pod/events.js';
 import { PodLifecycle } from './pod/lifecycle.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
-import { CdiRegistry } from './cdi/index.js';
+import { CdiRegistry, runtimeSupportFrom } from './cdi/index.js';
 import { OciHookRegistry } from './oci-hooks/index.js';
 import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
 import { startObservability, type Observability } from './observability/start.js';
@@ -208,6 +208,8 @@ async function buildRuntime({ config, paths, log }: BuildContext) {
       pidsLimit: config.runtime.pidsLimit,
       defaultUlimits: config.runtime.defaultUlimits,
       allowedAnnotations: config.runtime.allowedAnnotations,
+      imageVolumes: config.runtime.imageVolumes,
+      deviceOwnershipFromSecurityContext: config.runtime.deviceOwnershipFromSecurityContext,
     },
     log.child({ module: 'spec' }),
   );
@@ -263,7 +265,13 @@ async function buildContainers(
   const nriLifecycle = config.nri.enable
     ? new (await import('./nri/lifecycle.js')).NriLifecycle(
         sandboxes,
-        { cgroups: specSettings.cgroups, injectCdiDevices: async (spec, names) => void (await cdi.inject(spec, names)) },
+        {
+          cgroups: specSettings.cgroups,
+          injectCdiDevices: async (spec, names, handler) => {
+            const runtime = runtimes.get(handler);
+            await cdi.inject(spec, names, runtimeSupportFrom(runtime.binary, await runtime.features().catch(() => undefined)));
+          },
+        },
         log.child({ module: 'nri' }),
       )
     : undefined;
@@ -414,6 +422,8 @@ function applyLiveKeys(
     pidsLimit: next.runtime.pidsLimit,
     defaultUlimits: next.runtime.defaultUlimits,
     allowedAnnotations: next.runtime.allowedAnnotations,
+    imageVolumes: next.runtime.imageVolumes,
+    deviceOwnershipFromSecurityContext: next.runtime.deviceOwnershipFromSecurityContext,
   });
   live.containers.setLogSizeMax(next.runtime.logSizeMax);
   live.podNetwork.rescanConfig();

@@ -25,8 +25,9 @@ export interface ResolvedEdits extends Omit<ContainerEdits, 'deviceNodes'> {
 
 /** Concatenates edits in order; the last intelRdt wins. */
 export function mergeEdits(list: readonly ContainerEdits[]): ContainerEdits {
-  const out: ContainerEdits = { env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: [] };
+  const out: ContainerEdits = { env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: [], netDevices: [] };
   for (const e of list) {
+    out.netDevices.push(...e.netDevices);
     out.env.push(...e.env);
     out.deviceNodes.push(...e.deviceNodes);
     out.mounts.push(...e.mounts);
@@ -97,6 +98,12 @@ export function applyEdits(spec: Spec, edits: ResolvedEdits): string[] {
   if (edits.intelRdt) {
     spec.linux ??= {};
     spec.linux.intelRdt = { ...edits.intelRdt };
+  }
+  for (const n of edits.netDevices) {
+    const devices = ((spec.linux ??= {}).netDevices ??= {});
+    const old = devices[n.hostInterfaceName];
+    if (old && old.name !== n.name) conflicts.push(`net device ${n.hostInterfaceName}: "${old.name ?? ''}" replaced by "${n.name}"`);
+    devices[n.hostInterfaceName] = { name: n.name };
   }
   const user = (spec.process ??= { user: { uid: 0, gid: 0 }, args: [], cwd: '/' }).user;
   for (const gid of edits.additionalGids) {

@@ -662,16 +662,29 @@ export class ImageService {
     return join(this.fsDir(containerId), 'upper');
   }
 
-  /** Bytes and inodes of a container's writable layer. */
+  /**
+   * Where a container's copies of its image's declared VOLUMEs go (`<n>` each): beside its writable
+   * layer, so they are counted with it and removed with it (`removeRootfs`).
+   */
+  declaredVolumesDir(containerId: string): string {
+    return join(this.fsDir(containerId), 'volumes');
+  }
+
+  /** Bytes and inodes of a container's writable layer and its declared volumes' copies. */
   async rootfsUsage(containerId: string): Promise<DiskUsage> {
-    const upper = join(this.fsDir(containerId), 'upper');
+    const fs = this.fsDir(containerId);
+    const [upper, volumes] = await Promise.all([this.usageOf(join(fs, 'upper'), containerId), this.usageOf(join(fs, 'volumes'), containerId)]);
+    return { bytes: upper.bytes + volumes.bytes, inodes: upper.inodes + volumes.inodes };
+  }
+
+  private async usageOf(dir: string, containerId: string): Promise<DiskUsage> {
     try {
-      await stat(upper);
+      await stat(dir);
     } catch {
       return { bytes: 0n, inodes: 0n };
     }
-    return diskUsage(upper).catch((err: unknown) => {
-      this.log.debug('measuring a writable layer failed', { containerId, error: messageOf(err) });
+    return diskUsage(dir).catch((err: unknown) => {
+      this.log.debug('measuring a writable layer failed', { containerId, dir, error: messageOf(err) });
       return { bytes: 0n, inodes: 0n };
     });
   }

@@ -90,7 +90,7 @@ export class NriLifecycle implements ContainerLifecycle {
       spec: c.spec,
     });
     const adjust = await this.nri.createContainer(pod, container);
-    await applyAdjustment(c.spec, adjust, { ...this.adjustHost, warn: (m) => this.log.warn(m, { container: c.id }) });
+    await applyAdjustment(c.spec, adjust, { ...this.adjustHost, runtimeHandler: c.sandbox.runtimeHandler, warn: (m) => this.log.warn(m, { container: c.id }) });
     this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id }));
     return adjust.linux?.resources || adjust.linux?.oomScoreAdj ? recordedResources(c.config.linux?.resources, c.spec, adjust) : undefined;
   }

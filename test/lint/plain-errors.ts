@@ -108,6 +108,8 @@ export const ALLOWED: Allowed[] = [
   { file: 'storage/tar-reader.ts', text: 'class TarFormatError', why: "unpack worker: reported as a LayerJobError ('format'), which images/pull.ts maps to FailedPrecondition" },
   { file: 'storage/extract.ts', text: 'class UnsafeEntryError', why: "unpack worker: reported as a LayerJobError ('unsafe'), which images/pull.ts maps to FailedPrecondition" },
   { file: 'storage/unpack-worker.ts', text: 'class CapError', why: "unpack worker: reported as a LayerJobError ('too-large', 'no-space'), which images/pull.ts maps to ResourceExhausted" },
+  { file: 'storage/copy-tree.ts', text: 'class CopyLimitError', why: 'container/declared-volumes.ts turns it into FailedPrecondition naming the VOLUME' },
+  { file: 'storage/copy-tree.ts', text: 'is not a directory', why: 'copyTree: container/declared-volumes.ts checks for a directory first and maps any failure to Internal naming the VOLUME' },
   { file: 'storage/unpack-pool.ts', text: 'class LayerJobError', why: 'images/pull.ts (layerError) and images/image-service.ts map each reason to a kind' },
 ];
 
