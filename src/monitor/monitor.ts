@@ -13,7 +13,7 @@ import {
   type CreateContainerOptions,
   type CreatedContainer,
 } from './conmon.js';
-import { reopenLog, resizeTerminal } from './ctl.js';
+import { reopenLog } from './ctl.js';
 import { execStreaming, type ExecSession, type ExecStreamOptions } from './exec-stream.js';
 import type { OciProcess } from './exec-dir.js';
 import { readExit, waitForExit, type ExitRecord } from './exits.js';
@@ -65,11 +65,6 @@ export class Monitor {
   /** Attaches to the container's stdio (CRI Attach). */
   attach(id: string, io: SessionIo): Promise<AttachSession> {
     return attachContainer(this.config.attachDir, this.relayPath, id, io, this.config.log);
-  }
-
-  /** Resizes the container's terminal. */
-  resize(id: string, width: number, height: number): Promise<void> {
-    return resizeTerminal(this.ctlPath(id), width, height, id);
   }
 
   /** Makes conmon reopen the container's log (after the caller renamed it); returns once the new file exists. */

@@ -5,10 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { readFile, readdir, rename, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { execProcess } from '../../../src/monitor/exec-dir.js';
 import { EXEC_SYNC_MAX_OUTPUT, execSync } from '../../../src/monitor/exec-sync.js';
 import { MonitorError } from '../../../src/monitor/errors.js';
+import { resizeTerminal } from '../../../src/monitor/ctl.js';
 import { isKind } from '../../../src/common/errors.js';
 import { isSameProcessAlive } from '../../../src/monitor/process.js';
 import { suiteHooks } from '../../helpers/suite.js';
@@ -279,7 +281,8 @@ describe('monitor: exec and attach through conmon', function () {
       await session.resize(101, 33);
       stdin.write('stty size\n');
       await stdout.waitFor('33 101');
-      await fx.monitor.resize(c.id, 120, 40);
+      // A second writer of the same ctl FIFO right after the session's own resize.
+      await resizeTerminal(join(fx.monitor.config.attachDir, c.id, 'ctl'), 120, 40, c.id);
       stdin.write('stty size\n');
       await stdout.waitFor('40 120');
       session.close();
