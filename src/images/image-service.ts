@@ -106,6 +106,43 @@ export interface FsUsage {
   inodes: bigint;
 }
 
+/**
+ * The stores and clients an ImageService works with. daemon.ts builds them with imageParts() and hands
+ * them in; a test may put a fake in any place (a registry client that answers what the test wants).
+ */
+export interface ImageParts {
+  blobs: BlobStore;
+  layers: LayerStore;
+  store: ImageStore;
+  certs: CertsDirs;
+  policies: PolicyStore;
+  client: RegistryClient;
+  pool: UnpackPool;
+}
+
+/** The real parts for `options`' dirs, registries, certs, policies and download limits. */
+export function imageParts(options: ImageServiceOptions): ImageParts {
+  const certs = new CertsDirs(options.certsDirs ?? []);
+  return {
+    blobs: new BlobStore(options.imagesDir),
+    layers: new LayerStore(options.imagesDir),
+    store: new ImageStore(options.imagesDir),
+    certs,
+    policies: new PolicyStore({
+      policyFile: options.signaturePolicy ?? '',
+      policyDir: options.signaturePolicyDir ?? '',
+      log: options.log.child({ module: 'signature-policy' }),
+    }),
+    client: new RegistryClient({
+      registries: options.registries,
+      stallTimeoutMs: options.stallTimeoutSeconds * 1000,
+      log: options.log.child({ module: 'registry' }),
+      certs,
+    }),
+    pool: new UnpackPool({ size: Math.max(1, options.maxConcurrentDownloads) }),
+  };
+}
+
 export class ImageService {
   private readonly blobs: BlobStore;
   private readonly layers: LayerStore;
@@ -126,26 +163,14 @@ export class ImageService {
   /** What records Stove could not read may reference (gc-protection.ts); none until `open` reads them. */
   private protection: GcProtection = { hexes: new Set(), heldImages: new Set(), blockers: [] };
 
-  private constructor(private readonly options: ImageServiceOptions) {
+  private constructor(
+    private readonly options: ImageServiceOptions,
+    parts: ImageParts,
+  ) {
     this.log = options.log;
-    this.blobs = new BlobStore(options.imagesDir);
-    this.layers = new LayerStore(options.imagesDir);
-    this.store = new ImageStore(options.imagesDir);
+    ({ blobs: this.blobs, layers: this.layers, store: this.store, certs: this.certs, policies: this.policies, client: this.client, pool: this.pool } = parts);
     this.holdsDir = join(options.imagesDir, 'holds');
     this.pinned = new PinnedImages(options.pinnedImages ?? []);
-    this.certs = new CertsDirs(options.certsDirs ?? []);
-    this.policies = new PolicyStore({
-      policyFile: options.signaturePolicy ?? '',
-      policyDir: options.signaturePolicyDir ?? '',
-      log: options.log.child({ module: 'signature-policy' }),
-    });
-    this.client = new RegistryClient({
-      registries: options.registries,
-      stallTimeoutMs: options.stallTimeoutSeconds * 1000,
-      log: options.log.child({ module: 'registry' }),
-      certs: this.certs,
-    });
-    this.pool = new UnpackPool({ size: Math.max(1, options.maxConcurrentDownloads) });
     this.puller = new Puller({
       blobs: this.blobs,
       layers: this.layers,
@@ -168,8 +193,8 @@ export class ImageService {
   }
 
   /** Opens the store: loads images, layers and holds, and removes leftovers of interrupted work. */
-  static async open(options: ImageServiceOptions): Promise<ImageService> {
-    const service = new ImageService(options);
+  static async open(options: ImageServiceOptions, parts: ImageParts): Promise<ImageService> {
+    const service = new ImageService(options, parts);
     await mkdir(options.imagesDir, { recursive: true, mode: 0o700 });
     // A runtime handler's own store may be a dir the operator made: images are root's alone.
     if (((await stat(options.imagesDir)).mode & 0o777) !== 0o700) await chmod(options.imagesDir, 0o700);
