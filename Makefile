@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm bench bench-pod-start clean
+.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm bench bench-pod-start bench-node-density clean
 
 setup:
 	@scripts/setup.sh
@@ -116,6 +116,10 @@ bench: setup
 # (by hand; builds containerd into the cluster's cache on first use; see bench/README.md).
 bench-pod-start: build
 	$(NODE) --enable-source-maps dist/bench/pod-start.js
+
+# 110 pods at the CRI level, Stove against containerd (CONTAINERD_BIN; by hand; see bench/README.md).
+bench-node-density: build
+	$(NODE) --enable-source-maps dist/bench/node-density.js
 
 clean:
 	rm -rf dist rootfs/pause/bin
