@@ -2,7 +2,7 @@
  * A full node at the CRI level, Stove vs containerd in one run (no kubelet: the daemon's own part).
  *
  *   node dist/bench/node-density.js [--pods 110] [--parallel 10] [--poll-seconds 30] [--windows 3]
- *                                   [--stats-every 10] [--churn 200] [--only stove|containerd]
+ *                                   [--stats-every 10] [--churn 200] [--breakdown 10] [--only stove|containerd]
  *
  * One runtime at a time (Stove first), each on a bridge of its own with the same CNI conflist:
  * 1. `pods` pods of one busybox `sleep` container each (64 MiB limit, pod cgroups made beforehand as a
@@ -17,6 +17,8 @@
  *    (user + system, `/proc/<pid>/stat`) per second of the daemon alone, and of all the runtime's
  *    processes (daemon, the children it waited for, helpers, monitors; not the containers), median of
  *    the windows, with the load average beside.
+ *    Then each part of the poll alone for `breakdown` seconds (relist, statuses, ListContainerStats,
+ *    ListPodSandboxStats, each every second): the daemon's CPU per call, where its time goes.
  * 4. The pods removed, then `churn` pod lifecycles (run → create → start → stop → remove) `parallel` at
  *    a time: the daemon's PSS before and after, and what is left behind (monitor processes, mounts
  *    under the runtime's dirs, network namespaces, pods the runtime still lists).
@@ -39,7 +41,7 @@ import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
 const USAGE =
-  'node dist/bench/node-density.js [--pods 110] [--parallel 10] [--poll-seconds 30] [--windows 3] [--stats-every 10] [--churn 200] [--only stove|containerd]';
+  'node dist/bench/node-density.js [--pods 110] [--parallel 10] [--poll-seconds 30] [--windows 3] [--stats-every 10] [--churn 200] [--breakdown 10] [--only stove|containerd]';
 const values = benchOptions(USAGE, {
   pods: { type: 'string', default: '110' },
   parallel: { type: 'string', default: '10' },
@@ -47,6 +49,7 @@ const values = benchOptions(USAGE, {
   windows: { type: 'string', default: '3' },
   'stats-every': { type: 'string', default: '10' },
   churn: { type: 'string', default: '200' },
+  breakdown: { type: 'string', default: '10' },
   only: { type: 'string' },
 });
 const PODS = Number(values.pods);
@@ -55,6 +58,7 @@ const POLL_SECONDS = Number(values['poll-seconds']);
 const WINDOWS = Number(values.windows);
 const STATS_EVERY = Number(values['stats-every']);
 const CHURN = Number(values.churn);
+const BREAKDOWN = Number(values.breakdown);
 
 type Name = 'stove' | 'containerd';
 
@@ -79,6 +83,8 @@ interface Result {
   /** Per window: ms of CPU per s, the daemon alone and all processes; the 1-minute load average at its end. */
   windows: { daemon: number; all: number; load: number }[];
   churn?: { before: number; after: number; ms: number; leftovers: string[] };
+  /** Per part of the poll alone: the daemon's CPU ms per call, and calls per second. */
+  breakdown?: Partial<Record<Part, { perCall: number; calls: number }>>;
 }
 
 const bench = new PodBench();
@@ -138,24 +144,45 @@ async function cpuNow(rt: Runtime, others: number[]): Promise<{ daemon: number; 
   return { daemon, all: daemon + children + rest };
 }
 
-/** The kubelet-like poll for `seconds`: relist and statuses every second, stats every STATS_EVERY. */
-async function poll(rt: Runtime, pods: Pod[], seconds: number): Promise<void> {
+/** The parts of a poll, each alone in the breakdown (`--breakdown`). */
+const PARTS = ['relist', 'statuses', 'ListContainerStats', 'ListPodSandboxStats'] as const;
+type Part = (typeof PARTS)[number];
+
+/** The calls of one part of a poll; their number. */
+function callsOf(rt: Runtime, pods: Pod[], part: Part, calls: Promise<unknown>[]): number {
   const r = rt.clients.runtime;
-  const started = performance.now();
-  for (let tick = 0; tick < seconds; tick++) {
-    const due = started + tick * 1000;
-    const wait = due - performance.now();
-    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    const calls: Promise<unknown>[] = [r.listPodSandbox({ filter: undefined }), r.listContainers({ filter: undefined })];
+  const before = calls.length;
+  if (part === 'relist') calls.push(r.listPodSandbox({ filter: undefined }), r.listContainers({ filter: undefined }));
+  if (part === 'statuses') {
     for (const pod of pods) {
       calls.push(r.podSandboxStatus({ podSandboxId: pod.id, verbose: false }));
       for (const containerId of pod.containers) calls.push(r.containerStatus({ containerId, verbose: false }));
     }
-    if (tick % STATS_EVERY === 0) calls.push(r.listContainerStats({ filter: undefined }), r.listPodSandboxStats({ filter: undefined }));
+  }
+  if (part === 'ListContainerStats') calls.push(r.listContainerStats({ filter: undefined }));
+  if (part === 'ListPodSandboxStats') calls.push(r.listPodSandboxStats({ filter: undefined }));
+  return calls.length - before;
+}
+
+/**
+ * The kubelet-like poll for `seconds`: relist and statuses every second, stats every STATS_EVERY; or
+ * only `part`, every second. Returns the number of calls made.
+ */
+async function poll(rt: Runtime, pods: Pod[], seconds: number, part?: Part): Promise<number> {
+  const started = performance.now();
+  let made = 0;
+  for (let tick = 0; tick < seconds; tick++) {
+    const due = started + tick * 1000;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    const calls: Promise<unknown>[] = [];
+    const parts: readonly Part[] = part ? [part] : tick % STATS_EVERY === 0 ? PARTS : ['relist', 'statuses'];
+    for (const p of parts) made += callsOf(rt, pods, p, calls);
     await Promise.all(calls);
   }
   const left = started + seconds * 1000 - performance.now();
   if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+  return made;
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 5000));
@@ -213,6 +240,15 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
     result.windows.push({ daemon: (after.daemon - before.daemon) / s, all: (after.all - before.all) / s, load: loadavg()[0]! });
     process.stderr.write(`  ${rt.name}: poll window ${w + 1}: daemon ${((after.daemon - before.daemon) / s).toFixed(1)} ms/s, load ${loadavg()[0]!.toFixed(1)}\n`);
   }
+  if (BREAKDOWN > 0) {
+    result.breakdown = {};
+    for (const part of PARTS) {
+      const before = await cpuNow(rt, []);
+      const calls = await poll(rt, pods, BREAKDOWN, part);
+      const after = await cpuNow(rt, []);
+      result.breakdown[part] = { perCall: (after.daemon - before.daemon) / calls, calls: calls / BREAKDOWN };
+    }
+  }
   await pool(pods, PARALLEL, (pod) => removePod(rt, pod));
 
   if (CHURN > 0) {
@@ -264,6 +300,13 @@ function report(results: Result[], loadBefore: number[]): void {
     add(`${CHURN} lifecycles, ${PARALLEL} at a time`, (x) => ms(x.churn!.ms), (x) => x.churn!.ms);
     add('daemon PSS before → after', (x) => `${mib(x.churn!.before)} → ${mib(x.churn!.after)}`, (x) => x.churn!.after / x.churn!.before);
     add('left behind', (x) => (x.churn!.leftovers.length ? x.churn!.leftovers.join(', ') : 'nothing'), () => NaN);
+  }
+  if (BREAKDOWN > 0) {
+    for (const part of PARTS) {
+      const per = (x: Result) => x.breakdown?.[part]?.perCall ?? NaN;
+      add(`  daemon CPU per call: ${part}`, (x) => `${per(x).toFixed(2)} ms`, per);
+      add(`  of the poll (ms/s)`, (x) => `${(per(x) * (x.breakdown?.[part]?.calls ?? 0) / (part.endsWith('Stats') ? STATS_EVERY : 1)).toFixed(1)}`, () => NaN);
+    }
   }
   for (const row of rows) if (row[3] === 'NaN×') row[3] = '';
   const details = `${PODS} pods of one busybox sleep, ${PARALLEL} at a time; poll ${WINDOWS} × ${POLL_SECONDS} s, stats every ${STATS_EVERY} s; load average before ${loadBefore.map((l) => l.toFixed(1)).join(' ')}`;
