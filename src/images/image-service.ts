@@ -639,13 +639,8 @@ export class ImageService {
 
   /** Bytes and inodes of a container's writable layer. */
   async rootfsUsage(containerId: string): Promise<DiskUsage> {
-    const upper = join(this.fsDir(containerId), 'upper');
-    try {
-      await stat(upper);
-    } catch {
-      return { bytes: 0n, inodes: 0n };
-    }
-    return diskUsage(upper).catch((err: unknown) => {
+    // A missing upper dir (no rootfs yet, or removed) measures as nothing.
+    return diskUsage(join(this.fsDir(containerId), 'upper')).catch((err: unknown) => {
       this.log.debug('measuring a writable layer failed', { containerId, error: messageOf(err) });
       return { bytes: 0n, inodes: 0n };
     });

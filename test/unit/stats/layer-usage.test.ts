@@ -1,10 +1,11 @@
 /**
- * Container stats walk a writable layer at most once per refresh period: calls in the meantime (a
- * kubelet's ListContainerStats and ListPodSandboxStats back to back) share the last walk, and a walk
- * after the period sees what changed.
+ * A writable layer's usage: the walk counts every inode once (hard links once) across its slices, and
+ * container stats walk a layer at most once per refresh period: calls in the meantime (a kubelet's
+ * ListContainerStats and ListPodSandboxStats back to back) share the last walk, and a walk after the
+ * period sees what changed.
  */
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { link, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig } from '../../../src/gen/runtime/v1/api.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
@@ -17,6 +18,27 @@ import { eventually } from '../../helpers/wait.js';
 describe('stats: writable layer usage', () => {
   const dir = tempDirPerTest('stove-layer-usage-');
   const record = (id: string) => ({ id, name: id, cgroupsPath: '', config: ContainerConfig.toJSON(ContainerConfig.fromPartial({ metadata: { name: id } })) }) as unknown as ContainerRecord;
+
+  it('counts every inode once across slices of the walk, hard links once, a missing dir as nothing', async () => {
+    const root = join(dir(), 'tree');
+    let expected = 1; // root
+    for (let d = 0; d < 3; d++) {
+      const sub = join(root, `d${d}`, 'deeper');
+      await mkdir(sub, { recursive: true });
+      expected += 2;
+      for (let f = 0; f < 400; f++) await writeFile(join(sub, `f${f}`), 'x');
+      expected += 400;
+    }
+    const without = await diskUsage(root);
+    assert.equal(without.inodes, BigInt(expected), 'the 1204 entries: more than two slices');
+    await writeFile(join(root, 'big'), Buffer.alloc(1 << 20, 7));
+    const once = await diskUsage(root);
+    assert.ok(once.bytes - without.bytes >= 1n << 20n, 'the 1 MiB file counted');
+    await link(join(root, 'big'), join(root, 'd0', 'big-again'));
+    await link(join(root, 'big'), join(root, 'd2', 'deeper', 'big-thrice'));
+    assert.deepEqual(await diskUsage(root), once, 'a file of three links counted once');
+    assert.deepEqual(await diskUsage(join(dir(), 'absent')), { bytes: 0n, inodes: 0n });
+  });
 
   it('walks a layer once per refresh period, and again after it', async () => {
     const upper = (id: string) => join(dir(), id, 'upper');
