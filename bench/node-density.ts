@@ -76,6 +76,8 @@ interface Result {
   startMs: number;
   idlePss: number;
   daemonPss: number;
+  /** The daemon's RSS: its PSS splits the pages of an executable every process of it shares (node's, on a machine running other node processes). */
+  daemonRss: number;
   helpersPss: number;
   helpers: number;
   monitorsPss: number;
@@ -222,6 +224,7 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
     startMs,
     idlePss,
     daemonPss: await pss([rt.daemonPid]),
+    daemonRss: (await memoryOf(rt.daemonPid)).rss,
     helpersPss: await pss(helpers),
     helpers: helpers.length,
     monitorsPss: await pss(monitors),
@@ -290,6 +293,7 @@ function report(results: Result[], loadBefore: number[]): void {
   add(`time to ${PODS} running`, (x) => ms(x.startMs), (x) => x.startMs);
   add('daemon PSS idle', (x) => mib(x.idlePss), (x) => x.idlePss);
   add(`daemon + helpers PSS, ${PODS} pods`, (x) => `${mib(x.daemonPss + x.helpersPss)} (${x.helpers} helpers)`, (x) => x.daemonPss + x.helpersPss);
+  add(`daemon RSS, ${PODS} pods`, (x) => mib(x.daemonRss), (x) => x.daemonRss);
   add('monitors PSS', (x) => `${mib(x.monitorsPss)} (${x.monitors})`, (x) => x.monitorsPss);
   add('**total memory**', (x) => mib(x.daemonPss + x.helpersPss + x.monitorsPss), (x) => x.daemonPss + x.helpersPss + x.monitorsPss);
   add('CPU while polled, all processes', (x) => `${cpu(x, 'all').toFixed(1)} ms/s`, (x) => cpu(x, 'all'));
