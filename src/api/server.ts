@@ -57,7 +57,8 @@ const MAX_CONNECTIONS = 1024;
  * Connections kept open beyond this many: a new one closes the connection that has been idle (its calls
  * ended, none in flight) the longest, gracefully (GOAWAY; a gRPC client reconnects on its next call).
  * Not one that has yet to make its first call: many clients connecting at once (200 `crictl exec`)
- * would each close another's connection before its first call arrived, and grpc-go fails that call. The kubelet
+ * would each close another's connection before its first call arrived: the call is refused (GOAWAY,
+ * last stream 0), which grpc-js retries on a new connection and a client without such a retry fails. The kubelet
  * holds two (runtime and image service) and calls every few seconds; tools that make a client per task
  * and never close it (critest does so per spec: over 200 connections in one run) must not use up
  * MAX_CONNECTIONS and lock out the kubelet.
@@ -188,9 +189,9 @@ const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
 interface ConnectionActivity {
   /**
    * performance.now() when its last call ended; undefined while a call is open and before its first
-   * call (a new connection's first call is on its way: closing it then fails that call in clients
-   * that are told GOAWAY before their connection is ready, as grpc-go's are; FIRST_CALL_TIMEOUT_MS
-   * and MAX_CONNECTIONS bound connections that never call).
+   * call (a new connection's first call is on its way: closing it then refuses that call, which a
+   * client must retry elsewhere; FIRST_CALL_TIMEOUT_MS and MAX_CONNECTIONS bound connections that
+   * never call).
    */
   idleSince(): number | undefined;
 }
