@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile, access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { criClients, type CriClients } from '../../test/helpers/cri-client.js';
 import { REPO_ROOT } from '../../test/helpers/stove-process.js';
 import { descendantsOf } from '../../src/monitor/exec-sync.js';
@@ -125,7 +125,8 @@ export async function startContainerd(options: ContainerdOptions = {}): Promise<
   await writeFile(join(dir, 'config.toml'), config);
   let out = '';
   // The shims and runc are looked up on PATH, whatever the caller's.
-  const env = { ...process.env, PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
+  // containerd 2.x from the cluster's cache finds its own containerd-shim-runc-v2 beside it.
+  const env = { ...process.env, PATH: `${dirname(CONTAINERD_BIN)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin` };
   const child: ChildProcess = spawn(CONTAINERD_BIN, ['--config', join(dir, 'config.toml')], { stdio: ['ignore', 'pipe', 'pipe'], env });
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -70,6 +70,17 @@ export class PodBench {
     });
   }
 
+  /** Removes Stove's pods, stops it and removes its dir (its bridge stays until cleanup). */
+  async stopStove(): Promise<void> {
+    const stove = this.stove;
+    if (!stove) return;
+    this.stove = undefined;
+    const pods = await stove.clients.runtime.listPodSandbox({ filter: undefined }).catch(() => ({ items: [] }));
+    for (const pod of pods.items) await stove.clients.runtime.removePodSandbox({ podSandboxId: pod.id }).catch(() => {});
+    await stove.stop().catch(() => {});
+    await stove.cleanup().catch(() => {});
+  }
+
   /** containerd with the pause image pushed to the registry (started if need be), on a bridge of its own; `options` add to that. */
   async startContainerd(options: ContainerdOptions = {}): Promise<Containerd> {
     const sandboxImage = await pushPauseImage(await this.startRegistry());

@@ -54,8 +54,11 @@ const ENDING_GRACE_MS = 10_000;
  */
 const MAX_CONNECTIONS = 1024;
 /**
- * Connections kept open beyond this many: a new one closes the connection that has been idle (no call
- * in flight) the longest, gracefully (GOAWAY; a gRPC client reconnects on its next call). The kubelet
+ * Connections kept open beyond this many: a new one closes the connection that has been idle (its calls
+ * ended, none in flight) the longest, gracefully (GOAWAY; a gRPC client reconnects on its next call).
+ * Not one that has yet to make its first call: many clients connecting at once (200 `crictl exec`)
+ * would each close another's connection before its first call arrived: the call is refused (GOAWAY,
+ * last stream 0), which grpc-js retries on a new connection and a client without such a retry fails. The kubelet
  * holds two (runtime and image service) and calls every few seconds; tools that make a client per task
  * and never close it (critest does so per spec: over 200 connections in one run) must not use up
  * MAX_CONNECTIONS and lock out the kubelet.
@@ -184,7 +187,12 @@ const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
 
 /** Whether a connection has a call in flight, and since when it has not. */
 interface ConnectionActivity {
-  /** performance.now() when its last call ended (or it connected); undefined while a call is open. */
+  /**
+   * performance.now() when its last call ended; undefined while a call is open and before its first
+   * call (a new connection's first call is on its way: closing it then refuses that call, which a
+   * client must retry elsewhere; FIRST_CALL_TIMEOUT_MS and MAX_CONNECTIONS bound connections that
+   * never call).
+   */
   idleSince(): number | undefined;
 }
 
@@ -229,10 +237,13 @@ function closeWhenIdle(
   };
   timer = setTimeout(check, Math.min(limits.firstCallTimeoutMs, limits.idleConnectionTimeoutMs)).unref();
   session.once('close', () => clearTimeout(timer));
-  return { idleSince: () => (calls.openStreams > 0 ? undefined : calls.quietSince) };
+  return { idleSince: () => (calls.openStreams > 0 || !calls.called ? undefined : calls.quietSince) };
 }
 
-/** Beyond `kept` open connections, closes (GOAWAY) the one idle longest other than `newest`, if any. */
+/**
+ * Beyond `kept` open connections, closes (GOAWAY) the one idle longest other than `newest`, if any:
+ * one whose calls have all ended, never one with a call open or one yet to make its first call.
+ */
 function closeLongestIdle(
   sessions: Map<http2.ServerHttp2Session, ConnectionActivity>,
   newest: http2.ServerHttp2Session,

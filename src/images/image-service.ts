@@ -673,16 +673,12 @@ export class ImageService {
   /** Bytes and inodes of a container's writable layer and its declared volumes' copies. */
   async rootfsUsage(containerId: string): Promise<DiskUsage> {
     const fs = this.fsDir(containerId);
-    const [upper, volumes] = await Promise.all([this.usageOf(join(fs, 'upper'), containerId), this.usageOf(join(fs, 'volumes'), containerId)]);
+    const [upper, volumes] = [await this.usageOf(join(fs, 'upper'), containerId), await this.usageOf(join(fs, 'volumes'), containerId)];
     return { bytes: upper.bytes + volumes.bytes, inodes: upper.inodes + volumes.inodes };
   }
 
+  /** A missing dir (no rootfs yet, no declared volumes, or removed) measures as nothing. */
   private async usageOf(dir: string, containerId: string): Promise<DiskUsage> {
-    try {
-      await stat(dir);
-    } catch {
-      return { bytes: 0n, inodes: 0n };
-    }
     return diskUsage(dir).catch((err: unknown) => {
       this.log.debug('measuring a writable layer failed', { containerId, dir, error: messageOf(err) });
       return { bytes: 0n, inodes: 0n };

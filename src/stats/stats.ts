@@ -2,6 +2,9 @@
  * Container and pod usage, read from cgroups (v1 or v2, through platform/cgroups.ts), the writable layer
  * and the pod's network interface. Timestamps are ns. cri/stats-convert.ts puts them in the CRI's terms.
  *
+ * A writable layer's usage is walked at most once every 10 s per container (LAYER_USAGE_REFRESH_MS);
+ * cgroup counters are read on every call.
+ *
  * The CPU rate (`usage_nano_cores`) is the rate since the previous reading of the same container or pod
  * (the kubelet's CRI stats provider relies on the runtime for it, as containerd computes it); the first
  * reading has none.
@@ -14,6 +17,7 @@ import { readCgroupStats, type CgroupLayout, type CgroupStats } from '../platfor
 import { cgroupOfParent } from '../sandbox/resize.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
 import type { ImageStores } from '../images/image-stores.js';
+import type { DiskUsage } from '../storage/rootfs.js';
 import type { ContainerRecord } from '../container/model.js';
 
 export interface StatsReaderOptions {
@@ -21,6 +25,8 @@ export interface StatsReaderOptions {
   /** The writable layer's usage and the dir that names its filesystem. */
   images: Pick<ImageStores, 'rootfsUsage' | 'writableLayerFs'>;
   log: Logger;
+  /** How long a walk of a writable layer stands (default LAYER_USAGE_REFRESH_MS). */
+  layerUsageRefreshMs?: number;
 }
 
 /** One reading of a container. */
@@ -55,18 +61,27 @@ interface CpuSample {
 /** CPU samples older than this are dropped (the kubelet asks every 10–15 s). */
 const SAMPLE_TTL_NS = 10n * 60n * 1_000_000_000n;
 
+/**
+ * How long a walk of a writable layer stands for its usage: containerd's CRI refreshes snapshot usage
+ * every 10 s (stats_collect_period) and answers from that, cAdvisor every minute.
+ */
+const LAYER_USAGE_REFRESH_MS = 10_000;
+
 /** Pod network interface the kubelet reports (the CNI convention). */
 const POD_INTERFACE = 'eth0';
 
 export class StatsReader {
   private readonly samples = new Map<string, CpuSample>();
   private lastPrune = 0n;
+  /** The last walk of each container's writable layer (layerUsage). */
+  private readonly layers = new Map<string, { at: number; usage: Promise<DiskUsage> }>();
+  private layersPrunedAt = 0;
 
   constructor(private readonly options: StatsReaderOptions) {}
 
   /** Usage of one container; cgroup counters are absent when its cgroup is gone. */
   async containerStats(r: ContainerRecord): Promise<ContainerUsage> {
-    const [cgroup, layer] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.options.images.rootfsUsage(r.id)]);
+    const [cgroup, layer] = await Promise.all([this.cgroupStats(r.cgroupsPath), this.layerUsage(r.id)]);
     const timestamp = nowNs();
     return {
       record: r,
@@ -82,19 +97,39 @@ export class StatsReader {
    * containers (whatever cgroup parent the pod has), network counters of the pod's interface.
    */
   async podStats(sandbox: SandboxRecord, containers: ContainerRecord[]): Promise<PodUsage> {
-    const live = containers.filter((c) => c.state !== 'exited');
     const [pause, containerStats, network] = await Promise.all([
       this.cgroupStats(sandbox.cgroupsPath),
       Promise.all(containers.map((c) => this.containerStats(c))),
       this.network(sandbox),
     ]);
-    const cgroups = [pause, ...(await Promise.all(live.map((c) => this.cgroupStats(c.cgroupsPath))))];
+    // The live containers' own readings (each cgroup read once per call, not again for the sum).
+    const cgroups = [pause, ...containerStats.filter((u) => u.record.state !== 'exited').map((u) => u.cgroup)];
     const total = sumStats(cgroups);
     // Pressure cannot be summed: it is the pod cgroup's own, when the pod has one (cgroup_parent).
     const pressure = await this.podPressure(sandbox);
     if (total && pressure) total.pressure = pressure;
     const timestamp = nowNs();
     return { sandbox, timestamp, cgroup: total, nanoCores: this.cpuRate(`pod:${sandbox.id}`, total, timestamp), network, containers: containerStats };
+  }
+
+  /**
+   * A container's writable layer usage, walked at most once per LAYER_USAGE_REFRESH_MS (calls in the
+   * meantime share the last walk, or the one under way): the walk stats every file of the layer, and
+   * a kubelet asks for every container's stats every 10–15 s, twice (container and pod stats).
+   */
+  private layerUsage(containerId: string): Promise<DiskUsage> {
+    const now = performance.now();
+    const refreshMs = this.options.layerUsageRefreshMs ?? LAYER_USAGE_REFRESH_MS;
+    const known = this.layers.get(containerId);
+    if (known && now - known.at < refreshMs) return known.usage;
+    if (now - this.layersPrunedAt > refreshMs) {
+      // Removed containers' walks go once nobody asked for a while.
+      this.layersPrunedAt = now;
+      for (const [id, walk] of this.layers) if (now - walk.at > 2 * refreshMs) this.layers.delete(id);
+    }
+    const usage = this.options.images.rootfsUsage(containerId);
+    this.layers.set(containerId, { at: now, usage });
+    return usage;
   }
 
   /** Forgets samples nobody asked about for a while (removed containers and pods). */

@@ -2,13 +2,16 @@
  * The CRI transport against slow and hostile clients: streams whose request never arrives are ended
  * with DEADLINE_EXCEEDED after the request deadline while other clients are answered at once;
  * connections beyond the cap are refused (and logged), and beyond the number kept a new one closes
- * the connection idle longest, never one with a call open; a connection that never calls, or has had no
+ * the connection idle longest, never one with a call open nor one yet to make its first call (300
+ * clients connecting and calling at once are all answered); a connection that never calls, or has had no
  * call in flight for the idle timeout, is closed, and a gRPC client on such a connection simply
  * reconnects; a quiet connection with a call open is left alone. The limits are made small here.
  */
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
 import { join } from 'node:path';
 import { status } from '@grpc/grpc-js';
 import { serveGrpc, type ConnectionLimits, type GrpcEndpoint } from '../../src/api/server.js';
@@ -206,6 +209,18 @@ describe('security: the CRI transport and slow or hostile clients', function () 
     await used(); // closes the longest idle again: now the gRPC client's or `second`
     await used();
     assert.equal((await runtime.version({ version: 'v1' })).runtimeName, 'stove-test');
+  });
+
+  it('answers 300 clients that connect and call at once, every call on its first connection', async () => {
+    // Beyond the connections kept, a new one must not close one that has not made its first call yet:
+    // that call is on its way, and GOAWAY (last stream 0) refuses it: a raw HTTP/2 client sees the
+    // refusal (138-172 of 300 calls before the fix), where grpc-js retries on a new connection.
+    const sock = await serve({});
+    const clients = 300;
+    const worker = new Worker(new URL('./many-clients-main.js', import.meta.url), { workerData: { socket: sock, clients } });
+    const [tally] = (await once(worker, 'message')) as [Record<string, number>];
+    await worker.terminate();
+    assert.deepEqual(tally, { ok: clients });
   });
 
   it('closes a connection that never calls, and one idle after its calls; a gRPC client reconnects, a quiet open call keeps its connection', async () => {
