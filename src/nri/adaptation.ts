@@ -24,7 +24,7 @@ import { messageOf, StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { writeJsonAtomic } from '../persist/atomic-file.js';
 import { startProcess } from '../platform/processes.js';
-import { isPluginIndex, NriPlugin, type PluginTimeouts } from './plugin.js';
+import { isPluginIndex, NriPlugin, type NotifyEvent, type PluginTimeouts } from './plugin.js';
 import { CreateResult, UpdateResult } from './result.js';
 import { TtrpcStatusError } from './ttrpc.js';
 
@@ -112,6 +112,24 @@ export class NriAdaptation {
   }
 
   /**
+   * A pod being resized (UpdatePodSandboxResources): waited for; a plugin's error fails the resize,
+   * naming it (containerd's behaviour). Plugins cannot change the resources.
+   */
+  updatePodSandbox(pod: PodSandbox, overhead: LinuxResources | undefined, resources: LinuxResources | undefined): Promise<void> {
+    return this.serial(async () => {
+      for (const p of this.active()) {
+        await p.updatePodSandbox({ pod, overheadLinuxResources: overhead, linuxResources: resources }).catch((err: unknown) => {
+          throw pluginError(p, 'UpdatePodSandbox', err);
+        });
+      }
+    });
+  }
+
+  postUpdatePodSandbox(pod: PodSandbox): Promise<void> {
+    return this.stateChange(Event.POST_UPDATE_POD_SANDBOX, pod);
+  }
+
+  /**
    * Asks every subscribed plugin, in order, to adjust a container being created. Returns the merged
    * adjustment; updates of other containers are applied. A plugin's error or a conflict between two
    * plugins is a NriPluginError naming them.
@@ -194,10 +212,10 @@ export class NriAdaptation {
   }
 
   /** A notification: errors are logged (the plugin stays unless it timed out or went away). */
-  private stateChange(event: Event, pod: PodSandbox, container?: Container): Promise<void> {
+  private stateChange(event: NotifyEvent, pod: PodSandbox, container?: Container): Promise<void> {
     return this.serial(async () => {
       for (const p of this.active()) {
-        await p.stateChange({ event, pod, container }).catch((err: unknown) => {
+        await p.notify({ event, pod, container }).catch((err: unknown) => {
           this.options.log.warn('NRI plugin failed an event', { plugin: p.name, event: Event[event], error: messageOf(err) });
         });
       }

@@ -8,6 +8,10 @@
  *
  * A call that times out or finds the connection gone closes the plugin (it is then dropped); a plugin's
  * own error answer is returned to the caller.
+ *
+ * Notifications go out as NRI v0.12 sends them, one method per event (RunPodSandbox, StartContainer,
+ * …). A plugin built against NRI before v0.10 has only StateChange for them and answers Unimplemented;
+ * from then on that plugin gets StateChange, as containerd/nri's adaptation does.
  */
 import type { Duplex } from 'node:stream';
 import {
@@ -21,6 +25,7 @@ import {
   Event,
   type PodSandbox,
   type StateChangeEvent,
+  type UpdatePodSandboxRequest,
   type StopContainerRequest,
   type StopContainerResponse,
   type UpdateContainerRequest,
@@ -29,11 +34,29 @@ import {
 import type { Logger } from '../common/logger.js';
 import type { SpawnedProcess } from '../platform/processes.js';
 import { Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN } from './mux.js';
-import { callMethod, Code, serveMethod, TtrpcChannel, TtrpcFatalError, TtrpcHandlerError } from './ttrpc.js';
+import { callMethod, Code, serveMethod, TtrpcChannel, TtrpcFatalError, TtrpcHandlerError, TtrpcStatusError } from './ttrpc.js';
 import { TTRPC_MAX_MESSAGE } from './ttrpc-frame.js';
 
-/** Every event a plugin can subscribe to: bits 0..10 (event n is bit n-1). */
-export const VALID_EVENTS = (1 << 11) - 1;
+/** Every event a plugin can subscribe to: bits 0..13 (event n is bit n-1), NRI v0.12's set. */
+export const VALID_EVENTS = (1 << (Event.LAST - 1)) - 1;
+
+/** The NRI protocol version Stove speaks, sent to plugins in Configure. */
+export const NRI_VERSION = 'v0.12.3';
+
+/** The notifications a plugin of NRI v0.10 or later gets one method each for (StateChange before). */
+const NOTIFY_METHODS = {
+  [Event.RUN_POD_SANDBOX]: PluginService.runPodSandbox,
+  [Event.STOP_POD_SANDBOX]: PluginService.stopPodSandbox,
+  [Event.REMOVE_POD_SANDBOX]: PluginService.removePodSandbox,
+  [Event.POST_UPDATE_POD_SANDBOX]: PluginService.postUpdatePodSandbox,
+  [Event.POST_CREATE_CONTAINER]: PluginService.postCreateContainer,
+  [Event.START_CONTAINER]: PluginService.startContainer,
+  [Event.POST_START_CONTAINER]: PluginService.postStartContainer,
+  [Event.POST_UPDATE_CONTAINER]: PluginService.postUpdateContainer,
+  [Event.REMOVE_CONTAINER]: PluginService.removeContainer,
+} as const;
+
+export type NotifyEvent = keyof typeof NOTIFY_METHODS;
 
 export function eventBit(event: Event): number {
   return 1 << (event - 1);
@@ -70,6 +93,10 @@ export class NriPlugin {
   index = '';
   baseName = '';
   events = 0;
+  /** The plugin's NRI module version as it registered it ('' when it did not say). */
+  nriVersion = '';
+  /** The plugin answered a per-event method with Unimplemented: it gets StateChange instead. */
+  legacyNotify = false;
   readonly pid: number | undefined;
   readonly external: boolean;
   private readonly mux: Mux;
@@ -97,7 +124,7 @@ export class NriPlugin {
     this.mux.open(RUNTIME_SERVICE_CONN, (d) => this.server.receive(d));
     this.mux.onClose((err) => this.close(err ? `connection failed: ${err.message}` : 'connection closed'));
     serveMethod(this.server, RuntimeService.registerPlugin, async (req) => {
-      this.onRegister(req.pluginName, req.pluginIdx);
+      this.onRegister(req.pluginName, req.pluginIdx, req.NRIVersion);
       return {};
     });
     serveMethod(this.server, RuntimeService.updateContainers, async (req) => {
@@ -152,7 +179,7 @@ export class NriPlugin {
     });
   }
 
-  private onRegister(name: string, idx: string): void {
+  private onRegister(name: string, idx: string, nriVersion: string): void {
     const done = this.registered;
     if (!done) throw new TtrpcHandlerError(Code.InvalidArgument, 'plugin already registered');
     if (this.external) {
@@ -168,7 +195,8 @@ export class NriPlugin {
       this.index = idx;
     }
     this.log = this.options.log.child({ plugin: this.name });
-    this.log.info('NRI plugin registered', { kind: this.kind, pid: this.pid });
+    this.nriVersion = nriVersion.slice(0, 128);
+    this.log.info('NRI plugin registered', { kind: this.kind, pid: this.pid, nriVersion: this.nriVersion || 'unknown' });
     this.isRegistered = true;
     done();
   }
@@ -183,6 +211,7 @@ export class NriPlugin {
         runtimeVersion,
         registrationTimeout: BigInt(this.options.timeouts.registrationMs),
         requestTimeout: BigInt(this.options.timeouts.requestMs),
+        NRIVersion: NRI_VERSION,
       },
       this.options.timeouts.requestMs,
     ).catch((err: Error) => {
@@ -229,9 +258,38 @@ export class NriPlugin {
     return this.event('StopContainer', () => callMethod(this.client, PluginService.stopContainer, req, this.options.timeouts.requestMs));
   }
 
-  async stateChange(evt: StateChangeEvent): Promise<void> {
+  /**
+   * UpdatePodSandbox (NRI v0.12; nothing before it). A plugin that subscribed to every event (mask 0)
+   * but lacks the method answers Unimplemented: it has no say, and the resize goes on.
+   */
+  async updatePodSandbox(req: UpdatePodSandboxRequest): Promise<void> {
+    if (!this.wants(Event.UPDATE_POD_SANDBOX)) return;
+    await this.event('UpdatePodSandbox', () => callMethod(this.client, PluginService.updatePodSandbox, req, this.options.timeouts.requestMs)).catch((err: unknown) => {
+      if (!(err instanceof TtrpcStatusError) || err.code !== Code.Unimplemented) throw err;
+    });
+  }
+
+  /**
+   * A notification: its own method, or StateChange for a plugin that lacks it (it said Unimplemented
+   * once). The request timeout bounds each of the two calls.
+   */
+  async notify(evt: StateChangeEvent & { event: NotifyEvent }): Promise<void> {
     if (!this.wants(evt.event)) return;
-    await this.event(`event ${evt.event}`, () => callMethod(this.client, PluginService.stateChange, evt, this.options.timeouts.requestMs));
+    const what = Event[evt.event];
+    if (!this.legacyNotify) {
+      // Every per-event request is {pod, container} (pod events' requests have no container field).
+      const def = NOTIFY_METHODS[evt.event] as unknown as typeof PluginService.postCreateContainer;
+      const req = { pod: evt.pod, container: evt.container };
+      try {
+        await this.event(what, () => callMethod(this.client, def, req, this.options.timeouts.requestMs));
+        return;
+      } catch (err) {
+        if (!(err instanceof TtrpcStatusError) || err.code !== Code.Unimplemented) throw err;
+        this.legacyNotify = true;
+        this.log.info('NRI plugin lacks per-event methods (NRI before v0.10); sending it StateChange', { event: what });
+      }
+    }
+    await this.event(what, () => callMethod(this.client, PluginService.stateChange, evt, this.options.timeouts.requestMs));
   }
 
   /** Tells the plugin the runtime is going away (best effort, bounded). */

@@ -8,6 +8,7 @@
 import {
   ContainerAdjustment,
   ContainerUpdate,
+  LinuxContainer,
   LinuxResources,
   type Container,
   type CreateContainerResponse,
@@ -179,7 +180,7 @@ export class CreateResult {
     this.updates = new UpdateSet(this.owners, container.id);
     container.annotations ??= {};
     container.hooks ??= { prestart: [], createRuntime: [], createContainer: [], startContainer: [], poststart: [], poststop: [] };
-    container.linux ??= { namespaces: [], devices: [], resources: emptyResources(), oomScoreAdj: undefined, cgroupsPath: '' };
+    container.linux ??= LinuxContainer.fromPartial({ resources: emptyResources() });
     container.linux.resources ??= emptyResources();
   }
 

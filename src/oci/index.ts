@@ -25,6 +25,7 @@ export type {
   Hooks as OciHooks,
   LinuxDevice as OciDevice,
   POSIXRlimit as OciRlimit,
+  LinuxSeccomp,
 } from './types.js';
 export type { SpecSettings } from './settings.js';
 export type { ContainerSpecInput, ContainerHostInputs, SandboxFacts } from './container-spec.js';
