@@ -165,6 +165,22 @@ class UpdateSet {
   }
 }
 
+/**
+ * Adjustments of NRI v0.12 that Stove does not carry out: refused, naming the plugin, rather than
+ * dropped (a plugin would believe the container has them).
+ */
+function refuseUnsupported(a: ContainerAdjustment, plugin: string): void {
+  const linux = a.linux;
+  const asked = [
+    linux?.ioPriority ? 'an I/O priority (linux.io_priority)' : '',
+    linux?.scheduler ? 'a scheduling policy (linux.scheduler)' : '',
+    Object.keys(linux?.netDevices ?? {}).length ? `network devices (${Object.keys(linux!.netDevices).join(', ')})` : '',
+    linux?.rdt ? 'RDT settings (linux.rdt)' : '',
+    linux?.memoryPolicy ? 'a NUMA memory policy (linux.memory_policy)' : '',
+  ].filter(Boolean);
+  if (asked.length) throw new PluginConflictError(`plugin "${plugin}" asked for ${asked.join(', ')}, which Stove does not apply to containers`);
+}
+
 /** The merged outcome of CreateContainer across plugins. */
 export class CreateResult {
   readonly adjust: ContainerAdjustment;
@@ -175,7 +191,7 @@ export class CreateResult {
   constructor(readonly container: Container) {
     this.adjust = ContainerAdjustment.fromPartial({
       hooks: {},
-      linux: { devices: [], resources: emptyResources() },
+      linux: { devices: [], resources: emptyResources(), namespaces: [], sysctl: {} },
     });
     this.updates = new UpdateSet(this.owners, container.id);
     container.annotations ??= {};
@@ -211,7 +227,15 @@ export class CreateResult {
           this.owners.claim(this.container.id, 'oom score adj', plugin);
           this.adjust.linux!.oomScoreAdj = this.container.linux!.oomScoreAdj = a.linux.oomScoreAdj;
         }
+        refuseUnsupported(a, plugin);
+        this.sysctl(a.linux.sysctl ?? {}, plugin);
+        this.namespaces(a.linux.namespaces ?? [], plugin);
+        if (a.linux.seccompPolicy) {
+          this.owners.claim(this.container.id, 'seccomp policy', plugin);
+          this.adjust.linux!.seccompPolicy = this.container.linux!.seccompPolicy = a.linux.seccompPolicy;
+        }
       }
+      this.args(a.args ?? [], plugin);
       this.rlimits(a.rlimits ?? [], plugin);
       for (const d of a.CDIDevices ?? []) {
         this.owners.claim(this.container.id, `CDI device ${d.name}`, plugin);
@@ -219,6 +243,54 @@ export class CreateResult {
       }
     }
     this.updates.add(rpl.update ?? [], plugin);
+  }
+
+  /** Args replace the process's; a first '' (NRI's UpdateArgs) takes them over from an earlier plugin. */
+  private args(args: string[], plugin: string): void {
+    if (!args.length) return;
+    const id = this.container.id;
+    let list = args;
+    if (list[0] === '') {
+      list = list.slice(1);
+      this.owners.clear(id, 'args');
+    }
+    if (!list.length) return;
+    this.owners.claim(id, 'args', plugin);
+    this.adjust.args = [...list];
+    this.container.args = [...list];
+  }
+
+  private sysctl(sysctl: Record<string, string>, plugin: string): void {
+    const id = this.container.id;
+    const linux = this.adjust.linux!;
+    for (const [k, v] of Object.entries(sysctl)) {
+      const [key, remove] = removalKey(k);
+      if (remove) {
+        this.owners.clear(id, `sysctl ${key}`);
+        delete linux.sysctl[key];
+        delete this.container.linux!.sysctl[key];
+        linux.sysctl[`-${key}`] = '';
+        continue;
+      }
+      this.owners.claim(id, `sysctl ${key}`, plugin);
+      delete linux.sysctl[`-${key}`];
+      linux.sysctl[key] = v;
+      this.container.linux!.sysctl[key] = v;
+    }
+  }
+
+  /** Namespaces are set (path replaced) or removed (a type '-net') by type. */
+  private namespaces(namespaces: { type: string; path: string }[], plugin: string): void {
+    const id = this.container.id;
+    const linux = this.adjust.linux!;
+    for (const n of namespaces) {
+      const [type, remove] = removalKey(n.type);
+      if (!remove) this.owners.claim(id, `${type} namespace`, plugin);
+      else this.owners.clear(id, `${type} namespace`);
+      linux.namespaces = [...linux.namespaces.filter((x) => removalKey(x.type)[0] !== type), { type: n.type, path: remove ? '' : n.path }];
+      const mine = this.container.linux!;
+      mine.namespaces = remove ? mine.namespaces.filter((x) => x.type !== type) : [...mine.namespaces.filter((x) => x.type !== type), { type, path: n.path }];
+    }
   }
 
   private annotations(annotations: Record<string, string>, plugin: string): void {
