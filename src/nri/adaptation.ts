@@ -11,7 +11,9 @@ import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import {
+  Container as ContainerMessage,
   CreateContainerRequest,
+  ValidateContainerAdjustmentRequest,
   Event,
   UpdateContainerRequest,
   type Container,
@@ -136,6 +138,7 @@ export class NriAdaptation {
    */
   createContainer(pod: PodSandbox, container: Container): Promise<ContainerAdjustment> {
     return this.serial(async () => {
+      const pristine = ContainerMessage.fromPartial(container);
       const result = new CreateResult(container);
       for (const p of this.active()) {
         const req = CreateContainerRequest.fromPartial({ pod, container: result.container });
@@ -149,9 +152,38 @@ export class NriAdaptation {
         }
         this.logEvictions(p, rpl?.evict);
       }
+      await this.validate(pod, pristine, result);
       this.applyUpdates(result.containerUpdates, 'CreateContainer');
       return result.adjust;
     });
+  }
+
+  /**
+   * Asks every validator plugin, all at once, to accept the merged adjustment (with who set what); one
+   * rejection or failure fails the create, naming the validator (NRI's messages).
+   */
+  private async validate(pod: PodSandbox, container: Container, result: CreateResult): Promise<void> {
+    const consulted = this.active();
+    const validators = consulted.filter((p) => p.isValidator);
+    if (!validators.length) return;
+    const req = ValidateContainerAdjustmentRequest.fromPartial({
+      pod,
+      container,
+      adjust: result.adjust,
+      update: result.containerUpdates,
+      owners: result.owningPlugins,
+      plugins: consulted.map((p) => ({ name: p.baseName, index: p.index })),
+    });
+    const verdicts = await Promise.all(
+      validators.map((p) =>
+        p.validate(req).then(
+          (rpl) => (rpl?.reject ? `validator "${p.name}" rejected container adjustment, reason: ${rpl.reason}` : undefined),
+          (err: unknown) => `validator plugin ${p.name} failed: ${messageOf(err)}`,
+        ),
+      ),
+    );
+    const refused = verdicts.filter((v) => v !== undefined);
+    if (refused.length) throw new NriPluginError('InvalidArgument', `NRI: ${refused.join('; ')}`);
   }
 
   postCreateContainer(pod: PodSandbox, container: Container): Promise<void> {

@@ -26,6 +26,8 @@ import {
   type PodSandbox,
   type StateChangeEvent,
   type UpdatePodSandboxRequest,
+  type ValidateContainerAdjustmentRequest,
+  type ValidateContainerAdjustmentResponse,
   type StopContainerRequest,
   type StopContainerResponse,
   type UpdateContainerRequest,
@@ -266,6 +268,23 @@ export class NriPlugin {
     if (!this.wants(Event.UPDATE_POD_SANDBOX)) return;
     await this.event('UpdatePodSandbox', () => callMethod(this.client, PluginService.updatePodSandbox, req, this.options.timeouts.requestMs)).catch((err: unknown) => {
       if (!(err instanceof TtrpcStatusError) || err.code !== Code.Unimplemented) throw err;
+    });
+  }
+
+  /** Whether this plugin validates adjustments (it subscribed to ValidateContainerAdjustment). */
+  get isValidator(): boolean {
+    return this.wants(Event.VALIDATE_CONTAINER_ADJUSTMENT);
+  }
+
+  /**
+   * ValidateContainerAdjustment; undefined when the plugin was dropped on the way or lacks the method
+   * (a plugin of v0.8 subscribed to every event with mask 0: it has no say).
+   */
+  async validate(req: ValidateContainerAdjustmentRequest): Promise<ValidateContainerAdjustmentResponse | undefined> {
+    if (!this.isValidator) return undefined;
+    return this.event('ValidateContainerAdjustment', () => callMethod(this.client, PluginService.validateContainerAdjustment, req, this.options.timeouts.requestMs)).catch((err: unknown) => {
+      if (err instanceof TtrpcStatusError && err.code === Code.Unimplemented) return undefined;
+      throw err;
     });
   }
 

@@ -8,8 +8,11 @@
 import {
   ContainerAdjustment,
   ContainerUpdate,
+  Field,
   LinuxContainer,
   LinuxResources,
+  type FieldOwners,
+  type OwningPlugins,
   type Container,
   type CreateContainerResponse,
   type Hooks,
@@ -62,6 +65,72 @@ class Owners {
   clear(containerId: string, what: string): void {
     this.owners.get(containerId)?.delete(what);
   }
+
+  /** Every claim, per container: what → plugin. */
+  all(): Map<string, Map<string, string>> {
+    return this.owners;
+  }
+}
+
+const SIMPLE_FIELDS: Record<string, Field> = {
+  'memory limit': Field.MemLimit,
+  'memory reservation': Field.MemReservation,
+  'memory swap limit': Field.MemSwapLimit,
+  'memory kernel limit': Field.MemKernelLimit,
+  'memory TCP limit': Field.MemTCPLimit,
+  'memory swappiness': Field.MemSwappiness,
+  'memory disable OOM killer': Field.MemDisableOomKiller,
+  "memory 'UseHierarchy'": Field.MemUseHierarchy,
+  'CPU shares': Field.CPUShares,
+  'CPU quota': Field.CPUQuota,
+  'CPU period': Field.CPUPeriod,
+  'CPU realtime runtime': Field.CPURealtimeRuntime,
+  'CPU realtime period': Field.CPURealtimePeriod,
+  'CPU pinning': Field.CPUSetCPUs,
+  'memory pinning': Field.CPUSetMems,
+  'pids pinning': Field.PidsLimit,
+  'block I/O class': Field.BlockioClass,
+  'RDT class': Field.RdtClass,
+  'cgroups path': Field.CgroupsPath,
+  'oom score adj': Field.OomScoreAdj,
+  'seccomp policy': Field.SeccompPolicy,
+  args: Field.Args,
+  'OCI hooks': Field.OciHooks,
+};
+const COMPOUND_FIELDS: [string, Field][] = [
+  ['annotation ', Field.Annotations],
+  ['mount ', Field.Mounts],
+  ['device ', Field.Devices],
+  ['CDI device ', Field.CdiDevices],
+  ['env ', Field.Env],
+  ['hugepage limit of size ', Field.HugepageLimits],
+  ['unified resource ', Field.CgroupsUnified],
+  ['rlimit ', Field.Rlimits],
+  ['sysctl ', Field.Sysctl],
+];
+
+/** Stove's claims as NRI's OwningPlugins (ValidateContainerAdjustment's `owners`). */
+function owningPlugins(owners: Owners): OwningPlugins {
+  const out: OwningPlugins = { owners: {} };
+  for (const [id, claims] of owners.all()) {
+    const f: FieldOwners = { simple: {}, compound: {} };
+    const compound = (field: Field, key: string, plugin: string) => ((f.compound[field] ??= { owners: {} }).owners[key] = plugin);
+    for (const [what, plugin] of claims) {
+      const simple = SIMPLE_FIELDS[what];
+      if (simple !== undefined) {
+        f.simple[simple] = plugin;
+        continue;
+      }
+      if (what.endsWith(' namespace')) {
+        compound(Field.Namespace, what.slice(0, -' namespace'.length), plugin);
+        continue;
+      }
+      const c = COMPOUND_FIELDS.find(([prefix]) => what.startsWith(prefix));
+      if (c) compound(c[1], what.slice(c[0].length), plugin);
+    }
+    out.owners[id] = f;
+  }
+  return out;
 }
 
 /** `-key` → [key, true]; `key` → [key, false]. */
@@ -186,6 +255,8 @@ export class CreateResult {
   readonly adjust: ContainerAdjustment;
   private readonly owners = new Owners();
   private readonly updates: UpdateSet;
+  /** Hooks are appended, never in conflict: every plugin adding some (NRI lists them comma-separated). */
+  private readonly hookOwners: string[] = [];
 
   /** `container` is the request's container: it is changed as plugins adjust it, for the next plugin. */
   constructor(readonly container: Container) {
@@ -204,6 +275,13 @@ export class CreateResult {
     return this.updates.list;
   }
 
+  /** Which plugin set what, as NRI's validators get it. */
+  get owningPlugins(): OwningPlugins {
+    const out = owningPlugins(this.owners);
+    if (this.hookOwners.length) ((out.owners[this.container.id] ??= { simple: {}, compound: {} }).simple[Field.OciHooks] = this.hookOwners.join(','));
+    return out;
+  }
+
   /** Folds in one plugin's answer; throws PluginConflictError on a conflict. */
   apply(rpl: CreateContainerResponse | undefined, plugin: string): void {
     if (!rpl) return;
@@ -213,6 +291,7 @@ export class CreateResult {
       this.mounts(a.mounts ?? [], plugin);
       this.env(a.env ?? [], plugin);
       this.hooks(a.hooks);
+      if (a.hooks && Object.values(a.hooks).some((list: unknown[]) => list.length > 0)) this.hookOwners.push(plugin);
       if (a.linux) {
         this.devices(a.linux.devices ?? [], plugin);
         if (a.linux.resources) {

@@ -62,6 +62,11 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
       await chmod(dir, 0o711);
       await mkdir(join(dir, 'plugins'));
       await writeFile(join(dir, 'plugins', '10-recorder'), `#!/bin/sh\nexec ${PLUGIN} -log ${logFile()}\n`, { mode: 0o755 });
+      // NRI's own default validator (the one containerd and CRI-O build in), as a pre-launched plugin
+      // with its YAML config: it rejects namespace adjustments, naming the plugin from the field owners.
+      await writeFile(join(dir, 'plugins', '05-validator'), `#!/bin/sh\nexec ${PLUGIN} -default-validator\n`, { mode: 0o755 });
+      await mkdir(join(dir, 'conf.d'));
+      await writeFile(join(dir, 'conf.d', '05-validator.conf'), 'rejectNamespaceAdjustment: true\n');
       world.pods.extraToml = [
         '[nri]',
         'enable = true',
@@ -105,7 +110,11 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
   async function external(name: string, index: string, ...flags: string[]): Promise<void> {
     const child = spawn(PLUGIN, ['-name', name, '-idx', index, '-socket', socket(), '-log', logFile(), ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
     children.push(child);
-    await eventually(`plugin ${index}-${name} to be synchronized`, async () => (await lines()).some((l) => l.plugin === name && l.event === 'Synchronize'));
+    const listed = async () => {
+      const status = JSON.parse(await readFile(join(world.daemon.state, 'nri-plugins.json'), 'utf8')) as { plugins: { name: string; index: string }[] };
+      return status.plugins.some((p) => p.name === name && p.index === index);
+    };
+    await eventually(`plugin ${index}-${name} to be synchronized`, listed);
   }
 
   it('configures the pre-launched v0.12 plugin and sends it one method per event with the v0.12 container fields', async () => {
@@ -157,6 +166,35 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
     const started = (await lines()).find((l) => l.container === id && l.event === 'PostStartContainer')!;
     assert.deepEqual(started.args, ['sh', '-c', 'echo from-nri-args; sleep 3600']);
     assert.equal(started.sysctl?.['net.ipv4.ip_unprivileged_port_start'], '2000');
+  });
+
+  it('asks validator plugins with the field owners: a rejection fails the create, naming validator and plugin', async () => {
+    await external('guard', '95', '-validator');
+    const pod = await world.pod({
+      annotations: {
+        'nri.stove.test/sysctl.container.tuned': 'net.ipv4.ip_unprivileged_port_start=3000',
+        'nri.stove.test/netns.container.moved': '/proc/1/ns/net',
+      },
+    });
+    const rt = world.daemon.clients.runtime;
+    // The sysctl validator written here rejects the sysctl the recorder sets.
+    await rejectsWith(
+      rt.createContainer({ podSandboxId: pod.id, config: world.config('sleeper', { metadata: { name: 'tuned', attempt: 0 } }), sandboxConfig: pod.config }),
+      'INVALID_ARGUMENT',
+      /validator "95-guard" rejected container adjustment, reason: .*net\.ipv4\.ip_unprivileged_port_start by 10-recorder/,
+    );
+    // NRI's default validator (rejectNamespaceAdjustment) rejects the namespace the recorder sets.
+    await rejectsWith(
+      rt.createContainer({ podSandboxId: pod.id, config: world.config('sleeper', { metadata: { name: 'moved', attempt: 0 } }), sandboxConfig: pod.config }),
+      'INVALID_ARGUMENT',
+      /validator "05-validator" rejected container adjustment, reason: .*restricted namespace adjustment by plugin\(s\) "10-recorder" \(namespace "network"\)/,
+    );
+    const validated = (await lines()).filter((l) => l.plugin === 'guard' && l.event === 'ValidateContainerAdjustment');
+    assert.deepEqual((validated.at(-1) as unknown as { plugins: string[] }).plugins.sort(), ['05-validator', '10-recorder', '90-legacy', '95-guard']);
+    // Nothing was left of the refused creates; a container neither validator objects to runs.
+    assert.equal((await rt.listContainers({ filter: { podSandboxId: pod.id, id: '', state: undefined, labelSelector: {} } })).containers.length, 0);
+    const id = await world.run(pod, world.config('sleeper', { metadata: { name: 'plain', attempt: 0 } }));
+    assert.equal(await sh(id, 'echo ok'), 'ok');
   });
 
   it('raises UpdatePodSandbox and PostUpdatePodSandbox on a pod resize; a plugin error fails the resize and leaves the cgroup', async () => {

@@ -4,6 +4,7 @@
 //	nri.stove.test/args.container.<name>    a JSON array: the container's new args (SetArgs)
 //	nri.stove.test/sysctl.container.<name>  "key=value": a sysctl (SetLinuxSysctl)
 //	nri.stove.test/rlimit.container.<name>  "type=soft:hard", e.g. "RLIMIT_NOFILE=1000:2000" (AddRlimit)
+//	nri.stove.test/netns.container.<name>   a path: the container's network namespace (AddOrReplaceNamespace)
 //
 // With -validator it is a validator only: it rejects every adjustment that sets a sysctl, naming the
 // plugin that set it (from the field owners the runtime sends). With -default-validator it is NRI's own
@@ -118,6 +119,9 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.
 	if v, ok := ann["nri.stove.test/sysctl"+suffix]; ok {
 		k, val, _ := strings.Cut(v, "=")
 		adjust.SetLinuxSysctl(k, val)
+	}
+	if v, ok := ann["nri.stove.test/netns"+suffix]; ok {
+		adjust.AddOrReplaceNamespace(&api.LinuxNamespace{Type: "network", Path: v})
 	}
 	if v, ok := ann["nri.stove.test/rlimit"+suffix]; ok {
 		typ, limits, _ := strings.Cut(v, "=")
