@@ -9,12 +9,14 @@ import {
   type Hook,
   type Hooks,
   LinuxSeccomp as NriSeccomp,
+  SecurityProfile_ProfileType,
+  type SecurityProfile,
   type PodSandbox,
 } from '../gen/nri/api.js';
-import { LinuxContainerResources, type LinuxContainerResources as CriResources } from '../gen/runtime/v1/api.js';
+import { LinuxContainerResources, type ContainerConfig, type LinuxContainerResources as CriResources } from '../gen/runtime/v1/api.js';
 import { containerConfigOf, type ContainerRecord } from '../container/model.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import type { LinuxResources as OciResources, LinuxSeccomp as OciSeccomp, OciHook, Spec } from '../oci/index.js';
+import { selectSeccomp, type LinuxResources as OciResources, type LinuxSeccomp as OciSeccomp, type OciHook, type Spec } from '../oci/index.js';
 
 export function podToNri(pod: SandboxRecord): PodSandbox {
   const config = podConfigOf(pod);
@@ -58,6 +60,7 @@ export function containerToNri(c: ContainerRecord, spec: Spec | undefined): Cont
       pid: c.pid,
       spec: spec ?? { ociVersion: '', annotations: config.annotations },
       cdiDevices: config.CDIDevices.map((d) => d.name),
+      seccompProfile: seccompProfileOf(config),
       image: { name: c.image, digest: c.imageRef.includes('@') ? c.imageRef.slice(c.imageRef.indexOf('@') + 1) : '', configDigest: c.imageId },
     }),
     c,
@@ -90,6 +93,7 @@ export function specToNri(c: {
   spec: Spec;
   cdiDevices?: string[];
   image?: { name: string; digest: string; configDigest: string };
+  seccompProfile?: SecurityProfile;
 }): Container {
   const { spec } = c;
   const user = spec.process?.user;
@@ -120,8 +124,7 @@ export function specToNri(c: {
       oomScoreAdj: spec.process?.oomScoreAdj === undefined ? undefined : { value: BigInt(spec.process.oomScoreAdj) },
       cgroupsPath: spec.linux?.cgroupsPath ?? '',
       ioPriority: undefined,
-      // The CRI's seccomp choice is not kept once the spec is made; the spec's filter is below.
-      seccompProfile: undefined,
+      seccompProfile: c.seccompProfile,
       seccompPolicy: spec.linux?.seccomp ? seccompToNri(spec.linux.seccomp) : undefined,
       sysctl: { ...(spec.linux?.sysctl ?? {}) },
       netDevices: Object.fromEntries(Object.entries(spec.linux?.netDevices ?? {}).map(([k, v]) => [k, { name: v.name ?? '' }])),
@@ -147,6 +150,22 @@ export function specToNri(c: {
     user: user ? { uid: user.uid, gid: user.gid, additionalGids: [...(user.additionalGids ?? [])] } : undefined,
     image: c.image,
   };
+}
+
+/**
+ * The kind of seccomp profile the CRI asked for (NRI's `seccomp_profile`, which the default validator
+ * judges seccomp adjustments by): as the spec was made (oci/seccomp.ts), unconfined when unset.
+ */
+export function seccompProfileOf(config: ContainerConfig): SecurityProfile | undefined {
+  const sc = config.linux?.securityContext;
+  try {
+    const choice = selectSeccomp(sc?.seccomp, sc?.seccompProfilePath ?? '', sc?.privileged ?? false);
+    if (choice.kind === 'runtime-default') return { profileType: SecurityProfile_ProfileType.RUNTIME_DEFAULT, localhostRef: '' };
+    if (choice.kind === 'unconfined') return { profileType: SecurityProfile_ProfileType.UNCONFINED, localhostRef: '' };
+    return { profileType: SecurityProfile_ProfileType.LOCALHOST, localhostRef: choice.path };
+  } catch {
+    return undefined;
+  }
 }
 
 function seccompToNri(s: OciSeccomp): NriSeccomp {

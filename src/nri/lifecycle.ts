@@ -19,7 +19,7 @@ import type { ContainerRecord } from '../container/model.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { Spec } from '../oci/index.js';
 import type { NriAdaptation, NriHost } from './adaptation.js';
-import { containerToNri, criResourcesToNri, nriResourcesToCri, ociResourcesToNri, podToNri, specToNri, withStatus } from './convert.js';
+import { containerToNri, criResourcesToNri, nriResourcesToCri, ociResourcesToNri, podToNri, seccompProfileOf, specToNri, withStatus } from './convert.js';
 import { applyAdjustment, type AdjustHost } from './spec-adjust.js';
 
 /** The pods as NRI describes them (sandbox lookups). */
@@ -89,11 +89,12 @@ export class NriLifecycle implements ContainerLifecycle, PodResizeExtensions {
       pid: 0,
       spec: c.spec,
       cdiDevices: c.config.CDIDevices.map((d) => d.name),
+      seccompProfile: seccompProfileOf(c.config),
       image: { name: c.config.image?.image ?? '', digest: '', configDigest: '' },
     });
     const adjust = await this.nri.createContainer(pod, container);
     await applyAdjustment(c.spec, adjust, { ...this.adjustHost, runtimeHandler: c.sandbox.runtimeHandler, warn: (m) => this.log.warn(m, { container: c.id }) });
-    this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id, cdiDevices: c.config.CDIDevices.map((d) => d.name) }));
+    this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id, cdiDevices: c.config.CDIDevices.map((d) => d.name), seccompProfile: seccompProfileOf(c.config) }));
     return adjust.linux?.resources || adjust.linux?.oomScoreAdj ? recordedResources(c.config.linux?.resources, c.spec, adjust) : undefined;
   }
 

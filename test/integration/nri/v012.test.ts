@@ -41,6 +41,7 @@ interface Line {
   finishedAt?: number;
   sysctl?: Record<string, string>;
   seccompSyscalls?: number;
+  seccompProfile?: string;
   memoryLimit?: number;
   runtime?: string;
 }
@@ -137,6 +138,8 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
     assert.equal(byEvent.get('StopContainer')!.state, 'CONTAINER_STOPPED');
     assert.ok((byEvent.get('RemoveContainer')!.finishedAt ?? 0) > 0, 'finished_at is set');
     assert.ok((byEvent.get('CreateContainer')!.seccompSyscalls ?? 0) > 0, 'the seccomp filter of the spec is described');
+    assert.equal(byEvent.get('CreateContainer')!.seccompProfile, 'RUNTIME_DEFAULT', "the CRI's seccomp choice is described");
+    assert.equal(byEvent.get('RemoveContainer')!.seccompProfile, 'RUNTIME_DEFAULT');
     // The v0.8 plugin got the same notifications as StateChange.
     assert.deepEqual(
       legacy!.eventsFor(id),

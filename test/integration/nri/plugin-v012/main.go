@@ -61,7 +61,7 @@ func (p *plugin) ctr(event string, pod *api.PodSandbox, c *api.Container) {
 		"state": c.GetState().String(), "args": c.GetArgs(), "uid": c.GetUser().GetUid(), "gid": c.GetUser().GetGid(),
 		"image": c.GetImage().GetName(), "createdAt": c.GetCreatedAt(), "startedAt": c.GetStartedAt(),
 		"finishedAt": c.GetFinishedAt(), "exitCode": c.GetExitCode(), "sysctl": c.GetLinux().GetSysctl(),
-		"seccompSyscalls": len(c.GetLinux().GetSeccompPolicy().GetSyscalls()),
+		"seccompSyscalls": len(c.GetLinux().GetSeccompPolicy().GetSyscalls()), "seccompProfile": c.GetLinux().GetSeccompProfile().GetProfileType().String(),
 	})
 }
 
