@@ -362,7 +362,7 @@ async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, o
   const pod = await buildSandboxes(ctx, runtime, quarantine);
   const { sandboxes, podNetwork } = pod;
   const { containers, containerOptions, events, nriLifecycle } = await buildContainers(ctx, runtime, pod, images, quarantine);
-  const pods = new PodLifecycle({ runner: pod.runner, sandboxes, containers, events });
+  const pods = new PodLifecycle({ runner: pod.runner, sandboxes, containers, events, extensions: nriLifecycle });
   const exits = await recover(ctx, pods, sandboxes, containers, containerOptions);
   // Plugins register and are synchronized with the recovered pods before the API answers.
   const nri = nriLifecycle ? await startNri(config, nriLifecycle, nriLifecycle.host(containers), log.child({ module: 'nri' })) : undefined;

@@ -64,6 +64,14 @@ export interface ContainerLifecycle {
   podEvent(event: 'started' | 'stopped' | 'removed', sandboxId: string): void;
 }
 
+/** Extensions of UpdatePodSandboxResources (NRI plugins, docs/nri.md). */
+export interface PodResizeExtensions {
+  /** Before the new limits are written; a throw fails the call and nothing is changed. */
+  updatingPod(record: SandboxRecord, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<void>;
+  /** After the fact (never fails). */
+  podUpdated(record: SandboxRecord): void;
+}
+
 /** Checkpoint and restore (CheckpointContainer; CreateContainer from an archive). */
 export interface CheckpointSettings {
   /** Directories archives may be written to and restored from (runtime.checkpoint_dirs, `<root>/checkpoints`). */

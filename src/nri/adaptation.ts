@@ -11,7 +11,9 @@ import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import {
+  Container as ContainerMessage,
   CreateContainerRequest,
+  ValidateContainerAdjustmentRequest,
   Event,
   UpdateContainerRequest,
   type Container,
@@ -24,7 +26,7 @@ import { messageOf, StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { writeJsonAtomic } from '../persist/atomic-file.js';
 import { startProcess } from '../platform/processes.js';
-import { isPluginIndex, NriPlugin, type PluginTimeouts } from './plugin.js';
+import { isPluginIndex, NriPlugin, type NotifyEvent, type PluginTimeouts } from './plugin.js';
 import { CreateResult, UpdateResult } from './result.js';
 import { TtrpcStatusError } from './ttrpc.js';
 
@@ -112,12 +114,31 @@ export class NriAdaptation {
   }
 
   /**
+   * A pod being resized (UpdatePodSandboxResources): waited for; a plugin's error fails the resize,
+   * naming it (containerd's behaviour). Plugins cannot change the resources.
+   */
+  updatePodSandbox(pod: PodSandbox, overhead: LinuxResources | undefined, resources: LinuxResources | undefined): Promise<void> {
+    return this.serial(async () => {
+      for (const p of this.active()) {
+        await p.updatePodSandbox({ pod, overheadLinuxResources: overhead, linuxResources: resources }).catch((err: unknown) => {
+          throw pluginError(p, 'UpdatePodSandbox', err);
+        });
+      }
+    });
+  }
+
+  postUpdatePodSandbox(pod: PodSandbox): Promise<void> {
+    return this.stateChange(Event.POST_UPDATE_POD_SANDBOX, pod);
+  }
+
+  /**
    * Asks every subscribed plugin, in order, to adjust a container being created. Returns the merged
    * adjustment; updates of other containers are applied. A plugin's error or a conflict between two
    * plugins is a NriPluginError naming them.
    */
   createContainer(pod: PodSandbox, container: Container): Promise<ContainerAdjustment> {
     return this.serial(async () => {
+      const pristine = ContainerMessage.fromPartial(container);
       const result = new CreateResult(container);
       for (const p of this.active()) {
         const req = CreateContainerRequest.fromPartial({ pod, container: result.container });
@@ -131,9 +152,38 @@ export class NriAdaptation {
         }
         this.logEvictions(p, rpl?.evict);
       }
+      await this.validate(pod, pristine, result);
       this.applyUpdates(result.containerUpdates, 'CreateContainer');
       return result.adjust;
     });
+  }
+
+  /**
+   * Asks every validator plugin, all at once, to accept the merged adjustment (with who set what); one
+   * rejection or failure fails the create, naming the validator (NRI's messages).
+   */
+  private async validate(pod: PodSandbox, container: Container, result: CreateResult): Promise<void> {
+    const consulted = this.active();
+    const validators = consulted.filter((p) => p.isValidator);
+    if (!validators.length) return;
+    const req = ValidateContainerAdjustmentRequest.fromPartial({
+      pod,
+      container,
+      adjust: result.adjust,
+      update: result.containerUpdates,
+      owners: result.owningPlugins,
+      plugins: consulted.map((p) => ({ name: p.baseName, index: p.index })),
+    });
+    const verdicts = await Promise.all(
+      validators.map((p) =>
+        p.validate(req).then(
+          (rpl) => (rpl?.reject ? `validator "${p.name}" rejected container adjustment, reason: ${rpl.reason}` : undefined),
+          (err: unknown) => `validator plugin ${p.name} failed: ${messageOf(err)}`,
+        ),
+      ),
+    );
+    const refused = verdicts.filter((v) => v !== undefined);
+    if (refused.length) throw new NriPluginError('InvalidArgument', `NRI: ${refused.join('; ')}`);
   }
 
   postCreateContainer(pod: PodSandbox, container: Container): Promise<void> {
@@ -194,10 +244,10 @@ export class NriAdaptation {
   }
 
   /** A notification: errors are logged (the plugin stays unless it timed out or went away). */
-  private stateChange(event: Event, pod: PodSandbox, container?: Container): Promise<void> {
+  private stateChange(event: NotifyEvent, pod: PodSandbox, container?: Container): Promise<void> {
     return this.serial(async () => {
       for (const p of this.active()) {
-        await p.stateChange({ event, pod, container }).catch((err: unknown) => {
+        await p.notify({ event, pod, container }).catch((err: unknown) => {
           this.options.log.warn('NRI plugin failed an event', { plugin: p.name, event: Event[event], error: messageOf(err) });
         });
       }

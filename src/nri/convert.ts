@@ -8,12 +8,15 @@ import {
   type Container,
   type Hook,
   type Hooks,
+  LinuxSeccomp as NriSeccomp,
+  SecurityProfile_ProfileType,
+  type SecurityProfile,
   type PodSandbox,
 } from '../gen/nri/api.js';
-import { LinuxContainerResources, type LinuxContainerResources as CriResources } from '../gen/runtime/v1/api.js';
+import { LinuxContainerResources, type ContainerConfig, type LinuxContainerResources as CriResources } from '../gen/runtime/v1/api.js';
 import { containerConfigOf, type ContainerRecord } from '../container/model.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
-import type { LinuxResources as OciResources, OciHook, Spec } from '../oci/index.js';
+import { selectSeccomp, type LinuxResources as OciResources, type LinuxSeccomp as OciSeccomp, type OciHook, type Spec } from '../oci/index.js';
 
 export function podToNri(pod: SandboxRecord): PodSandbox {
   const config = podConfigOf(pod);
@@ -47,20 +50,54 @@ const STATES: Record<ContainerRecord['state'], ContainerState> = {
 /** A container from its record and the spec in its bundle (undefined when the bundle is gone). */
 export function containerToNri(c: ContainerRecord, spec: Spec | undefined): Container {
   const config = containerConfigOf(c);
-  return specToNri({
-    id: c.id,
-    sandboxId: c.sandboxId,
-    name: config.metadata?.name ?? '',
-    labels: config.labels,
+  return withStatus(
+    specToNri({
+      id: c.id,
+      sandboxId: c.sandboxId,
+      name: config.metadata?.name ?? '',
+      labels: config.labels,
+      state: STATES[c.state],
+      pid: c.pid,
+      spec: spec ?? { ociVersion: '', annotations: config.annotations },
+      cdiDevices: config.CDIDevices.map((d) => d.name),
+      seccompProfile: seccompProfileOf(config),
+      image: { name: c.image, digest: c.imageRef.includes('@') ? c.imageRef.slice(c.imageRef.indexOf('@') + 1) : '', configDigest: c.imageId },
+    }),
+    c,
+  );
+}
+
+/** The record's state and times (NRI v0.12's status fields): created/started/finished in Unix ns. */
+export function withStatus(n: Container, c: ContainerRecord): Container {
+  return {
+    ...n,
     state: STATES[c.state],
     pid: c.pid,
-    spec: spec ?? { ociVersion: '', annotations: config.annotations },
-  });
+    createdAt: c.createdAt,
+    startedAt: c.startedAt,
+    finishedAt: c.finishedAt,
+    exitCode: c.exitCode,
+    statusReason: c.reason,
+    statusMessage: c.message,
+  };
 }
 
 /** A container as NRI describes it, from its OCI spec. */
-export function specToNri(c: { id: string; sandboxId: string; name: string; labels: Record<string, string>; state: ContainerState; pid: number; spec: Spec }): Container {
+export function specToNri(c: {
+  id: string;
+  sandboxId: string;
+  name: string;
+  labels: Record<string, string>;
+  state: ContainerState;
+  pid: number;
+  spec: Spec;
+  cdiDevices?: string[];
+  image?: { name: string; digest: string; configDigest: string };
+  seccompProfile?: SecurityProfile;
+}): Container {
   const { spec } = c;
+  const user = spec.process?.user;
+  const rdt = spec.linux?.intelRdt;
   return {
     id: c.id,
     podSandboxId: c.sandboxId,
@@ -86,9 +123,66 @@ export function specToNri(c: { id: string; sandboxId: string; name: string; labe
       resources: ociResourcesToNri(spec.linux?.resources),
       oomScoreAdj: spec.process?.oomScoreAdj === undefined ? undefined : { value: BigInt(spec.process.oomScoreAdj) },
       cgroupsPath: spec.linux?.cgroupsPath ?? '',
+      ioPriority: undefined,
+      seccompProfile: c.seccompProfile,
+      seccompPolicy: spec.linux?.seccomp ? seccompToNri(spec.linux.seccomp) : undefined,
+      sysctl: { ...(spec.linux?.sysctl ?? {}) },
+      netDevices: Object.fromEntries(Object.entries(spec.linux?.netDevices ?? {}).map(([k, v]) => [k, { name: v.name ?? '' }])),
+      scheduler: undefined,
+      rdt: rdt
+        ? {
+            closId: rdt.closID === undefined ? undefined : { value: rdt.closID },
+            schemata: rdt.schemata === undefined ? undefined : { value: [...rdt.schemata] },
+            enableMonitoring: rdt.enableMonitoring === undefined ? undefined : { value: rdt.enableMonitoring },
+            remove: false,
+          }
+        : undefined,
     },
     pid: c.pid,
     rlimits: (spec.process?.rlimits ?? []).map((r) => ({ type: r.type, hard: BigInt(r.hard), soft: BigInt(r.soft) })),
+    createdAt: 0n,
+    startedAt: 0n,
+    finishedAt: 0n,
+    exitCode: 0,
+    statusReason: '',
+    statusMessage: '',
+    CDIDevices: (c.cdiDevices ?? []).map((name) => ({ name })),
+    user: user ? { uid: user.uid, gid: user.gid, additionalGids: [...(user.additionalGids ?? [])] } : undefined,
+    image: c.image,
+  };
+}
+
+/**
+ * The kind of seccomp profile the CRI asked for (NRI's `seccomp_profile`, which the default validator
+ * judges seccomp adjustments by): as the spec was made (oci/seccomp.ts), unconfined when unset.
+ */
+export function seccompProfileOf(config: ContainerConfig): SecurityProfile | undefined {
+  const sc = config.linux?.securityContext;
+  try {
+    const choice = selectSeccomp(sc?.seccomp, sc?.seccompProfilePath ?? '', sc?.privileged ?? false);
+    if (choice.kind === 'runtime-default') return { profileType: SecurityProfile_ProfileType.RUNTIME_DEFAULT, localhostRef: '' };
+    if (choice.kind === 'unconfined') return { profileType: SecurityProfile_ProfileType.UNCONFINED, localhostRef: '' };
+    return { profileType: SecurityProfile_ProfileType.LOCALHOST, localhostRef: choice.path };
+  } catch {
+    return undefined;
+  }
+}
+
+function seccompToNri(s: OciSeccomp): NriSeccomp {
+  const u32 = (v: number | undefined) => (v === undefined ? undefined : { value: v });
+  return {
+    defaultAction: s.defaultAction,
+    defaultErrno: u32(s.defaultErrnoRet),
+    architectures: [...(s.architectures ?? [])],
+    flags: [...(s.flags ?? [])],
+    listenerPath: s.listenerPath ?? '',
+    listenerMetadata: s.listenerMetadata ?? '',
+    syscalls: (s.syscalls ?? []).map((sc) => ({
+      names: [...sc.names],
+      action: sc.action,
+      errnoRet: u32(sc.errnoRet),
+      args: (sc.args ?? []).map((a) => ({ index: a.index, value: BigInt(a.value), valueTwo: BigInt(a.valueTwo ?? 0), op: a.op })),
+    })),
   };
 }
 

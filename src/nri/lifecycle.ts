@@ -14,12 +14,12 @@ import { ContainerState, type Container, type ContainerAdjustment, type PodSandb
 import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { messageOf, notFound } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
-import type { ContainerLifecycle } from '../container/deps.js';
+import type { ContainerLifecycle, PodResizeExtensions } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { Spec } from '../oci/index.js';
 import type { NriAdaptation, NriHost } from './adaptation.js';
-import { containerToNri, criResourcesToNri, nriResourcesToCri, ociResourcesToNri, podToNri, specToNri } from './convert.js';
+import { containerToNri, criResourcesToNri, nriResourcesToCri, ociResourcesToNri, podToNri, seccompProfileOf, specToNri, withStatus } from './convert.js';
 import { applyAdjustment, type AdjustHost } from './spec-adjust.js';
 
 /** The pods as NRI describes them (sandbox lookups). */
@@ -49,7 +49,7 @@ function recordedResources(requested: LinuxContainerResources | undefined, spec:
   return out;
 }
 
-export class NriLifecycle implements ContainerLifecycle {
+export class NriLifecycle implements ContainerLifecycle, PodResizeExtensions {
   private nri: NriAdaptation | undefined;
   private readonly pods = new Map<string, PodSandbox>();
   private readonly containers = new Map<string, Container>();
@@ -88,10 +88,13 @@ export class NriLifecycle implements ContainerLifecycle {
       state: ContainerState.CONTAINER_UNKNOWN,
       pid: 0,
       spec: c.spec,
+      cdiDevices: c.config.CDIDevices.map((d) => d.name),
+      seccompProfile: seccompProfileOf(c.config),
+      image: { name: c.config.image?.image ?? '', digest: '', configDigest: '' },
     });
     const adjust = await this.nri.createContainer(pod, container);
     await applyAdjustment(c.spec, adjust, { ...this.adjustHost, runtimeHandler: c.sandbox.runtimeHandler, warn: (m) => this.log.warn(m, { container: c.id }) });
-    this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id }));
+    this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id, cdiDevices: c.config.CDIDevices.map((d) => d.name), seccompProfile: seccompProfileOf(c.config) }));
     return adjust.linux?.resources || adjust.linux?.oomScoreAdj ? recordedResources(c.config.linux?.resources, c.spec, adjust) : undefined;
   }
 
@@ -141,6 +144,21 @@ export class NriLifecycle implements ContainerLifecycle {
     }
   }
 
+  /** UpdatePodSandbox: plugins see the pod's new resources before they are applied; an error fails the resize. */
+  async updatingPod(record: SandboxRecord, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<void> {
+    if (!this.nri) return;
+    await this.nri.updatePodSandbox(podToNri(record), overhead ? criResourcesToNri(overhead) : undefined, resources ? criResourcesToNri(resources) : undefined);
+  }
+
+  /** PostUpdatePodSandbox, with the pod as it now is. */
+  podUpdated(record: SandboxRecord): void {
+    const nri = this.nri;
+    if (!nri) return;
+    const pod = podToNri(record);
+    this.pods.set(record.id, pod);
+    void nri.postUpdatePodSandbox(pod).catch((err: unknown) => this.warn('pod updated', err));
+  }
+
   /** Every pod and container as NRI sees them now; a container's spec is read the first time only. */
   private async snapshot(view: NriContainers): Promise<{ pods: PodSandbox[]; containers: Container[] }> {
     const pods = this.sandboxes.list().map(podToNri);
@@ -171,8 +189,7 @@ export class NriLifecycle implements ContainerLifecycle {
   }
 
   private withRecord(c: Container, r: ContainerRecord): Container {
-    const state = r.state === 'running' ? ContainerState.CONTAINER_RUNNING : r.state === 'exited' ? ContainerState.CONTAINER_STOPPED : ContainerState.CONTAINER_CREATED;
-    return { ...c, state, pid: r.pid };
+    return withStatus(c, r);
   }
 
   private warn(event: string, err: unknown): void {

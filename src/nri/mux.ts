@@ -10,8 +10,15 @@ import { TTRPC_HEADER_LENGTH, TTRPC_MAX_MESSAGE } from './ttrpc-frame.js';
 import { unavailable } from '../common/errors.js';
 
 export const MUX_HEADER_LENGTH = 8;
-/** The largest chunk either side writes or accepts: one whole ttrpc message. */
+/** The largest chunk either side accepts: one whole ttrpc message. */
 export const MUX_MAX_PAYLOAD = TTRPC_HEADER_LENGTH + TTRPC_MAX_MESSAGE;
+/**
+ * The largest chunk Stove writes. NRI's Go side hands each chunk whole to a read; ttrpc reads through
+ * a 4096-byte bufio.Reader, so a larger chunk arriving while it reads a frame header fails the read
+ * with ENOMEM ("error receiving message: cannot allocate memory") and the plugin stops answering.
+ * Go's own writer flushes in 4096-byte pieces; chunks no larger always fit.
+ */
+export const MUX_WRITE_CHUNK = 4096;
 export const PLUGIN_SERVICE_CONN = 1;
 export const RUNTIME_SERVICE_CONN = 2;
 
@@ -48,13 +55,13 @@ export class Mux {
     this.receivers.set(connId, receiver);
   }
 
-  /** Writes bytes on a logical connection, cut into chunks no larger than the limit. */
+  /** Writes bytes on a logical connection, cut into chunks of at most MUX_WRITE_CHUNK bytes. */
   write(connId: number, data: Buffer): void {
     if (this.closed) throw unavailable('connection closed');
     let off = 0;
     do {
-      this.trunk.write(encodeMuxChunk(connId, data.subarray(off, off + MUX_MAX_PAYLOAD)));
-      off += MUX_MAX_PAYLOAD;
+      this.trunk.write(encodeMuxChunk(connId, data.subarray(off, off + MUX_WRITE_CHUNK)));
+      off += MUX_WRITE_CHUNK;
     } while (off < data.length);
   }
 

@@ -8,6 +8,10 @@
  *
  * A call that times out or finds the connection gone closes the plugin (it is then dropped); a plugin's
  * own error answer is returned to the caller.
+ *
+ * Notifications go out as NRI v0.12 sends them, one method per event (RunPodSandbox, StartContainer,
+ * …). A plugin built against NRI before v0.10 has only StateChange for them and answers Unimplemented;
+ * from then on that plugin gets StateChange, as containerd/nri's adaptation does.
  */
 import type { Duplex } from 'node:stream';
 import {
@@ -21,6 +25,9 @@ import {
   Event,
   type PodSandbox,
   type StateChangeEvent,
+  type UpdatePodSandboxRequest,
+  type ValidateContainerAdjustmentRequest,
+  type ValidateContainerAdjustmentResponse,
   type StopContainerRequest,
   type StopContainerResponse,
   type UpdateContainerRequest,
@@ -29,12 +36,30 @@ import {
 import type { Logger } from '../common/logger.js';
 import type { SpawnedProcess } from '../platform/processes.js';
 import { Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN } from './mux.js';
-import { callMethod, Code, serveMethod, TtrpcChannel, TtrpcFatalError, TtrpcHandlerError } from './ttrpc.js';
+import { callMethod, Code, serveMethod, TtrpcChannel, TtrpcFatalError, TtrpcHandlerError, TtrpcStatusError } from './ttrpc.js';
 import { TTRPC_MAX_MESSAGE } from './ttrpc-frame.js';
 import { failedPrecondition } from '../common/errors.js';
 
-/** Every event a plugin can subscribe to: bits 0..10 (event n is bit n-1). */
-export const VALID_EVENTS = (1 << 11) - 1;
+/** Every event a plugin can subscribe to: bits 0..13 (event n is bit n-1), NRI v0.12's set. */
+export const VALID_EVENTS = (1 << (Event.LAST - 1)) - 1;
+
+/** The NRI protocol version Stove speaks, sent to plugins in Configure. */
+export const NRI_VERSION = 'v0.12.3';
+
+/** The notifications a plugin of NRI v0.10 or later gets one method each for (StateChange before). */
+const NOTIFY_METHODS = {
+  [Event.RUN_POD_SANDBOX]: PluginService.runPodSandbox,
+  [Event.STOP_POD_SANDBOX]: PluginService.stopPodSandbox,
+  [Event.REMOVE_POD_SANDBOX]: PluginService.removePodSandbox,
+  [Event.POST_UPDATE_POD_SANDBOX]: PluginService.postUpdatePodSandbox,
+  [Event.POST_CREATE_CONTAINER]: PluginService.postCreateContainer,
+  [Event.START_CONTAINER]: PluginService.startContainer,
+  [Event.POST_START_CONTAINER]: PluginService.postStartContainer,
+  [Event.POST_UPDATE_CONTAINER]: PluginService.postUpdateContainer,
+  [Event.REMOVE_CONTAINER]: PluginService.removeContainer,
+} as const;
+
+export type NotifyEvent = keyof typeof NOTIFY_METHODS;
 
 export function eventBit(event: Event): number {
   return 1 << (event - 1);
@@ -71,6 +96,10 @@ export class NriPlugin {
   index = '';
   baseName = '';
   events = 0;
+  /** The plugin's NRI module version as it registered it ('' when it did not say). */
+  nriVersion = '';
+  /** The plugin answered a per-event method with Unimplemented: it gets StateChange instead. */
+  legacyNotify = false;
   readonly pid: number | undefined;
   readonly external: boolean;
   private readonly mux: Mux;
@@ -98,7 +127,7 @@ export class NriPlugin {
     this.mux.open(RUNTIME_SERVICE_CONN, (d) => this.server.receive(d));
     this.mux.onClose((err) => this.close(err ? `connection failed: ${err.message}` : 'connection closed'));
     serveMethod(this.server, RuntimeService.registerPlugin, async (req) => {
-      this.onRegister(req.pluginName, req.pluginIdx);
+      this.onRegister(req.pluginName, req.pluginIdx, req.NRIVersion);
       return {};
     });
     serveMethod(this.server, RuntimeService.updateContainers, async (req) => {
@@ -153,7 +182,7 @@ export class NriPlugin {
     });
   }
 
-  private onRegister(name: string, idx: string): void {
+  private onRegister(name: string, idx: string, nriVersion: string): void {
     const done = this.registered;
     if (!done) throw new TtrpcHandlerError(Code.InvalidArgument, 'plugin already registered');
     if (this.external) {
@@ -169,7 +198,8 @@ export class NriPlugin {
       this.index = idx;
     }
     this.log = this.options.log.child({ plugin: this.name });
-    this.log.info('NRI plugin registered', { kind: this.kind, pid: this.pid });
+    this.nriVersion = nriVersion.slice(0, 128);
+    this.log.info('NRI plugin registered', { kind: this.kind, pid: this.pid, nriVersion: this.nriVersion || 'unknown' });
     this.isRegistered = true;
     done();
   }
@@ -184,6 +214,7 @@ export class NriPlugin {
         runtimeVersion,
         registrationTimeout: BigInt(this.options.timeouts.registrationMs),
         requestTimeout: BigInt(this.options.timeouts.requestMs),
+        NRIVersion: NRI_VERSION,
       },
       this.options.timeouts.requestMs,
     ).catch((err: Error) => {
@@ -230,9 +261,55 @@ export class NriPlugin {
     return this.event('StopContainer', () => callMethod(this.client, PluginService.stopContainer, req, this.options.timeouts.requestMs));
   }
 
-  async stateChange(evt: StateChangeEvent): Promise<void> {
+  /**
+   * UpdatePodSandbox (NRI v0.12; nothing before it). A plugin that subscribed to every event (mask 0)
+   * but lacks the method answers Unimplemented: it has no say, and the resize goes on.
+   */
+  async updatePodSandbox(req: UpdatePodSandboxRequest): Promise<void> {
+    if (!this.wants(Event.UPDATE_POD_SANDBOX)) return;
+    await this.event('UpdatePodSandbox', () => callMethod(this.client, PluginService.updatePodSandbox, req, this.options.timeouts.requestMs)).catch((err: unknown) => {
+      if (!(err instanceof TtrpcStatusError) || err.code !== Code.Unimplemented) throw err;
+    });
+  }
+
+  /** Whether this plugin validates adjustments (it subscribed to ValidateContainerAdjustment). */
+  get isValidator(): boolean {
+    return this.wants(Event.VALIDATE_CONTAINER_ADJUSTMENT);
+  }
+
+  /**
+   * ValidateContainerAdjustment; undefined when the plugin was dropped on the way or lacks the method
+   * (a plugin of v0.8 subscribed to every event with mask 0: it has no say).
+   */
+  async validate(req: ValidateContainerAdjustmentRequest): Promise<ValidateContainerAdjustmentResponse | undefined> {
+    if (!this.isValidator) return undefined;
+    return this.event('ValidateContainerAdjustment', () => callMethod(this.client, PluginService.validateContainerAdjustment, req, this.options.timeouts.requestMs)).catch((err: unknown) => {
+      if (err instanceof TtrpcStatusError && err.code === Code.Unimplemented) return undefined;
+      throw err;
+    });
+  }
+
+  /**
+   * A notification: its own method, or StateChange for a plugin that lacks it (it said Unimplemented
+   * once). The request timeout bounds each of the two calls.
+   */
+  async notify(evt: StateChangeEvent & { event: NotifyEvent }): Promise<void> {
     if (!this.wants(evt.event)) return;
-    await this.event(`event ${evt.event}`, () => callMethod(this.client, PluginService.stateChange, evt, this.options.timeouts.requestMs));
+    const what = Event[evt.event];
+    if (!this.legacyNotify) {
+      // Every per-event request is {pod, container} (pod events' requests have no container field).
+      const def = NOTIFY_METHODS[evt.event] as unknown as typeof PluginService.postCreateContainer;
+      const req = { pod: evt.pod, container: evt.container };
+      try {
+        await this.event(what, () => callMethod(this.client, def, req, this.options.timeouts.requestMs));
+        return;
+      } catch (err) {
+        if (!(err instanceof TtrpcStatusError) || err.code !== Code.Unimplemented) throw err;
+        this.legacyNotify = true;
+        this.log.info('NRI plugin lacks per-event methods (NRI before v0.10); sending it StateChange', { event: what });
+      }
+    }
+    await this.event(what, () => callMethod(this.client, PluginService.stateChange, evt, this.options.timeouts.requestMs));
   }
 
   /** Tells the plugin the runtime is going away (best effort, bounded). */

@@ -8,7 +8,11 @@
 import {
   ContainerAdjustment,
   ContainerUpdate,
+  Field,
+  LinuxContainer,
   LinuxResources,
+  type FieldOwners,
+  type OwningPlugins,
   type Container,
   type CreateContainerResponse,
   type Hooks,
@@ -61,6 +65,72 @@ class Owners {
   clear(containerId: string, what: string): void {
     this.owners.get(containerId)?.delete(what);
   }
+
+  /** Every claim, per container: what → plugin. */
+  all(): Map<string, Map<string, string>> {
+    return this.owners;
+  }
+}
+
+const SIMPLE_FIELDS: Record<string, Field> = {
+  'memory limit': Field.MemLimit,
+  'memory reservation': Field.MemReservation,
+  'memory swap limit': Field.MemSwapLimit,
+  'memory kernel limit': Field.MemKernelLimit,
+  'memory TCP limit': Field.MemTCPLimit,
+  'memory swappiness': Field.MemSwappiness,
+  'memory disable OOM killer': Field.MemDisableOomKiller,
+  "memory 'UseHierarchy'": Field.MemUseHierarchy,
+  'CPU shares': Field.CPUShares,
+  'CPU quota': Field.CPUQuota,
+  'CPU period': Field.CPUPeriod,
+  'CPU realtime runtime': Field.CPURealtimeRuntime,
+  'CPU realtime period': Field.CPURealtimePeriod,
+  'CPU pinning': Field.CPUSetCPUs,
+  'memory pinning': Field.CPUSetMems,
+  'pids pinning': Field.PidsLimit,
+  'block I/O class': Field.BlockioClass,
+  'RDT class': Field.RdtClass,
+  'cgroups path': Field.CgroupsPath,
+  'oom score adj': Field.OomScoreAdj,
+  'seccomp policy': Field.SeccompPolicy,
+  args: Field.Args,
+  'OCI hooks': Field.OciHooks,
+};
+const COMPOUND_FIELDS: [string, Field][] = [
+  ['annotation ', Field.Annotations],
+  ['mount ', Field.Mounts],
+  ['device ', Field.Devices],
+  ['CDI device ', Field.CdiDevices],
+  ['env ', Field.Env],
+  ['hugepage limit of size ', Field.HugepageLimits],
+  ['unified resource ', Field.CgroupsUnified],
+  ['rlimit ', Field.Rlimits],
+  ['sysctl ', Field.Sysctl],
+];
+
+/** Stove's claims as NRI's OwningPlugins (ValidateContainerAdjustment's `owners`). */
+function owningPlugins(owners: Owners): OwningPlugins {
+  const out: OwningPlugins = { owners: {} };
+  for (const [id, claims] of owners.all()) {
+    const f: FieldOwners = { simple: {}, compound: {} };
+    const compound = (field: Field, key: string, plugin: string) => ((f.compound[field] ??= { owners: {} }).owners[key] = plugin);
+    for (const [what, plugin] of claims) {
+      const simple = SIMPLE_FIELDS[what];
+      if (simple !== undefined) {
+        f.simple[simple] = plugin;
+        continue;
+      }
+      if (what.endsWith(' namespace')) {
+        compound(Field.Namespace, what.slice(0, -' namespace'.length), plugin);
+        continue;
+      }
+      const c = COMPOUND_FIELDS.find(([prefix]) => what.startsWith(prefix));
+      if (c) compound(c[1], what.slice(c[0].length), plugin);
+    }
+    out.owners[id] = f;
+  }
+  return out;
 }
 
 /** `-key` → [key, true]; `key` → [key, false]. */
@@ -164,27 +234,52 @@ class UpdateSet {
   }
 }
 
+/**
+ * Adjustments of NRI v0.12 that Stove does not carry out: refused, naming the plugin, rather than
+ * dropped (a plugin would believe the container has them).
+ */
+function refuseUnsupported(a: ContainerAdjustment, plugin: string): void {
+  const linux = a.linux;
+  const asked = [
+    linux?.ioPriority ? 'an I/O priority (linux.io_priority)' : '',
+    linux?.scheduler ? 'a scheduling policy (linux.scheduler)' : '',
+    Object.keys(linux?.netDevices ?? {}).length ? `network devices (${Object.keys(linux!.netDevices).join(', ')})` : '',
+    linux?.rdt ? 'RDT settings (linux.rdt)' : '',
+    linux?.memoryPolicy ? 'a NUMA memory policy (linux.memory_policy)' : '',
+  ].filter(Boolean);
+  if (asked.length) throw new PluginConflictError(`plugin "${plugin}" asked for ${asked.join(', ')}, which Stove does not apply to containers`);
+}
+
 /** The merged outcome of CreateContainer across plugins. */
 export class CreateResult {
   readonly adjust: ContainerAdjustment;
   private readonly owners = new Owners();
   private readonly updates: UpdateSet;
+  /** Hooks are appended, never in conflict: every plugin adding some (NRI lists them comma-separated). */
+  private readonly hookOwners: string[] = [];
 
   /** `container` is the request's container: it is changed as plugins adjust it, for the next plugin. */
   constructor(readonly container: Container) {
     this.adjust = ContainerAdjustment.fromPartial({
       hooks: {},
-      linux: { devices: [], resources: emptyResources() },
+      linux: { devices: [], resources: emptyResources(), namespaces: [], sysctl: {} },
     });
     this.updates = new UpdateSet(this.owners, container.id);
     container.annotations ??= {};
     container.hooks ??= { prestart: [], createRuntime: [], createContainer: [], startContainer: [], poststart: [], poststop: [] };
-    container.linux ??= { namespaces: [], devices: [], resources: emptyResources(), oomScoreAdj: undefined, cgroupsPath: '' };
+    container.linux ??= LinuxContainer.fromPartial({ resources: emptyResources() });
     container.linux.resources ??= emptyResources();
   }
 
   get containerUpdates(): ContainerUpdate[] {
     return this.updates.list;
+  }
+
+  /** Which plugin set what, as NRI's validators get it. */
+  get owningPlugins(): OwningPlugins {
+    const out = owningPlugins(this.owners);
+    if (this.hookOwners.length) ((out.owners[this.container.id] ??= { simple: {}, compound: {} }).simple[Field.OciHooks] = this.hookOwners.join(','));
+    return out;
   }
 
   /** Folds in one plugin's answer; throws PluginConflictError on a conflict. */
@@ -196,6 +291,7 @@ export class CreateResult {
       this.mounts(a.mounts ?? [], plugin);
       this.env(a.env ?? [], plugin);
       this.hooks(a.hooks);
+      if (a.hooks && Object.values(a.hooks).some((list: unknown[]) => list.length > 0)) this.hookOwners.push(plugin);
       if (a.linux) {
         this.devices(a.linux.devices ?? [], plugin);
         if (a.linux.resources) {
@@ -210,7 +306,15 @@ export class CreateResult {
           this.owners.claim(this.container.id, 'oom score adj', plugin);
           this.adjust.linux!.oomScoreAdj = this.container.linux!.oomScoreAdj = a.linux.oomScoreAdj;
         }
+        refuseUnsupported(a, plugin);
+        this.sysctl(a.linux.sysctl ?? {}, plugin);
+        this.namespaces(a.linux.namespaces ?? [], plugin);
+        if (a.linux.seccompPolicy) {
+          this.owners.claim(this.container.id, 'seccomp policy', plugin);
+          this.adjust.linux!.seccompPolicy = this.container.linux!.seccompPolicy = a.linux.seccompPolicy;
+        }
       }
+      this.args(a.args ?? [], plugin);
       this.rlimits(a.rlimits ?? [], plugin);
       for (const d of a.CDIDevices ?? []) {
         this.owners.claim(this.container.id, `CDI device ${d.name}`, plugin);
@@ -218,6 +322,54 @@ export class CreateResult {
       }
     }
     this.updates.add(rpl.update ?? [], plugin);
+  }
+
+  /** Args replace the process's; a first '' (NRI's UpdateArgs) takes them over from an earlier plugin. */
+  private args(args: string[], plugin: string): void {
+    if (!args.length) return;
+    const id = this.container.id;
+    let list = args;
+    if (list[0] === '') {
+      list = list.slice(1);
+      this.owners.clear(id, 'args');
+    }
+    if (!list.length) return;
+    this.owners.claim(id, 'args', plugin);
+    this.adjust.args = [...list];
+    this.container.args = [...list];
+  }
+
+  private sysctl(sysctl: Record<string, string>, plugin: string): void {
+    const id = this.container.id;
+    const linux = this.adjust.linux!;
+    for (const [k, v] of Object.entries(sysctl)) {
+      const [key, remove] = removalKey(k);
+      if (remove) {
+        this.owners.clear(id, `sysctl ${key}`);
+        delete linux.sysctl[key];
+        delete this.container.linux!.sysctl[key];
+        linux.sysctl[`-${key}`] = '';
+        continue;
+      }
+      this.owners.claim(id, `sysctl ${key}`, plugin);
+      delete linux.sysctl[`-${key}`];
+      linux.sysctl[key] = v;
+      this.container.linux!.sysctl[key] = v;
+    }
+  }
+
+  /** Namespaces are set (path replaced) or removed (a type '-net') by type. */
+  private namespaces(namespaces: { type: string; path: string }[], plugin: string): void {
+    const id = this.container.id;
+    const linux = this.adjust.linux!;
+    for (const n of namespaces) {
+      const [type, remove] = removalKey(n.type);
+      if (!remove) this.owners.claim(id, `${type} namespace`, plugin);
+      else this.owners.clear(id, `${type} namespace`);
+      linux.namespaces = [...linux.namespaces.filter((x) => removalKey(x.type)[0] !== type), { type: n.type, path: remove ? '' : n.path }];
+      const mine = this.container.linux!;
+      mine.namespaces = remove ? mine.namespaces.filter((x) => x.type !== type) : [...mine.namespaces.filter((x) => x.type !== type), { type, path: n.path }];
+    }
   }
 
   private annotations(annotations: Record<string, string>, plugin: string): void {

@@ -2,11 +2,13 @@
  * Applies the merged ContainerAdjustment of NRI plugins to a container's OCI spec, the way containerd's
  * NRI spec generator does: annotations and env set or removed by key, hooks appended, devices replaced
  * by path (with a device cgroup rule allowing them), mounts replaced by destination and sorted by depth,
- * resources laid over field by field, cgroups path, OOM score adjustment and rlimits (replaced by type).
+ * resources laid over field by field, cgroups path, OOM score adjustment and rlimits (replaced by type);
+ * of NRI v0.12's: args replaced, sysctls set or removed by key, namespaces set or removed by type, the
+ * seccomp filter replaced. (The others are refused when merged, result.ts.)
  */
-import type { ContainerAdjustment, Hook, LinuxDevice, LinuxResources as NriResources, Mount } from '../gen/nri/api.js';
+import type { ContainerAdjustment, Hook, LinuxDevice, LinuxNamespace as NriNamespace, LinuxResources as NriResources, LinuxSeccomp as NriSeccomp, Mount } from '../gen/nri/api.js';
 import { invalidArgument } from '../common/errors.js';
-import type { OciHook, OciMount, ResourceHost, Spec } from '../oci/index.js';
+import type { LinuxSeccomp, OciHook, OciMount, ResourceHost, Spec } from '../oci/index.js';
 import { removalKey } from './result.js';
 
 /** What the host offers for the parts of an adjustment that need more than the spec. */
@@ -40,12 +42,53 @@ export async function applyAdjustment(spec: Spec, adjust: ContainerAdjustment | 
     if (linux.cgroupsPath) (spec.linux ??= {}).cgroupsPath = linux.cgroupsPath;
     if (linux.oomScoreAdj) processOf(spec).oomScoreAdj = Number(linux.oomScoreAdj.value);
     if (linux.resources) applyResources(spec, linux.resources, host.cgroups, host.warn ?? (() => {}));
+    adjustSysctl(spec, linux.sysctl ?? {});
+    adjustNamespaces(spec, linux.namespaces ?? []);
+    if (linux.seccompPolicy) (spec.linux ??= {}).seccomp = ociSeccomp(linux.seccompPolicy);
   }
+  if (adjust.args?.length) processOf(spec).args = [...adjust.args];
   adjustMounts(spec, adjust.mounts ?? []);
   for (const l of adjust.rlimits ?? []) {
     const p = processOf(spec);
     p.rlimits = [...(p.rlimits ?? []).filter((r) => r.type !== l.type), { type: l.type, hard: Number(l.hard), soft: Number(l.soft) }];
   }
+}
+
+function adjustSysctl(spec: Spec, sysctl: Record<string, string>): void {
+  for (const [k, v] of Object.entries(sysctl)) {
+    const [key, remove] = removalKey(k);
+    if (remove) {
+      if (spec.linux?.sysctl) delete spec.linux.sysctl[key];
+    } else ((spec.linux ??= {}).sysctl ??= {})[key] = v;
+  }
+}
+
+const NAMESPACE_TYPES = new Set(['pid', 'network', 'mount', 'ipc', 'uts', 'user', 'cgroup', 'time']);
+
+function adjustNamespaces(spec: Spec, namespaces: NriNamespace[]): void {
+  for (const n of namespaces) {
+    const [type, remove] = removalKey(n.type);
+    if (!NAMESPACE_TYPES.has(type)) throw invalidArgument(`NRI adjustment names an unknown namespace type "${type}"`);
+    const linux = (spec.linux ??= {});
+    const kept = (linux.namespaces ?? []).filter((x) => x.type !== type);
+    linux.namespaces = remove ? kept : [...kept, n.path ? { type: type as 'pid', path: n.path } : { type: type as 'pid' }];
+  }
+}
+
+function ociSeccomp(s: NriSeccomp): LinuxSeccomp {
+  const out: LinuxSeccomp = { defaultAction: s.defaultAction as LinuxSeccomp['defaultAction'] };
+  if (s.defaultErrno) out.defaultErrnoRet = s.defaultErrno.value;
+  if (s.architectures.length) out.architectures = [...s.architectures] as LinuxSeccomp['architectures'];
+  if (s.flags.length) out.flags = [...s.flags] as LinuxSeccomp['flags'];
+  if (s.listenerPath) out.listenerPath = s.listenerPath;
+  if (s.listenerMetadata) out.listenerMetadata = s.listenerMetadata;
+  out.syscalls = s.syscalls.map((sc) => ({
+    names: [...sc.names],
+    action: sc.action as LinuxSeccomp['defaultAction'],
+    ...(sc.errnoRet ? { errnoRet: sc.errnoRet.value } : {}),
+    ...(sc.args.length ? { args: sc.args.map((a) => ({ index: a.index, value: Number(a.value), valueTwo: Number(a.valueTwo), op: a.op as 'SCMP_CMP_EQ' })) } : {}),
+  }));
+  return out;
 }
 
 function processOf(spec: Spec): NonNullable<Spec['process']> {

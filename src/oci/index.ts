@@ -25,6 +25,7 @@ export type {
   Hooks as OciHooks,
   LinuxDevice as OciDevice,
   POSIXRlimit as OciRlimit,
+  LinuxSeccomp,
 } from './types.js';
 export type { SpecSettings } from './settings.js';
 export type { ContainerSpecInput, ContainerHostInputs, SandboxFacts } from './container-spec.js';
@@ -34,6 +35,7 @@ export type { PodNamespaceModes } from './namespaces.js';
 export type { ResolvedUser, UserRequest } from './user.js';
 export type { ResolvedDevice } from './devices.js';
 export type { SeccompChoice } from './seccomp.js';
+export { selectSeccomp } from './seccomp.js';
 export type { SeccompProfileFile } from './seccomp-profile.js';
 export type { CgroupDriverName, ResourceHost } from './resources.js';
 export type { PrepareContainerInput } from './host-prepare.js';

@@ -18,7 +18,7 @@
 import type { ContainerConfig, LinuxContainerResources, PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { failedPrecondition, wrap } from '../common/errors.js';
 import { KeyedMutex } from '../common/locks.js';
-import type { LifecycleEventType } from '../container/deps.js';
+import type { LifecycleEventType, PodResizeExtensions } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import type { PauseState, SandboxRecord } from '../sandbox/model.js';
@@ -77,6 +77,8 @@ export interface PodLifecycleOptions {
   sandboxes: PodSandboxes;
   containers: PodContainers;
   events: PodEvents;
+  /** Lifecycle extensions told of pod resizes (NRI's UpdatePodSandbox); none when absent. */
+  extensions?: PodResizeExtensions;
 }
 
 export class PodLifecycle {
@@ -151,7 +153,14 @@ export class PodLifecycle {
    */
   async updateResources(idOrPrefix: string, overhead: LinuxContainerResources | undefined, resources: LinuxContainerResources | undefined): Promise<SandboxRecord> {
     const { id } = this.options.sandboxes.get(idOrPrefix);
-    return this.locks.run(id, () => this.options.sandboxes.updateResources(id, overhead, resources));
+    return this.locks.run(id, async () => {
+      const ext = this.options.extensions;
+      const current = this.options.sandboxes.get(id);
+      if (ext && current.state === 'ready') await ext.updatingPod(current, overhead, resources);
+      const updated = await this.options.sandboxes.updateResources(id, overhead, resources);
+      ext?.podUpdated(updated);
+      return updated;
+    });
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
  * An NRI plugin for tests, speaking the protocol over a real socket: NRI's mux, the Runtime service
  * called on connection 2, the Plugin service served on connection 1. It records every request it gets
- * and answers with what the test sets. Its framing is Stove's own (src/nri), which the unit tests check
+ * and answers with what the test sets. It speaks NRI v0.8 (notifications as StateChange, Unimplemented for
+ * the per-event methods) or, with `protocol: 'v0.12'`, v0.12 (a method per event). Its framing is Stove's own (src/nri), which the unit tests check
  * byte for byte against hand-built frames.
  */
 import { connect, type Socket } from 'node:net';
@@ -15,7 +16,10 @@ import {
   SynchronizeResponse,
   UpdateContainerResponse,
   type ConfigureRequest,
+  type Container,
   type ContainerUpdate,
+  type UpdatePodSandboxRequest,
+  type PodSandbox,
   type CreateContainerRequest,
   type StateChangeEvent,
   type StopContainerRequest,
@@ -31,6 +35,8 @@ export interface SeenEvent {
   event: string;
   pod: string;
   container: string;
+  /** How it came: its own method, or StateChange. */
+  via: 'method' | 'StateChange';
 }
 
 type Answer<Req, Res> = (req: Req) => Res | Promise<Res>;
@@ -40,6 +46,8 @@ export interface TestPluginOptions {
   index: string;
   /** Events to subscribe to; all when empty. */
   events?: Event[];
+  /** The protocol the plugin speaks; v0.8 when unset. */
+  protocol?: 'v0.8' | 'v0.12';
 }
 
 export class TestPlugin {
@@ -54,6 +62,10 @@ export class TestPlugin {
   onSynchronize: Answer<SynchronizeRequest, SynchronizeResponse> = (req) => SynchronizeResponse.fromPartial({ more: req.more });
   onStateChange: Answer<StateChangeEvent, void> = () => {};
   onConfigure: Answer<ConfigureRequest, void> = () => {};
+  onUpdatePod: Answer<UpdatePodSandboxRequest, void> = () => {};
+  readonly podUpdates: UpdatePodSandboxRequest[] = [];
+  /** Containers as the per-event methods and StateChange carried them, by event name. */
+  readonly containersSeen: { event: string; container: Container }[] = [];
   private readonly mux: Mux;
   private readonly toRuntime: TtrpcChannel;
   private readonly fromRuntime: TtrpcChannel;
@@ -100,12 +112,12 @@ export class TestPlugin {
       PluginService.synchronize,
       guard(async (req) => {
         this.syncs.push(req);
-        this.seen.push({ event: 'Synchronize', pod: '', container: '' });
+        this.seen.push({ event: 'Synchronize', pod: '', container: '', via: 'method' });
         return this.onSynchronize(req);
       }),
     );
     serveMethod(this.fromRuntime, PluginService.shutdown, async () => {
-      this.seen.push({ event: 'Shutdown', pod: '', container: '' });
+      this.seen.push({ event: 'Shutdown', pod: '', container: '', via: 'method' });
       return {};
     });
     serveMethod(
@@ -113,7 +125,7 @@ export class TestPlugin {
       PluginService.createContainer,
       guard(async (req) => {
         this.creates.push(req);
-        this.seen.push({ event: 'CreateContainer', pod: req.pod?.id ?? '', container: req.container?.id ?? '' });
+        this.seen.push({ event: 'CreateContainer', pod: req.pod?.id ?? '', container: req.container?.id ?? '', via: 'method' });
         return this.onCreate(req);
       }),
     );
@@ -122,7 +134,7 @@ export class TestPlugin {
       PluginService.updateContainer,
       guard(async (req) => {
         this.updates.push(req);
-        this.seen.push({ event: 'UpdateContainer', pod: req.pod?.id ?? '', container: req.container?.id ?? '' });
+        this.seen.push({ event: 'UpdateContainer', pod: req.pod?.id ?? '', container: req.container?.id ?? '', via: 'method' });
         return this.onUpdate(req);
       }),
     );
@@ -130,7 +142,7 @@ export class TestPlugin {
       this.fromRuntime,
       PluginService.stopContainer,
       guard(async (req) => {
-        this.seen.push({ event: 'StopContainer', pod: req.pod?.id ?? '', container: req.container?.id ?? '' });
+        this.seen.push({ event: 'StopContainer', pod: req.pod?.id ?? '', container: req.container?.id ?? '', via: 'method' });
         return this.onStop(req);
       }),
     );
@@ -138,8 +150,38 @@ export class TestPlugin {
       this.fromRuntime,
       PluginService.stateChange,
       guard(async (req) => {
-        this.seen.push({ event: eventName(req.event), pod: req.pod?.id ?? '', container: req.container?.id ?? '' });
+        this.seen.push({ event: eventName(req.event), pod: req.pod?.id ?? '', container: req.container?.id ?? '', via: 'StateChange' });
+        if (req.container) this.containersSeen.push({ event: eventName(req.event), container: req.container });
         await this.onStateChange(req);
+        return {};
+      }),
+    );
+    if (o.protocol === 'v0.12') this.servePerEvent(guard);
+  }
+
+  private servePerEvent(guard: <Req, Res>(fn: (req: Req) => Res | Promise<Res>) => (req: Req) => Promise<Res>): void {
+    const note = (event: Event) => async (req: { pod?: PodSandbox | undefined; container?: Container | undefined }) => {
+      this.seen.push({ event: eventName(event), pod: req.pod?.id ?? '', container: req.container?.id ?? '', via: 'method' });
+      if (req.container) this.containersSeen.push({ event: eventName(event), container: req.container });
+      await this.onStateChange({ event, pod: req.pod, container: req.container });
+      return {};
+    };
+    serveMethod(this.fromRuntime, PluginService.runPodSandbox, guard(note(Event.RUN_POD_SANDBOX)));
+    serveMethod(this.fromRuntime, PluginService.stopPodSandbox, guard(note(Event.STOP_POD_SANDBOX)));
+    serveMethod(this.fromRuntime, PluginService.removePodSandbox, guard(note(Event.REMOVE_POD_SANDBOX)));
+    serveMethod(this.fromRuntime, PluginService.postUpdatePodSandbox, guard(note(Event.POST_UPDATE_POD_SANDBOX)));
+    serveMethod(this.fromRuntime, PluginService.postCreateContainer, guard(note(Event.POST_CREATE_CONTAINER)));
+    serveMethod(this.fromRuntime, PluginService.startContainer, guard(note(Event.START_CONTAINER)));
+    serveMethod(this.fromRuntime, PluginService.postStartContainer, guard(note(Event.POST_START_CONTAINER)));
+    serveMethod(this.fromRuntime, PluginService.postUpdateContainer, guard(note(Event.POST_UPDATE_CONTAINER)));
+    serveMethod(this.fromRuntime, PluginService.removeContainer, guard(note(Event.REMOVE_CONTAINER)));
+    serveMethod(
+      this.fromRuntime,
+      PluginService.updatePodSandbox,
+      guard(async (req: UpdatePodSandboxRequest) => {
+        this.podUpdates.push(req);
+        this.seen.push({ event: 'UpdatePodSandbox', pod: req.pod?.id ?? '', container: '', via: 'method' });
+        await this.onUpdatePod(req);
         return {};
       }),
     );
@@ -157,7 +199,7 @@ export class TestPlugin {
   }
 
   register(): Promise<unknown> {
-    return callMethod(this.toRuntime, RuntimeService.registerPlugin, { pluginName: this.o.name, pluginIdx: this.o.index }, 5000);
+    return callMethod(this.toRuntime, RuntimeService.registerPlugin, { pluginName: this.o.name, pluginIdx: this.o.index, NRIVersion: this.o.protocol === 'v0.12' ? 'v0.12.3' : '' }, 5000);
   }
 
   /** Unsolicited updates (the Runtime service's UpdateContainers). */

@@ -24,9 +24,11 @@ export const protobufPackage = "nri.pkg.api.v1alpha1";
 export const protobufFileName = "nri/api.proto";
 
 /**
- * The Node Resource Interface protocol between a runtime and its plugins, as containerd/nri v0.8.0
+ * The Node Resource Interface protocol between a runtime and its plugins, as containerd/nri v0.12.3
  * puts it on the wire (package, service, message and enum names, field numbers and types). Comments
- * are Stove's. Later NRI versions only add fields, which decode as unknown and are skipped.
+ * are Stove's. v0.8.0 has a subset of it: no per-event calls for the notifications (StateChange
+ * carries them all), no pod update events, no validation, fewer container fields and adjustments.
+ * NRI's HostFunctions service (WebAssembly plugins only) is left out.
  */
 
 export enum Event {
@@ -42,7 +44,10 @@ export enum Event {
   POST_UPDATE_CONTAINER = 9,
   STOP_CONTAINER = 10,
   REMOVE_CONTAINER = 11,
-  LAST = 12,
+  UPDATE_POD_SANDBOX = 12,
+  POST_UPDATE_POD_SANDBOX = 13,
+  VALIDATE_CONTAINER_ADJUSTMENT = 14,
+  LAST = 15,
   UNRECOGNIZED = -1,
 }
 
@@ -85,6 +90,15 @@ export function eventFromJSON(object: any): Event {
     case "REMOVE_CONTAINER":
       return Event.REMOVE_CONTAINER;
     case 12:
+    case "UPDATE_POD_SANDBOX":
+      return Event.UPDATE_POD_SANDBOX;
+    case 13:
+    case "POST_UPDATE_POD_SANDBOX":
+      return Event.POST_UPDATE_POD_SANDBOX;
+    case 14:
+    case "VALIDATE_CONTAINER_ADJUSTMENT":
+      return Event.VALIDATE_CONTAINER_ADJUSTMENT;
+    case 15:
     case "LAST":
       return Event.LAST;
     case -1:
@@ -120,6 +134,12 @@ export function eventToJSON(object: Event): string {
       return "STOP_CONTAINER";
     case Event.REMOVE_CONTAINER:
       return "REMOVE_CONTAINER";
+    case Event.UPDATE_POD_SANDBOX:
+      return "UPDATE_POD_SANDBOX";
+    case Event.POST_UPDATE_POD_SANDBOX:
+      return "POST_UPDATE_POD_SANDBOX";
+    case Event.VALIDATE_CONTAINER_ADJUSTMENT:
+      return "VALIDATE_CONTAINER_ADJUSTMENT";
     case Event.LAST:
       return "LAST";
     case Event.UNRECOGNIZED:
@@ -179,10 +199,558 @@ export function containerStateToJSON(object: ContainerState): string {
   }
 }
 
+export enum IOPrioClass {
+  IOPRIO_CLASS_NONE = 0,
+  IOPRIO_CLASS_RT = 1,
+  IOPRIO_CLASS_BE = 2,
+  IOPRIO_CLASS_IDLE = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function iOPrioClassFromJSON(object: any): IOPrioClass {
+  switch (object) {
+    case 0:
+    case "IOPRIO_CLASS_NONE":
+      return IOPrioClass.IOPRIO_CLASS_NONE;
+    case 1:
+    case "IOPRIO_CLASS_RT":
+      return IOPrioClass.IOPRIO_CLASS_RT;
+    case 2:
+    case "IOPRIO_CLASS_BE":
+      return IOPrioClass.IOPRIO_CLASS_BE;
+    case 3:
+    case "IOPRIO_CLASS_IDLE":
+      return IOPrioClass.IOPRIO_CLASS_IDLE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return IOPrioClass.UNRECOGNIZED;
+  }
+}
+
+export function iOPrioClassToJSON(object: IOPrioClass): string {
+  switch (object) {
+    case IOPrioClass.IOPRIO_CLASS_NONE:
+      return "IOPRIO_CLASS_NONE";
+    case IOPrioClass.IOPRIO_CLASS_RT:
+      return "IOPRIO_CLASS_RT";
+    case IOPrioClass.IOPRIO_CLASS_BE:
+      return "IOPRIO_CLASS_BE";
+    case IOPrioClass.IOPRIO_CLASS_IDLE:
+      return "IOPRIO_CLASS_IDLE";
+    case IOPrioClass.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum LinuxSchedulerPolicy {
+  SCHED_NONE = 0,
+  SCHED_OTHER = 1,
+  SCHED_FIFO = 2,
+  SCHED_RR = 3,
+  SCHED_BATCH = 4,
+  SCHED_ISO = 5,
+  SCHED_IDLE = 6,
+  SCHED_DEADLINE = 7,
+  UNRECOGNIZED = -1,
+}
+
+export function linuxSchedulerPolicyFromJSON(object: any): LinuxSchedulerPolicy {
+  switch (object) {
+    case 0:
+    case "SCHED_NONE":
+      return LinuxSchedulerPolicy.SCHED_NONE;
+    case 1:
+    case "SCHED_OTHER":
+      return LinuxSchedulerPolicy.SCHED_OTHER;
+    case 2:
+    case "SCHED_FIFO":
+      return LinuxSchedulerPolicy.SCHED_FIFO;
+    case 3:
+    case "SCHED_RR":
+      return LinuxSchedulerPolicy.SCHED_RR;
+    case 4:
+    case "SCHED_BATCH":
+      return LinuxSchedulerPolicy.SCHED_BATCH;
+    case 5:
+    case "SCHED_ISO":
+      return LinuxSchedulerPolicy.SCHED_ISO;
+    case 6:
+    case "SCHED_IDLE":
+      return LinuxSchedulerPolicy.SCHED_IDLE;
+    case 7:
+    case "SCHED_DEADLINE":
+      return LinuxSchedulerPolicy.SCHED_DEADLINE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return LinuxSchedulerPolicy.UNRECOGNIZED;
+  }
+}
+
+export function linuxSchedulerPolicyToJSON(object: LinuxSchedulerPolicy): string {
+  switch (object) {
+    case LinuxSchedulerPolicy.SCHED_NONE:
+      return "SCHED_NONE";
+    case LinuxSchedulerPolicy.SCHED_OTHER:
+      return "SCHED_OTHER";
+    case LinuxSchedulerPolicy.SCHED_FIFO:
+      return "SCHED_FIFO";
+    case LinuxSchedulerPolicy.SCHED_RR:
+      return "SCHED_RR";
+    case LinuxSchedulerPolicy.SCHED_BATCH:
+      return "SCHED_BATCH";
+    case LinuxSchedulerPolicy.SCHED_ISO:
+      return "SCHED_ISO";
+    case LinuxSchedulerPolicy.SCHED_IDLE:
+      return "SCHED_IDLE";
+    case LinuxSchedulerPolicy.SCHED_DEADLINE:
+      return "SCHED_DEADLINE";
+    case LinuxSchedulerPolicy.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum LinuxSchedulerFlag {
+  SCHED_FLAG_RESET_ON_FORK = 0,
+  SCHED_FLAG_RECLAIM = 1,
+  SCHED_FLAG_DL_OVERRUN = 2,
+  SCHED_FLAG_KEEP_POLICY = 3,
+  SCHED_FLAG_KEEP_PARAMS = 4,
+  SCHED_FLAG_UTIL_CLAMP_MIN = 5,
+  SCHED_FLAG_UTIL_CLAMP_MAX = 6,
+  UNRECOGNIZED = -1,
+}
+
+export function linuxSchedulerFlagFromJSON(object: any): LinuxSchedulerFlag {
+  switch (object) {
+    case 0:
+    case "SCHED_FLAG_RESET_ON_FORK":
+      return LinuxSchedulerFlag.SCHED_FLAG_RESET_ON_FORK;
+    case 1:
+    case "SCHED_FLAG_RECLAIM":
+      return LinuxSchedulerFlag.SCHED_FLAG_RECLAIM;
+    case 2:
+    case "SCHED_FLAG_DL_OVERRUN":
+      return LinuxSchedulerFlag.SCHED_FLAG_DL_OVERRUN;
+    case 3:
+    case "SCHED_FLAG_KEEP_POLICY":
+      return LinuxSchedulerFlag.SCHED_FLAG_KEEP_POLICY;
+    case 4:
+    case "SCHED_FLAG_KEEP_PARAMS":
+      return LinuxSchedulerFlag.SCHED_FLAG_KEEP_PARAMS;
+    case 5:
+    case "SCHED_FLAG_UTIL_CLAMP_MIN":
+      return LinuxSchedulerFlag.SCHED_FLAG_UTIL_CLAMP_MIN;
+    case 6:
+    case "SCHED_FLAG_UTIL_CLAMP_MAX":
+      return LinuxSchedulerFlag.SCHED_FLAG_UTIL_CLAMP_MAX;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return LinuxSchedulerFlag.UNRECOGNIZED;
+  }
+}
+
+export function linuxSchedulerFlagToJSON(object: LinuxSchedulerFlag): string {
+  switch (object) {
+    case LinuxSchedulerFlag.SCHED_FLAG_RESET_ON_FORK:
+      return "SCHED_FLAG_RESET_ON_FORK";
+    case LinuxSchedulerFlag.SCHED_FLAG_RECLAIM:
+      return "SCHED_FLAG_RECLAIM";
+    case LinuxSchedulerFlag.SCHED_FLAG_DL_OVERRUN:
+      return "SCHED_FLAG_DL_OVERRUN";
+    case LinuxSchedulerFlag.SCHED_FLAG_KEEP_POLICY:
+      return "SCHED_FLAG_KEEP_POLICY";
+    case LinuxSchedulerFlag.SCHED_FLAG_KEEP_PARAMS:
+      return "SCHED_FLAG_KEEP_PARAMS";
+    case LinuxSchedulerFlag.SCHED_FLAG_UTIL_CLAMP_MIN:
+      return "SCHED_FLAG_UTIL_CLAMP_MIN";
+    case LinuxSchedulerFlag.SCHED_FLAG_UTIL_CLAMP_MAX:
+      return "SCHED_FLAG_UTIL_CLAMP_MAX";
+    case LinuxSchedulerFlag.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum MpolMode {
+  MPOL_DEFAULT = 0,
+  MPOL_PREFERRED = 1,
+  MPOL_BIND = 2,
+  MPOL_INTERLEAVE = 3,
+  MPOL_LOCAL = 4,
+  MPOL_PREFERRED_MANY = 5,
+  MPOL_WEIGHTED_INTERLEAVE = 6,
+  UNRECOGNIZED = -1,
+}
+
+export function mpolModeFromJSON(object: any): MpolMode {
+  switch (object) {
+    case 0:
+    case "MPOL_DEFAULT":
+      return MpolMode.MPOL_DEFAULT;
+    case 1:
+    case "MPOL_PREFERRED":
+      return MpolMode.MPOL_PREFERRED;
+    case 2:
+    case "MPOL_BIND":
+      return MpolMode.MPOL_BIND;
+    case 3:
+    case "MPOL_INTERLEAVE":
+      return MpolMode.MPOL_INTERLEAVE;
+    case 4:
+    case "MPOL_LOCAL":
+      return MpolMode.MPOL_LOCAL;
+    case 5:
+    case "MPOL_PREFERRED_MANY":
+      return MpolMode.MPOL_PREFERRED_MANY;
+    case 6:
+    case "MPOL_WEIGHTED_INTERLEAVE":
+      return MpolMode.MPOL_WEIGHTED_INTERLEAVE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MpolMode.UNRECOGNIZED;
+  }
+}
+
+export function mpolModeToJSON(object: MpolMode): string {
+  switch (object) {
+    case MpolMode.MPOL_DEFAULT:
+      return "MPOL_DEFAULT";
+    case MpolMode.MPOL_PREFERRED:
+      return "MPOL_PREFERRED";
+    case MpolMode.MPOL_BIND:
+      return "MPOL_BIND";
+    case MpolMode.MPOL_INTERLEAVE:
+      return "MPOL_INTERLEAVE";
+    case MpolMode.MPOL_LOCAL:
+      return "MPOL_LOCAL";
+    case MpolMode.MPOL_PREFERRED_MANY:
+      return "MPOL_PREFERRED_MANY";
+    case MpolMode.MPOL_WEIGHTED_INTERLEAVE:
+      return "MPOL_WEIGHTED_INTERLEAVE";
+    case MpolMode.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum MpolFlag {
+  MPOL_F_STATIC_NODES = 0,
+  MPOL_F_RELATIVE_NODES = 1,
+  MPOL_F_NUMA_BALANCING = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function mpolFlagFromJSON(object: any): MpolFlag {
+  switch (object) {
+    case 0:
+    case "MPOL_F_STATIC_NODES":
+      return MpolFlag.MPOL_F_STATIC_NODES;
+    case 1:
+    case "MPOL_F_RELATIVE_NODES":
+      return MpolFlag.MPOL_F_RELATIVE_NODES;
+    case 2:
+    case "MPOL_F_NUMA_BALANCING":
+      return MpolFlag.MPOL_F_NUMA_BALANCING;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MpolFlag.UNRECOGNIZED;
+  }
+}
+
+export function mpolFlagToJSON(object: MpolFlag): string {
+  switch (object) {
+    case MpolFlag.MPOL_F_STATIC_NODES:
+      return "MPOL_F_STATIC_NODES";
+    case MpolFlag.MPOL_F_RELATIVE_NODES:
+      return "MPOL_F_RELATIVE_NODES";
+    case MpolFlag.MPOL_F_NUMA_BALANCING:
+      return "MPOL_F_NUMA_BALANCING";
+    case MpolFlag.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum Field {
+  None = 0,
+  Annotations = 1,
+  Mounts = 2,
+  OciHooks = 3,
+  Devices = 4,
+  CdiDevices = 5,
+  Env = 6,
+  Args = 7,
+  MemLimit = 8,
+  MemReservation = 9,
+  MemSwapLimit = 10,
+  MemKernelLimit = 11,
+  MemTCPLimit = 12,
+  MemSwappiness = 13,
+  MemDisableOomKiller = 14,
+  MemUseHierarchy = 15,
+  CPUShares = 16,
+  CPUQuota = 17,
+  CPUPeriod = 18,
+  CPURealtimeRuntime = 19,
+  CPURealtimePeriod = 20,
+  CPUSetCPUs = 21,
+  CPUSetMems = 22,
+  PidsLimit = 23,
+  HugepageLimits = 24,
+  BlockioClass = 25,
+  RdtClass = 26,
+  CgroupsUnified = 27,
+  CgroupsPath = 28,
+  OomScoreAdj = 29,
+  Rlimits = 30,
+  IoPriority = 31,
+  SeccompPolicy = 32,
+  Namespace = 33,
+  Sysctl = 34,
+  LinuxNetDevices = 35,
+  LinuxSched = 36,
+  RdtClosID = 37,
+  RdtSchemata = 38,
+  RdtEnableMonitoring = 39,
+  MemoryPolicy = 40,
+  UNRECOGNIZED = -1,
+}
+
+export function fieldFromJSON(object: any): Field {
+  switch (object) {
+    case 0:
+    case "None":
+      return Field.None;
+    case 1:
+    case "Annotations":
+      return Field.Annotations;
+    case 2:
+    case "Mounts":
+      return Field.Mounts;
+    case 3:
+    case "OciHooks":
+      return Field.OciHooks;
+    case 4:
+    case "Devices":
+      return Field.Devices;
+    case 5:
+    case "CdiDevices":
+      return Field.CdiDevices;
+    case 6:
+    case "Env":
+      return Field.Env;
+    case 7:
+    case "Args":
+      return Field.Args;
+    case 8:
+    case "MemLimit":
+      return Field.MemLimit;
+    case 9:
+    case "MemReservation":
+      return Field.MemReservation;
+    case 10:
+    case "MemSwapLimit":
+      return Field.MemSwapLimit;
+    case 11:
+    case "MemKernelLimit":
+      return Field.MemKernelLimit;
+    case 12:
+    case "MemTCPLimit":
+      return Field.MemTCPLimit;
+    case 13:
+    case "MemSwappiness":
+      return Field.MemSwappiness;
+    case 14:
+    case "MemDisableOomKiller":
+      return Field.MemDisableOomKiller;
+    case 15:
+    case "MemUseHierarchy":
+      return Field.MemUseHierarchy;
+    case 16:
+    case "CPUShares":
+      return Field.CPUShares;
+    case 17:
+    case "CPUQuota":
+      return Field.CPUQuota;
+    case 18:
+    case "CPUPeriod":
+      return Field.CPUPeriod;
+    case 19:
+    case "CPURealtimeRuntime":
+      return Field.CPURealtimeRuntime;
+    case 20:
+    case "CPURealtimePeriod":
+      return Field.CPURealtimePeriod;
+    case 21:
+    case "CPUSetCPUs":
+      return Field.CPUSetCPUs;
+    case 22:
+    case "CPUSetMems":
+      return Field.CPUSetMems;
+    case 23:
+    case "PidsLimit":
+      return Field.PidsLimit;
+    case 24:
+    case "HugepageLimits":
+      return Field.HugepageLimits;
+    case 25:
+    case "BlockioClass":
+      return Field.BlockioClass;
+    case 26:
+    case "RdtClass":
+      return Field.RdtClass;
+    case 27:
+    case "CgroupsUnified":
+      return Field.CgroupsUnified;
+    case 28:
+    case "CgroupsPath":
+      return Field.CgroupsPath;
+    case 29:
+    case "OomScoreAdj":
+      return Field.OomScoreAdj;
+    case 30:
+    case "Rlimits":
+      return Field.Rlimits;
+    case 31:
+    case "IoPriority":
+      return Field.IoPriority;
+    case 32:
+    case "SeccompPolicy":
+      return Field.SeccompPolicy;
+    case 33:
+    case "Namespace":
+      return Field.Namespace;
+    case 34:
+    case "Sysctl":
+      return Field.Sysctl;
+    case 35:
+    case "LinuxNetDevices":
+      return Field.LinuxNetDevices;
+    case 36:
+    case "LinuxSched":
+      return Field.LinuxSched;
+    case 37:
+    case "RdtClosID":
+      return Field.RdtClosID;
+    case 38:
+    case "RdtSchemata":
+      return Field.RdtSchemata;
+    case 39:
+    case "RdtEnableMonitoring":
+      return Field.RdtEnableMonitoring;
+    case 40:
+    case "MemoryPolicy":
+      return Field.MemoryPolicy;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Field.UNRECOGNIZED;
+  }
+}
+
+export function fieldToJSON(object: Field): string {
+  switch (object) {
+    case Field.None:
+      return "None";
+    case Field.Annotations:
+      return "Annotations";
+    case Field.Mounts:
+      return "Mounts";
+    case Field.OciHooks:
+      return "OciHooks";
+    case Field.Devices:
+      return "Devices";
+    case Field.CdiDevices:
+      return "CdiDevices";
+    case Field.Env:
+      return "Env";
+    case Field.Args:
+      return "Args";
+    case Field.MemLimit:
+      return "MemLimit";
+    case Field.MemReservation:
+      return "MemReservation";
+    case Field.MemSwapLimit:
+      return "MemSwapLimit";
+    case Field.MemKernelLimit:
+      return "MemKernelLimit";
+    case Field.MemTCPLimit:
+      return "MemTCPLimit";
+    case Field.MemSwappiness:
+      return "MemSwappiness";
+    case Field.MemDisableOomKiller:
+      return "MemDisableOomKiller";
+    case Field.MemUseHierarchy:
+      return "MemUseHierarchy";
+    case Field.CPUShares:
+      return "CPUShares";
+    case Field.CPUQuota:
+      return "CPUQuota";
+    case Field.CPUPeriod:
+      return "CPUPeriod";
+    case Field.CPURealtimeRuntime:
+      return "CPURealtimeRuntime";
+    case Field.CPURealtimePeriod:
+      return "CPURealtimePeriod";
+    case Field.CPUSetCPUs:
+      return "CPUSetCPUs";
+    case Field.CPUSetMems:
+      return "CPUSetMems";
+    case Field.PidsLimit:
+      return "PidsLimit";
+    case Field.HugepageLimits:
+      return "HugepageLimits";
+    case Field.BlockioClass:
+      return "BlockioClass";
+    case Field.RdtClass:
+      return "RdtClass";
+    case Field.CgroupsUnified:
+      return "CgroupsUnified";
+    case Field.CgroupsPath:
+      return "CgroupsPath";
+    case Field.OomScoreAdj:
+      return "OomScoreAdj";
+    case Field.Rlimits:
+      return "Rlimits";
+    case Field.IoPriority:
+      return "IoPriority";
+    case Field.SeccompPolicy:
+      return "SeccompPolicy";
+    case Field.Namespace:
+      return "Namespace";
+    case Field.Sysctl:
+      return "Sysctl";
+    case Field.LinuxNetDevices:
+      return "LinuxNetDevices";
+    case Field.LinuxSched:
+      return "LinuxSched";
+    case Field.RdtClosID:
+      return "RdtClosID";
+    case Field.RdtSchemata:
+      return "RdtSchemata";
+    case Field.RdtEnableMonitoring:
+      return "RdtEnableMonitoring";
+    case Field.MemoryPolicy:
+      return "MemoryPolicy";
+    case Field.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface RegisterPluginRequest {
   pluginName: string;
   /** Two decimal digits; plugins are called in ascending order of it. */
   pluginIdx: string;
+  /** The plugin's NRI module version ('' when unknown, and from plugins older than v0.10). */
+  NRIVersion: string;
 }
 
 export interface UpdateContainersRequest {
@@ -204,6 +772,8 @@ export interface ConfigureRequest {
   registrationTimeout: bigint;
   /** Milliseconds. */
   requestTimeout: bigint;
+  /** The runtime's NRI protocol version. */
+  NRIVersion: string;
 }
 
 export interface ConfigureResponse {
@@ -223,6 +793,46 @@ export interface SynchronizeResponse {
   more: boolean;
 }
 
+export interface RunPodSandboxRequest {
+  pod: PodSandbox | undefined;
+}
+
+export interface RunPodSandboxResponse {
+}
+
+export interface UpdatePodSandboxRequest {
+  pod: PodSandbox | undefined;
+  overheadLinuxResources:
+    | LinuxResources
+    | undefined;
+  /** The sum of the pod's containers' resources. */
+  linuxResources: LinuxResources | undefined;
+}
+
+export interface UpdatePodSandboxResponse {
+}
+
+export interface PostUpdatePodSandboxRequest {
+  pod: PodSandbox | undefined;
+}
+
+export interface PostUpdatePodSandboxResponse {
+}
+
+export interface StopPodSandboxRequest {
+  pod: PodSandbox | undefined;
+}
+
+export interface StopPodSandboxResponse {
+}
+
+export interface RemovePodSandboxRequest {
+  pod: PodSandbox | undefined;
+}
+
+export interface RemovePodSandboxResponse {
+}
+
 export interface CreateContainerRequest {
   pod: PodSandbox | undefined;
   container: Container | undefined;
@@ -232,6 +842,30 @@ export interface CreateContainerResponse {
   adjust: ContainerAdjustment | undefined;
   update: ContainerUpdate[];
   evict: ContainerEviction[];
+}
+
+export interface PostCreateContainerRequest {
+  pod: PodSandbox | undefined;
+  container: Container | undefined;
+}
+
+export interface PostCreateContainerResponse {
+}
+
+export interface StartContainerRequest {
+  pod: PodSandbox | undefined;
+  container: Container | undefined;
+}
+
+export interface StartContainerResponse {
+}
+
+export interface PostStartContainerRequest {
+  pod: PodSandbox | undefined;
+  container: Container | undefined;
+}
+
+export interface PostStartContainerResponse {
 }
 
 export interface UpdateContainerRequest {
@@ -245,6 +879,14 @@ export interface UpdateContainerResponse {
   evict: ContainerEviction[];
 }
 
+export interface PostUpdateContainerRequest {
+  pod: PodSandbox | undefined;
+  container: Container | undefined;
+}
+
+export interface PostUpdateContainerResponse {
+}
+
 export interface StopContainerRequest {
   pod: PodSandbox | undefined;
   container: Container | undefined;
@@ -254,7 +896,15 @@ export interface StopContainerResponse {
   update: ContainerUpdate[];
 }
 
-/** Every event that carries no reply beyond Empty. */
+export interface RemoveContainerRequest {
+  pod: PodSandbox | undefined;
+  container: Container | undefined;
+}
+
+export interface RemoveContainerResponse {
+}
+
+/** v0.8's one call for every event that carries no reply beyond Empty. */
 export interface StateChangeEvent {
   event: Event;
   pod:
@@ -262,6 +912,32 @@ export interface StateChangeEvent {
     | undefined;
   /** Unset for pod events. */
   container: Container | undefined;
+}
+
+export interface ValidateContainerAdjustmentRequest {
+  pod:
+    | PodSandbox
+    | undefined;
+  /** The container as it was before any plugin adjusted it. */
+  container: Container | undefined;
+  adjust: ContainerAdjustment | undefined;
+  update: ContainerUpdate[];
+  /** Which plugin set what. */
+  owners:
+    | OwningPlugins
+    | undefined;
+  /** Every plugin consulted for the adjustment. */
+  plugins: PluginInstance[];
+}
+
+export interface PluginInstance {
+  name: string;
+  index: string;
+}
+
+export interface ValidateContainerAdjustmentResponse {
+  reject: boolean;
+  reason: string;
 }
 
 export interface Empty {
@@ -313,6 +989,16 @@ export interface Container {
   linux: LinuxContainer | undefined;
   pid: number;
   rlimits: POSIXRlimit[];
+  /** Unix nanoseconds; 0 when not yet. */
+  createdAt: bigint;
+  startedAt: bigint;
+  finishedAt: bigint;
+  exitCode: number;
+  statusReason: string;
+  statusMessage: string;
+  CDIDevices: CDIDevice[];
+  user: User | undefined;
+  image: Image | undefined;
 }
 
 export interface Container_LabelsEntry {
@@ -323,6 +1009,14 @@ export interface Container_LabelsEntry {
 export interface Container_AnnotationsEntry {
   key: string;
   value: string;
+}
+
+export interface Image {
+  /** The reference the container was created from. */
+  name: string;
+  /** The manifest (or index) digest. */
+  digest: string;
+  configDigest: string;
 }
 
 /** A destination starting with '-' in an adjustment removes that mount. */
@@ -355,6 +1049,23 @@ export interface LinuxContainer {
   resources: LinuxResources | undefined;
   oomScoreAdj: OptionalInt | undefined;
   cgroupsPath: string;
+  ioPriority: LinuxIOPriority | undefined;
+  seccompProfile: SecurityProfile | undefined;
+  seccompPolicy: LinuxSeccomp | undefined;
+  sysctl: { [key: string]: string };
+  netDevices: { [key: string]: LinuxNetDevice };
+  scheduler: LinuxScheduler | undefined;
+  rdt: LinuxRdt | undefined;
+}
+
+export interface LinuxContainer_SysctlEntry {
+  key: string;
+  value: string;
+}
+
+export interface LinuxContainer_NetDevicesEntry {
+  key: string;
+  value: LinuxNetDevice | undefined;
 }
 
 export interface LinuxNamespace {
@@ -384,6 +1095,12 @@ export interface LinuxDeviceCgroup {
 /** A fully qualified CDI device name, vendor.com/class=name. */
 export interface CDIDevice {
   name: string;
+}
+
+export interface User {
+  uid: number;
+  gid: number;
+  additionalGids: number[];
 }
 
 export interface LinuxResources {
@@ -428,6 +1145,50 @@ export interface HugepageLimit {
   limit: bigint;
 }
 
+export interface SecurityProfile {
+  profileType: SecurityProfile_ProfileType;
+  localhostRef: string;
+}
+
+export enum SecurityProfile_ProfileType {
+  RUNTIME_DEFAULT = 0,
+  UNCONFINED = 1,
+  LOCALHOST = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function securityProfile_ProfileTypeFromJSON(object: any): SecurityProfile_ProfileType {
+  switch (object) {
+    case 0:
+    case "RUNTIME_DEFAULT":
+      return SecurityProfile_ProfileType.RUNTIME_DEFAULT;
+    case 1:
+    case "UNCONFINED":
+      return SecurityProfile_ProfileType.UNCONFINED;
+    case 2:
+    case "LOCALHOST":
+      return SecurityProfile_ProfileType.LOCALHOST;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return SecurityProfile_ProfileType.UNRECOGNIZED;
+  }
+}
+
+export function securityProfile_ProfileTypeToJSON(object: SecurityProfile_ProfileType): string {
+  switch (object) {
+    case SecurityProfile_ProfileType.RUNTIME_DEFAULT:
+      return "RUNTIME_DEFAULT";
+    case SecurityProfile_ProfileType.UNCONFINED:
+      return "UNCONFINED";
+    case SecurityProfile_ProfileType.LOCALHOST:
+      return "LOCALHOST";
+    case SecurityProfile_ProfileType.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface POSIXRlimit {
   type: string;
   hard: bigint;
@@ -436,6 +1197,27 @@ export interface POSIXRlimit {
 
 export interface LinuxPids {
   limit: bigint;
+}
+
+export interface LinuxIOPriority {
+  class: IOPrioClass;
+  priority: number;
+}
+
+/** A host network interface moved into the container; the map key is its host name. */
+export interface LinuxNetDevice {
+  /** Its name inside the container. */
+  name: string;
+}
+
+export interface LinuxScheduler {
+  policy: LinuxSchedulerPolicy;
+  nice: number;
+  priority: number;
+  flags: LinuxSchedulerFlag[];
+  runtime: bigint;
+  deadline: bigint;
+  period: bigint;
 }
 
 /**
@@ -450,6 +1232,8 @@ export interface ContainerAdjustment {
   linux: LinuxContainerAdjustment | undefined;
   rlimits: POSIXRlimit[];
   CDIDevices: CDIDevice[];
+  /** Replaces the process's arguments; a first element '' means "cleared before" (NRI's marker). */
+  args: string[];
 }
 
 export interface ContainerAdjustment_AnnotationsEntry {
@@ -462,6 +1246,54 @@ export interface LinuxContainerAdjustment {
   resources: LinuxResources | undefined;
   cgroupsPath: string;
   oomScoreAdj: OptionalInt | undefined;
+  ioPriority: LinuxIOPriority | undefined;
+  seccompPolicy: LinuxSeccomp | undefined;
+  namespaces: LinuxNamespace[];
+  sysctl: { [key: string]: string };
+  netDevices: { [key: string]: LinuxNetDevice };
+  scheduler: LinuxScheduler | undefined;
+  rdt: LinuxRdt | undefined;
+  memoryPolicy: LinuxMemoryPolicy | undefined;
+}
+
+export interface LinuxContainerAdjustment_SysctlEntry {
+  key: string;
+  value: string;
+}
+
+export interface LinuxContainerAdjustment_NetDevicesEntry {
+  key: string;
+  value: LinuxNetDevice | undefined;
+}
+
+export interface LinuxSeccomp {
+  defaultAction: string;
+  defaultErrno: OptionalUInt32 | undefined;
+  architectures: string[];
+  flags: string[];
+  listenerPath: string;
+  listenerMetadata: string;
+  syscalls: LinuxSyscall[];
+}
+
+export interface LinuxSyscall {
+  names: string[];
+  action: string;
+  errnoRet: OptionalUInt32 | undefined;
+  args: LinuxSeccompArg[];
+}
+
+export interface LinuxSeccompArg {
+  index: number;
+  value: bigint;
+  valueTwo: bigint;
+  op: string;
+}
+
+export interface LinuxMemoryPolicy {
+  mode: MpolMode;
+  nodes: string;
+  flags: MpolFlag[];
 }
 
 /** A change of an existing container's resources. */
@@ -483,6 +1315,16 @@ export interface ContainerEviction {
   reason: string;
 }
 
+export interface LinuxRdt {
+  closId: OptionalString | undefined;
+  schemata: OptionalRepeatedString | undefined;
+  enableMonitoring:
+    | OptionalBool
+    | undefined;
+  /** Set in an adjustment: remove the container's RDT settings. */
+  remove: boolean;
+}
+
 export interface KeyValue {
   key: string;
   value: string;
@@ -491,6 +1333,10 @@ export interface KeyValue {
 /** The Optional* wrappers tell "set to the zero value" from "not set". */
 export interface OptionalString {
   value: string;
+}
+
+export interface OptionalRepeatedString {
+  value: string[];
 }
 
 export interface OptionalInt {
@@ -521,8 +1367,47 @@ export interface OptionalFileMode {
   value: number;
 }
 
+/**
+ * Which plugin set what in a container adjustment. Keys of the maps are Field numbers; compound fields
+ * (annotations, mounts, env, devices, …) are owned entry by entry, keyed by the entry (annotation key,
+ * mount destination, env name, device path, …).
+ */
+export interface CompoundFieldOwners {
+  owners: { [key: string]: string };
+}
+
+export interface CompoundFieldOwners_OwnersEntry {
+  key: string;
+  value: string;
+}
+
+export interface FieldOwners {
+  simple: { [key: number]: string };
+  compound: { [key: number]: CompoundFieldOwners };
+}
+
+export interface FieldOwners_SimpleEntry {
+  key: number;
+  value: string;
+}
+
+export interface FieldOwners_CompoundEntry {
+  key: number;
+  value: CompoundFieldOwners | undefined;
+}
+
+/** Keyed by container id. */
+export interface OwningPlugins {
+  owners: { [key: string]: FieldOwners };
+}
+
+export interface OwningPlugins_OwnersEntry {
+  key: string;
+  value: FieldOwners | undefined;
+}
+
 function createBaseRegisterPluginRequest(): RegisterPluginRequest {
-  return { pluginName: "", pluginIdx: "" };
+  return { pluginName: "", pluginIdx: "", NRIVersion: "" };
 }
 
 export const RegisterPluginRequest: MessageFns<RegisterPluginRequest> = {
@@ -532,6 +1417,9 @@ export const RegisterPluginRequest: MessageFns<RegisterPluginRequest> = {
     }
     if (message.pluginIdx !== "") {
       writer.uint32(18).string(message.pluginIdx);
+    }
+    if (message.NRIVersion !== "") {
+      writer.uint32(26).string(message.NRIVersion);
     }
     return writer;
   },
@@ -565,6 +1453,14 @@ export const RegisterPluginRequest: MessageFns<RegisterPluginRequest> = {
             message.pluginIdx = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.NRIVersion = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -589,6 +1485,11 @@ export const RegisterPluginRequest: MessageFns<RegisterPluginRequest> = {
         : isSet(object.plugin_idx)
         ? globalThis.String(object.plugin_idx)
         : "",
+      NRIVersion: isSet(object.NRIVersion)
+        ? globalThis.String(object.NRIVersion)
+        : isSet(object.NRI_version)
+        ? globalThis.String(object.NRI_version)
+        : "",
     };
   },
 
@@ -600,6 +1501,9 @@ export const RegisterPluginRequest: MessageFns<RegisterPluginRequest> = {
     if (message.pluginIdx !== "") {
       obj.pluginIdx = message.pluginIdx;
     }
+    if (message.NRIVersion !== "") {
+      obj.NRIVersion = message.NRIVersion;
+    }
     return obj;
   },
 
@@ -610,6 +1514,7 @@ export const RegisterPluginRequest: MessageFns<RegisterPluginRequest> = {
     const message = createBaseRegisterPluginRequest();
     message.pluginName = object.pluginName ?? "";
     message.pluginIdx = object.pluginIdx ?? "";
+    message.NRIVersion = object.NRIVersion ?? "";
     return message;
   },
 };
@@ -773,7 +1678,14 @@ export const UpdateContainersResponse: MessageFns<UpdateContainersResponse> = {
 };
 
 function createBaseConfigureRequest(): ConfigureRequest {
-  return { config: "", runtimeName: "", runtimeVersion: "", registrationTimeout: 0n, requestTimeout: 0n };
+  return {
+    config: "",
+    runtimeName: "",
+    runtimeVersion: "",
+    registrationTimeout: 0n,
+    requestTimeout: 0n,
+    NRIVersion: "",
+  };
 }
 
 export const ConfigureRequest: MessageFns<ConfigureRequest> = {
@@ -798,6 +1710,9 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
         throw new globalThis.Error("value provided for field message.requestTimeout of type int64 too large");
       }
       writer.uint32(40).int64(message.requestTimeout);
+    }
+    if (message.NRIVersion !== "") {
+      writer.uint32(50).string(message.NRIVersion);
     }
     return writer;
   },
@@ -855,6 +1770,14 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
             message.requestTimeout = reader.int64() as bigint;
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.NRIVersion = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -890,6 +1813,11 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
         : isSet(object.request_timeout)
         ? BigInt(object.request_timeout)
         : 0n,
+      NRIVersion: isSet(object.NRIVersion)
+        ? globalThis.String(object.NRIVersion)
+        : isSet(object.NRI_version)
+        ? globalThis.String(object.NRI_version)
+        : "",
     };
   },
 
@@ -910,6 +1838,9 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
     if (message.requestTimeout !== 0n) {
       obj.requestTimeout = message.requestTimeout.toString();
     }
+    if (message.NRIVersion !== "") {
+      obj.NRIVersion = message.NRIVersion;
+    }
     return obj;
   },
 
@@ -927,6 +1858,7 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
     message.requestTimeout = (object.requestTimeout !== undefined && object.requestTimeout !== null)
       ? BigInt(object.requestTimeout)
       : 0n;
+    message.NRIVersion = object.NRIVersion ?? "";
     return message;
   },
 };
@@ -1188,6 +2120,648 @@ export const SynchronizeResponse: MessageFns<SynchronizeResponse> = {
   },
 };
 
+function createBaseRunPodSandboxRequest(): RunPodSandboxRequest {
+  return { pod: undefined };
+}
+
+export const RunPodSandboxRequest: MessageFns<RunPodSandboxRequest> = {
+  encode(message: RunPodSandboxRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RunPodSandboxRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRunPodSandboxRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RunPodSandboxRequest {
+    return { pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined };
+  },
+
+  toJSON(message: RunPodSandboxRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RunPodSandboxRequest>, I>>(base?: I): RunPodSandboxRequest {
+    return RunPodSandboxRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RunPodSandboxRequest>, I>>(object: I): RunPodSandboxRequest {
+    const message = createBaseRunPodSandboxRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    return message;
+  },
+};
+
+function createBaseRunPodSandboxResponse(): RunPodSandboxResponse {
+  return {};
+}
+
+export const RunPodSandboxResponse: MessageFns<RunPodSandboxResponse> = {
+  encode(_: RunPodSandboxResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RunPodSandboxResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRunPodSandboxResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RunPodSandboxResponse {
+    return {};
+  },
+
+  toJSON(_: RunPodSandboxResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RunPodSandboxResponse>, I>>(base?: I): RunPodSandboxResponse {
+    return RunPodSandboxResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RunPodSandboxResponse>, I>>(_: I): RunPodSandboxResponse {
+    const message = createBaseRunPodSandboxResponse();
+    return message;
+  },
+};
+
+function createBaseUpdatePodSandboxRequest(): UpdatePodSandboxRequest {
+  return { pod: undefined, overheadLinuxResources: undefined, linuxResources: undefined };
+}
+
+export const UpdatePodSandboxRequest: MessageFns<UpdatePodSandboxRequest> = {
+  encode(message: UpdatePodSandboxRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    if (message.overheadLinuxResources !== undefined) {
+      LinuxResources.encode(message.overheadLinuxResources, writer.uint32(18).fork()).join();
+    }
+    if (message.linuxResources !== undefined) {
+      LinuxResources.encode(message.linuxResources, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdatePodSandboxRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdatePodSandboxRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.overheadLinuxResources = LinuxResources.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.linuxResources = LinuxResources.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UpdatePodSandboxRequest {
+    return {
+      pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined,
+      overheadLinuxResources: isSet(object.overheadLinuxResources)
+        ? LinuxResources.fromJSON(object.overheadLinuxResources)
+        : isSet(object.overhead_linux_resources)
+        ? LinuxResources.fromJSON(object.overhead_linux_resources)
+        : undefined,
+      linuxResources: isSet(object.linuxResources)
+        ? LinuxResources.fromJSON(object.linuxResources)
+        : isSet(object.linux_resources)
+        ? LinuxResources.fromJSON(object.linux_resources)
+        : undefined,
+    };
+  },
+
+  toJSON(message: UpdatePodSandboxRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    if (message.overheadLinuxResources !== undefined) {
+      obj.overheadLinuxResources = LinuxResources.toJSON(message.overheadLinuxResources);
+    }
+    if (message.linuxResources !== undefined) {
+      obj.linuxResources = LinuxResources.toJSON(message.linuxResources);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpdatePodSandboxRequest>, I>>(base?: I): UpdatePodSandboxRequest {
+    return UpdatePodSandboxRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdatePodSandboxRequest>, I>>(object: I): UpdatePodSandboxRequest {
+    const message = createBaseUpdatePodSandboxRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    message.overheadLinuxResources =
+      (object.overheadLinuxResources !== undefined && object.overheadLinuxResources !== null)
+        ? LinuxResources.fromPartial(object.overheadLinuxResources)
+        : undefined;
+    message.linuxResources = (object.linuxResources !== undefined && object.linuxResources !== null)
+      ? LinuxResources.fromPartial(object.linuxResources)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseUpdatePodSandboxResponse(): UpdatePodSandboxResponse {
+  return {};
+}
+
+export const UpdatePodSandboxResponse: MessageFns<UpdatePodSandboxResponse> = {
+  encode(_: UpdatePodSandboxResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdatePodSandboxResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdatePodSandboxResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): UpdatePodSandboxResponse {
+    return {};
+  },
+
+  toJSON(_: UpdatePodSandboxResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpdatePodSandboxResponse>, I>>(base?: I): UpdatePodSandboxResponse {
+    return UpdatePodSandboxResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdatePodSandboxResponse>, I>>(_: I): UpdatePodSandboxResponse {
+    const message = createBaseUpdatePodSandboxResponse();
+    return message;
+  },
+};
+
+function createBasePostUpdatePodSandboxRequest(): PostUpdatePodSandboxRequest {
+  return { pod: undefined };
+}
+
+export const PostUpdatePodSandboxRequest: MessageFns<PostUpdatePodSandboxRequest> = {
+  encode(message: PostUpdatePodSandboxRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostUpdatePodSandboxRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostUpdatePodSandboxRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PostUpdatePodSandboxRequest {
+    return { pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined };
+  },
+
+  toJSON(message: PostUpdatePodSandboxRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostUpdatePodSandboxRequest>, I>>(base?: I): PostUpdatePodSandboxRequest {
+    return PostUpdatePodSandboxRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostUpdatePodSandboxRequest>, I>>(object: I): PostUpdatePodSandboxRequest {
+    const message = createBasePostUpdatePodSandboxRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    return message;
+  },
+};
+
+function createBasePostUpdatePodSandboxResponse(): PostUpdatePodSandboxResponse {
+  return {};
+}
+
+export const PostUpdatePodSandboxResponse: MessageFns<PostUpdatePodSandboxResponse> = {
+  encode(_: PostUpdatePodSandboxResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostUpdatePodSandboxResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostUpdatePodSandboxResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): PostUpdatePodSandboxResponse {
+    return {};
+  },
+
+  toJSON(_: PostUpdatePodSandboxResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostUpdatePodSandboxResponse>, I>>(base?: I): PostUpdatePodSandboxResponse {
+    return PostUpdatePodSandboxResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostUpdatePodSandboxResponse>, I>>(_: I): PostUpdatePodSandboxResponse {
+    const message = createBasePostUpdatePodSandboxResponse();
+    return message;
+  },
+};
+
+function createBaseStopPodSandboxRequest(): StopPodSandboxRequest {
+  return { pod: undefined };
+}
+
+export const StopPodSandboxRequest: MessageFns<StopPodSandboxRequest> = {
+  encode(message: StopPodSandboxRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StopPodSandboxRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStopPodSandboxRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StopPodSandboxRequest {
+    return { pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined };
+  },
+
+  toJSON(message: StopPodSandboxRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StopPodSandboxRequest>, I>>(base?: I): StopPodSandboxRequest {
+    return StopPodSandboxRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StopPodSandboxRequest>, I>>(object: I): StopPodSandboxRequest {
+    const message = createBaseStopPodSandboxRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    return message;
+  },
+};
+
+function createBaseStopPodSandboxResponse(): StopPodSandboxResponse {
+  return {};
+}
+
+export const StopPodSandboxResponse: MessageFns<StopPodSandboxResponse> = {
+  encode(_: StopPodSandboxResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StopPodSandboxResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStopPodSandboxResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): StopPodSandboxResponse {
+    return {};
+  },
+
+  toJSON(_: StopPodSandboxResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StopPodSandboxResponse>, I>>(base?: I): StopPodSandboxResponse {
+    return StopPodSandboxResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StopPodSandboxResponse>, I>>(_: I): StopPodSandboxResponse {
+    const message = createBaseStopPodSandboxResponse();
+    return message;
+  },
+};
+
+function createBaseRemovePodSandboxRequest(): RemovePodSandboxRequest {
+  return { pod: undefined };
+}
+
+export const RemovePodSandboxRequest: MessageFns<RemovePodSandboxRequest> = {
+  encode(message: RemovePodSandboxRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemovePodSandboxRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemovePodSandboxRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemovePodSandboxRequest {
+    return { pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined };
+  },
+
+  toJSON(message: RemovePodSandboxRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemovePodSandboxRequest>, I>>(base?: I): RemovePodSandboxRequest {
+    return RemovePodSandboxRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemovePodSandboxRequest>, I>>(object: I): RemovePodSandboxRequest {
+    const message = createBaseRemovePodSandboxRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    return message;
+  },
+};
+
+function createBaseRemovePodSandboxResponse(): RemovePodSandboxResponse {
+  return {};
+}
+
+export const RemovePodSandboxResponse: MessageFns<RemovePodSandboxResponse> = {
+  encode(_: RemovePodSandboxResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemovePodSandboxResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemovePodSandboxResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RemovePodSandboxResponse {
+    return {};
+  },
+
+  toJSON(_: RemovePodSandboxResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemovePodSandboxResponse>, I>>(base?: I): RemovePodSandboxResponse {
+    return RemovePodSandboxResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemovePodSandboxResponse>, I>>(_: I): RemovePodSandboxResponse {
+    const message = createBaseRemovePodSandboxResponse();
+    return message;
+  },
+};
+
 function createBaseCreateContainerRequest(): CreateContainerRequest {
   return { pod: undefined, container: undefined };
 }
@@ -1376,6 +2950,423 @@ export const CreateContainerResponse: MessageFns<CreateContainerResponse> = {
       : undefined;
     message.update = object.update?.map((e) => ContainerUpdate.fromPartial(e)) || [];
     message.evict = object.evict?.map((e) => ContainerEviction.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePostCreateContainerRequest(): PostCreateContainerRequest {
+  return { pod: undefined, container: undefined };
+}
+
+export const PostCreateContainerRequest: MessageFns<PostCreateContainerRequest> = {
+  encode(message: PostCreateContainerRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    if (message.container !== undefined) {
+      Container.encode(message.container, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostCreateContainerRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostCreateContainerRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.container = Container.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PostCreateContainerRequest {
+    return {
+      pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined,
+      container: isSet(object.container) ? Container.fromJSON(object.container) : undefined,
+    };
+  },
+
+  toJSON(message: PostCreateContainerRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    if (message.container !== undefined) {
+      obj.container = Container.toJSON(message.container);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostCreateContainerRequest>, I>>(base?: I): PostCreateContainerRequest {
+    return PostCreateContainerRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostCreateContainerRequest>, I>>(object: I): PostCreateContainerRequest {
+    const message = createBasePostCreateContainerRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    message.container = (object.container !== undefined && object.container !== null)
+      ? Container.fromPartial(object.container)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePostCreateContainerResponse(): PostCreateContainerResponse {
+  return {};
+}
+
+export const PostCreateContainerResponse: MessageFns<PostCreateContainerResponse> = {
+  encode(_: PostCreateContainerResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostCreateContainerResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostCreateContainerResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): PostCreateContainerResponse {
+    return {};
+  },
+
+  toJSON(_: PostCreateContainerResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostCreateContainerResponse>, I>>(base?: I): PostCreateContainerResponse {
+    return PostCreateContainerResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostCreateContainerResponse>, I>>(_: I): PostCreateContainerResponse {
+    const message = createBasePostCreateContainerResponse();
+    return message;
+  },
+};
+
+function createBaseStartContainerRequest(): StartContainerRequest {
+  return { pod: undefined, container: undefined };
+}
+
+export const StartContainerRequest: MessageFns<StartContainerRequest> = {
+  encode(message: StartContainerRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    if (message.container !== undefined) {
+      Container.encode(message.container, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StartContainerRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStartContainerRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.container = Container.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StartContainerRequest {
+    return {
+      pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined,
+      container: isSet(object.container) ? Container.fromJSON(object.container) : undefined,
+    };
+  },
+
+  toJSON(message: StartContainerRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    if (message.container !== undefined) {
+      obj.container = Container.toJSON(message.container);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StartContainerRequest>, I>>(base?: I): StartContainerRequest {
+    return StartContainerRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StartContainerRequest>, I>>(object: I): StartContainerRequest {
+    const message = createBaseStartContainerRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    message.container = (object.container !== undefined && object.container !== null)
+      ? Container.fromPartial(object.container)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStartContainerResponse(): StartContainerResponse {
+  return {};
+}
+
+export const StartContainerResponse: MessageFns<StartContainerResponse> = {
+  encode(_: StartContainerResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StartContainerResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStartContainerResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): StartContainerResponse {
+    return {};
+  },
+
+  toJSON(_: StartContainerResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StartContainerResponse>, I>>(base?: I): StartContainerResponse {
+    return StartContainerResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StartContainerResponse>, I>>(_: I): StartContainerResponse {
+    const message = createBaseStartContainerResponse();
+    return message;
+  },
+};
+
+function createBasePostStartContainerRequest(): PostStartContainerRequest {
+  return { pod: undefined, container: undefined };
+}
+
+export const PostStartContainerRequest: MessageFns<PostStartContainerRequest> = {
+  encode(message: PostStartContainerRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    if (message.container !== undefined) {
+      Container.encode(message.container, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostStartContainerRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostStartContainerRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.container = Container.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PostStartContainerRequest {
+    return {
+      pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined,
+      container: isSet(object.container) ? Container.fromJSON(object.container) : undefined,
+    };
+  },
+
+  toJSON(message: PostStartContainerRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    if (message.container !== undefined) {
+      obj.container = Container.toJSON(message.container);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostStartContainerRequest>, I>>(base?: I): PostStartContainerRequest {
+    return PostStartContainerRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostStartContainerRequest>, I>>(object: I): PostStartContainerRequest {
+    const message = createBasePostStartContainerRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    message.container = (object.container !== undefined && object.container !== null)
+      ? Container.fromPartial(object.container)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePostStartContainerResponse(): PostStartContainerResponse {
+  return {};
+}
+
+export const PostStartContainerResponse: MessageFns<PostStartContainerResponse> = {
+  encode(_: PostStartContainerResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostStartContainerResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostStartContainerResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): PostStartContainerResponse {
+    return {};
+  },
+
+  toJSON(_: PostStartContainerResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostStartContainerResponse>, I>>(base?: I): PostStartContainerResponse {
+    return PostStartContainerResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostStartContainerResponse>, I>>(_: I): PostStartContainerResponse {
+    const message = createBasePostStartContainerResponse();
     return message;
   },
 };
@@ -1576,6 +3567,145 @@ export const UpdateContainerResponse: MessageFns<UpdateContainerResponse> = {
   },
 };
 
+function createBasePostUpdateContainerRequest(): PostUpdateContainerRequest {
+  return { pod: undefined, container: undefined };
+}
+
+export const PostUpdateContainerRequest: MessageFns<PostUpdateContainerRequest> = {
+  encode(message: PostUpdateContainerRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    if (message.container !== undefined) {
+      Container.encode(message.container, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostUpdateContainerRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostUpdateContainerRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.container = Container.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PostUpdateContainerRequest {
+    return {
+      pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined,
+      container: isSet(object.container) ? Container.fromJSON(object.container) : undefined,
+    };
+  },
+
+  toJSON(message: PostUpdateContainerRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    if (message.container !== undefined) {
+      obj.container = Container.toJSON(message.container);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostUpdateContainerRequest>, I>>(base?: I): PostUpdateContainerRequest {
+    return PostUpdateContainerRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostUpdateContainerRequest>, I>>(object: I): PostUpdateContainerRequest {
+    const message = createBasePostUpdateContainerRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    message.container = (object.container !== undefined && object.container !== null)
+      ? Container.fromPartial(object.container)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePostUpdateContainerResponse(): PostUpdateContainerResponse {
+  return {};
+}
+
+export const PostUpdateContainerResponse: MessageFns<PostUpdateContainerResponse> = {
+  encode(_: PostUpdateContainerResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PostUpdateContainerResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePostUpdateContainerResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): PostUpdateContainerResponse {
+    return {};
+  },
+
+  toJSON(_: PostUpdateContainerResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PostUpdateContainerResponse>, I>>(base?: I): PostUpdateContainerResponse {
+    return PostUpdateContainerResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PostUpdateContainerResponse>, I>>(_: I): PostUpdateContainerResponse {
+    const message = createBasePostUpdateContainerResponse();
+    return message;
+  },
+};
+
 function createBaseStopContainerRequest(): StopContainerRequest {
   return { pod: undefined, container: undefined };
 }
@@ -1734,6 +3864,145 @@ export const StopContainerResponse: MessageFns<StopContainerResponse> = {
   },
 };
 
+function createBaseRemoveContainerRequest(): RemoveContainerRequest {
+  return { pod: undefined, container: undefined };
+}
+
+export const RemoveContainerRequest: MessageFns<RemoveContainerRequest> = {
+  encode(message: RemoveContainerRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    if (message.container !== undefined) {
+      Container.encode(message.container, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveContainerRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveContainerRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.container = Container.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveContainerRequest {
+    return {
+      pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined,
+      container: isSet(object.container) ? Container.fromJSON(object.container) : undefined,
+    };
+  },
+
+  toJSON(message: RemoveContainerRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    if (message.container !== undefined) {
+      obj.container = Container.toJSON(message.container);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveContainerRequest>, I>>(base?: I): RemoveContainerRequest {
+    return RemoveContainerRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveContainerRequest>, I>>(object: I): RemoveContainerRequest {
+    const message = createBaseRemoveContainerRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    message.container = (object.container !== undefined && object.container !== null)
+      ? Container.fromPartial(object.container)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRemoveContainerResponse(): RemoveContainerResponse {
+  return {};
+}
+
+export const RemoveContainerResponse: MessageFns<RemoveContainerResponse> = {
+  encode(_: RemoveContainerResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveContainerResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveContainerResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RemoveContainerResponse {
+    return {};
+  },
+
+  toJSON(_: RemoveContainerResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveContainerResponse>, I>>(base?: I): RemoveContainerResponse {
+    return RemoveContainerResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveContainerResponse>, I>>(_: I): RemoveContainerResponse {
+    const message = createBaseRemoveContainerResponse();
+    return message;
+  },
+};
+
 function createBaseStateChangeEvent(): StateChangeEvent {
   return { event: 0, pod: undefined, container: undefined };
 }
@@ -1833,6 +4102,343 @@ export const StateChangeEvent: MessageFns<StateChangeEvent> = {
     message.container = (object.container !== undefined && object.container !== null)
       ? Container.fromPartial(object.container)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseValidateContainerAdjustmentRequest(): ValidateContainerAdjustmentRequest {
+  return { pod: undefined, container: undefined, adjust: undefined, update: [], owners: undefined, plugins: [] };
+}
+
+export const ValidateContainerAdjustmentRequest: MessageFns<ValidateContainerAdjustmentRequest> = {
+  encode(message: ValidateContainerAdjustmentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pod !== undefined) {
+      PodSandbox.encode(message.pod, writer.uint32(10).fork()).join();
+    }
+    if (message.container !== undefined) {
+      Container.encode(message.container, writer.uint32(18).fork()).join();
+    }
+    if (message.adjust !== undefined) {
+      ContainerAdjustment.encode(message.adjust, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.update) {
+      ContainerUpdate.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.owners !== undefined) {
+      OwningPlugins.encode(message.owners, writer.uint32(42).fork()).join();
+    }
+    for (const v of message.plugins) {
+      PluginInstance.encode(v!, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ValidateContainerAdjustmentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseValidateContainerAdjustmentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pod = PodSandbox.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.container = Container.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.adjust = ContainerAdjustment.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.update.push(ContainerUpdate.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.owners = OwningPlugins.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.plugins.push(PluginInstance.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ValidateContainerAdjustmentRequest {
+    return {
+      pod: isSet(object.pod) ? PodSandbox.fromJSON(object.pod) : undefined,
+      container: isSet(object.container) ? Container.fromJSON(object.container) : undefined,
+      adjust: isSet(object.adjust) ? ContainerAdjustment.fromJSON(object.adjust) : undefined,
+      update: globalThis.Array.isArray(object?.update)
+        ? object.update.map((e: any) => ContainerUpdate.fromJSON(e))
+        : [],
+      owners: isSet(object.owners) ? OwningPlugins.fromJSON(object.owners) : undefined,
+      plugins: globalThis.Array.isArray(object?.plugins)
+        ? object.plugins.map((e: any) => PluginInstance.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ValidateContainerAdjustmentRequest): unknown {
+    const obj: any = {};
+    if (message.pod !== undefined) {
+      obj.pod = PodSandbox.toJSON(message.pod);
+    }
+    if (message.container !== undefined) {
+      obj.container = Container.toJSON(message.container);
+    }
+    if (message.adjust !== undefined) {
+      obj.adjust = ContainerAdjustment.toJSON(message.adjust);
+    }
+    if (message.update?.length) {
+      obj.update = message.update.map((e) => ContainerUpdate.toJSON(e));
+    }
+    if (message.owners !== undefined) {
+      obj.owners = OwningPlugins.toJSON(message.owners);
+    }
+    if (message.plugins?.length) {
+      obj.plugins = message.plugins.map((e) => PluginInstance.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ValidateContainerAdjustmentRequest>, I>>(
+    base?: I,
+  ): ValidateContainerAdjustmentRequest {
+    return ValidateContainerAdjustmentRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ValidateContainerAdjustmentRequest>, I>>(
+    object: I,
+  ): ValidateContainerAdjustmentRequest {
+    const message = createBaseValidateContainerAdjustmentRequest();
+    message.pod = (object.pod !== undefined && object.pod !== null) ? PodSandbox.fromPartial(object.pod) : undefined;
+    message.container = (object.container !== undefined && object.container !== null)
+      ? Container.fromPartial(object.container)
+      : undefined;
+    message.adjust = (object.adjust !== undefined && object.adjust !== null)
+      ? ContainerAdjustment.fromPartial(object.adjust)
+      : undefined;
+    message.update = object.update?.map((e) => ContainerUpdate.fromPartial(e)) || [];
+    message.owners = (object.owners !== undefined && object.owners !== null)
+      ? OwningPlugins.fromPartial(object.owners)
+      : undefined;
+    message.plugins = object.plugins?.map((e) => PluginInstance.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePluginInstance(): PluginInstance {
+  return { name: "", index: "" };
+}
+
+export const PluginInstance: MessageFns<PluginInstance> = {
+  encode(message: PluginInstance, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.index !== "") {
+      writer.uint32(18).string(message.index);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PluginInstance {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePluginInstance();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.index = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PluginInstance {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      index: isSet(object.index) ? globalThis.String(object.index) : "",
+    };
+  },
+
+  toJSON(message: PluginInstance): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.index !== "") {
+      obj.index = message.index;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PluginInstance>, I>>(base?: I): PluginInstance {
+    return PluginInstance.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PluginInstance>, I>>(object: I): PluginInstance {
+    const message = createBasePluginInstance();
+    message.name = object.name ?? "";
+    message.index = object.index ?? "";
+    return message;
+  },
+};
+
+function createBaseValidateContainerAdjustmentResponse(): ValidateContainerAdjustmentResponse {
+  return { reject: false, reason: "" };
+}
+
+export const ValidateContainerAdjustmentResponse: MessageFns<ValidateContainerAdjustmentResponse> = {
+  encode(message: ValidateContainerAdjustmentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reject !== false) {
+      writer.uint32(8).bool(message.reject);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ValidateContainerAdjustmentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseValidateContainerAdjustmentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.reject = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ValidateContainerAdjustmentResponse {
+    return {
+      reject: isSet(object.reject) ? globalThis.Boolean(object.reject) : false,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: ValidateContainerAdjustmentResponse): unknown {
+    const obj: any = {};
+    if (message.reject !== false) {
+      obj.reject = message.reject;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ValidateContainerAdjustmentResponse>, I>>(
+    base?: I,
+  ): ValidateContainerAdjustmentResponse {
+    return ValidateContainerAdjustmentResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ValidateContainerAdjustmentResponse>, I>>(
+    object: I,
+  ): ValidateContainerAdjustmentResponse {
+    const message = createBaseValidateContainerAdjustmentResponse();
+    message.reject = object.reject ?? false;
+    message.reason = object.reason ?? "";
     return message;
   },
 };
@@ -2546,6 +5152,15 @@ function createBaseContainer(): Container {
     linux: undefined,
     pid: 0,
     rlimits: [],
+    createdAt: 0n,
+    startedAt: 0n,
+    finishedAt: 0n,
+    exitCode: 0,
+    statusReason: "",
+    statusMessage: "",
+    CDIDevices: [],
+    user: undefined,
+    image: undefined,
   };
 }
 
@@ -2589,6 +5204,42 @@ export const Container: MessageFns<Container> = {
     }
     for (const v of message.rlimits) {
       POSIXRlimit.encode(v!, writer.uint32(106).fork()).join();
+    }
+    if (message.createdAt !== 0n) {
+      if (BigInt.asIntN(64, message.createdAt) !== message.createdAt) {
+        throw new globalThis.Error("value provided for field message.createdAt of type int64 too large");
+      }
+      writer.uint32(112).int64(message.createdAt);
+    }
+    if (message.startedAt !== 0n) {
+      if (BigInt.asIntN(64, message.startedAt) !== message.startedAt) {
+        throw new globalThis.Error("value provided for field message.startedAt of type int64 too large");
+      }
+      writer.uint32(120).int64(message.startedAt);
+    }
+    if (message.finishedAt !== 0n) {
+      if (BigInt.asIntN(64, message.finishedAt) !== message.finishedAt) {
+        throw new globalThis.Error("value provided for field message.finishedAt of type int64 too large");
+      }
+      writer.uint32(128).int64(message.finishedAt);
+    }
+    if (message.exitCode !== 0) {
+      writer.uint32(136).int32(message.exitCode);
+    }
+    if (message.statusReason !== "") {
+      writer.uint32(146).string(message.statusReason);
+    }
+    if (message.statusMessage !== "") {
+      writer.uint32(154).string(message.statusMessage);
+    }
+    for (const v of message.CDIDevices) {
+      CDIDevice.encode(v!, writer.uint32(162).fork()).join();
+    }
+    if (message.user !== undefined) {
+      User.encode(message.user, writer.uint32(170).fork()).join();
+    }
+    if (message.image !== undefined) {
+      Image.encode(message.image, writer.uint32(178).fork()).join();
     }
     return writer;
   },
@@ -2716,6 +5367,78 @@ export const Container: MessageFns<Container> = {
             message.rlimits.push(POSIXRlimit.decode(reader, reader.uint32()));
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.createdAt = reader.int64() as bigint;
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.startedAt = reader.int64() as bigint;
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.finishedAt = reader.int64() as bigint;
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.exitCode = reader.int32();
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.statusReason = reader.string();
+            continue;
+          }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.statusMessage = reader.string();
+            continue;
+          }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.CDIDevices.push(CDIDevice.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.user = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.image = Image.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2777,6 +5500,43 @@ export const Container: MessageFns<Container> = {
       linux: isSet(object.linux) ? LinuxContainer.fromJSON(object.linux) : undefined,
       pid: isSet(object.pid) ? globalThis.Number(object.pid) : 0,
       rlimits: globalThis.Array.isArray(object?.rlimits) ? object.rlimits.map((e: any) => POSIXRlimit.fromJSON(e)) : [],
+      createdAt: isSet(object.createdAt)
+        ? BigInt(object.createdAt)
+        : isSet(object.created_at)
+        ? BigInt(object.created_at)
+        : 0n,
+      startedAt: isSet(object.startedAt)
+        ? BigInt(object.startedAt)
+        : isSet(object.started_at)
+        ? BigInt(object.started_at)
+        : 0n,
+      finishedAt: isSet(object.finishedAt)
+        ? BigInt(object.finishedAt)
+        : isSet(object.finished_at)
+        ? BigInt(object.finished_at)
+        : 0n,
+      exitCode: isSet(object.exitCode)
+        ? globalThis.Number(object.exitCode)
+        : isSet(object.exit_code)
+        ? globalThis.Number(object.exit_code)
+        : 0,
+      statusReason: isSet(object.statusReason)
+        ? globalThis.String(object.statusReason)
+        : isSet(object.status_reason)
+        ? globalThis.String(object.status_reason)
+        : "",
+      statusMessage: isSet(object.statusMessage)
+        ? globalThis.String(object.statusMessage)
+        : isSet(object.status_message)
+        ? globalThis.String(object.status_message)
+        : "",
+      CDIDevices: globalThis.Array.isArray(object?.CDIDevices)
+        ? object.CDIDevices.map((e: any) => CDIDevice.fromJSON(e))
+        : globalThis.Array.isArray(object?.CDI_devices)
+        ? object.CDI_devices.map((e: any) => CDIDevice.fromJSON(e))
+        : [],
+      user: isSet(object.user) ? User.fromJSON(object.user) : undefined,
+      image: isSet(object.image) ? Image.fromJSON(object.image) : undefined,
     };
   },
 
@@ -2833,6 +5593,33 @@ export const Container: MessageFns<Container> = {
     if (message.rlimits?.length) {
       obj.rlimits = message.rlimits.map((e) => POSIXRlimit.toJSON(e));
     }
+    if (message.createdAt !== 0n) {
+      obj.createdAt = message.createdAt.toString();
+    }
+    if (message.startedAt !== 0n) {
+      obj.startedAt = message.startedAt.toString();
+    }
+    if (message.finishedAt !== 0n) {
+      obj.finishedAt = message.finishedAt.toString();
+    }
+    if (message.exitCode !== 0) {
+      obj.exitCode = Math.round(message.exitCode);
+    }
+    if (message.statusReason !== "") {
+      obj.statusReason = message.statusReason;
+    }
+    if (message.statusMessage !== "") {
+      obj.statusMessage = message.statusMessage;
+    }
+    if (message.CDIDevices?.length) {
+      obj.CDIDevices = message.CDIDevices.map((e) => CDIDevice.toJSON(e));
+    }
+    if (message.user !== undefined) {
+      obj.user = User.toJSON(message.user);
+    }
+    if (message.image !== undefined) {
+      obj.image = Image.toJSON(message.image);
+    }
     return obj;
   },
 
@@ -2872,6 +5659,17 @@ export const Container: MessageFns<Container> = {
       : undefined;
     message.pid = object.pid ?? 0;
     message.rlimits = object.rlimits?.map((e) => POSIXRlimit.fromPartial(e)) || [];
+    message.createdAt = (object.createdAt !== undefined && object.createdAt !== null) ? BigInt(object.createdAt) : 0n;
+    message.startedAt = (object.startedAt !== undefined && object.startedAt !== null) ? BigInt(object.startedAt) : 0n;
+    message.finishedAt = (object.finishedAt !== undefined && object.finishedAt !== null)
+      ? BigInt(object.finishedAt)
+      : 0n;
+    message.exitCode = object.exitCode ?? 0;
+    message.statusReason = object.statusReason ?? "";
+    message.statusMessage = object.statusMessage ?? "";
+    message.CDIDevices = object.CDIDevices?.map((e) => CDIDevice.fromPartial(e)) || [];
+    message.user = (object.user !== undefined && object.user !== null) ? User.fromPartial(object.user) : undefined;
+    message.image = (object.image !== undefined && object.image !== null) ? Image.fromPartial(object.image) : undefined;
     return message;
   },
 };
@@ -3042,6 +5840,111 @@ export const Container_AnnotationsEntry: MessageFns<Container_AnnotationsEntry> 
     const message = createBaseContainer_AnnotationsEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseImage(): Image {
+  return { name: "", digest: "", configDigest: "" };
+}
+
+export const Image: MessageFns<Image> = {
+  encode(message: Image, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.digest !== "") {
+      writer.uint32(18).string(message.digest);
+    }
+    if (message.configDigest !== "") {
+      writer.uint32(26).string(message.configDigest);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Image {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.digest = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.configDigest = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Image {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      digest: isSet(object.digest) ? globalThis.String(object.digest) : "",
+      configDigest: isSet(object.configDigest)
+        ? globalThis.String(object.configDigest)
+        : isSet(object.config_digest)
+        ? globalThis.String(object.config_digest)
+        : "",
+    };
+  },
+
+  toJSON(message: Image): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.digest !== "") {
+      obj.digest = message.digest;
+    }
+    if (message.configDigest !== "") {
+      obj.configDigest = message.configDigest;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Image>, I>>(base?: I): Image {
+    return Image.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Image>, I>>(object: I): Image {
+    const message = createBaseImage();
+    message.name = object.name ?? "";
+    message.digest = object.digest ?? "";
+    message.configDigest = object.configDigest ?? "";
     return message;
   },
 };
@@ -3444,7 +6347,20 @@ export const Hook: MessageFns<Hook> = {
 };
 
 function createBaseLinuxContainer(): LinuxContainer {
-  return { namespaces: [], devices: [], resources: undefined, oomScoreAdj: undefined, cgroupsPath: "" };
+  return {
+    namespaces: [],
+    devices: [],
+    resources: undefined,
+    oomScoreAdj: undefined,
+    cgroupsPath: "",
+    ioPriority: undefined,
+    seccompProfile: undefined,
+    seccompPolicy: undefined,
+    sysctl: {},
+    netDevices: {},
+    scheduler: undefined,
+    rdt: undefined,
+  };
 }
 
 export const LinuxContainer: MessageFns<LinuxContainer> = {
@@ -3463,6 +6379,27 @@ export const LinuxContainer: MessageFns<LinuxContainer> = {
     }
     if (message.cgroupsPath !== "") {
       writer.uint32(42).string(message.cgroupsPath);
+    }
+    if (message.ioPriority !== undefined) {
+      LinuxIOPriority.encode(message.ioPriority, writer.uint32(50).fork()).join();
+    }
+    if (message.seccompProfile !== undefined) {
+      SecurityProfile.encode(message.seccompProfile, writer.uint32(58).fork()).join();
+    }
+    if (message.seccompPolicy !== undefined) {
+      LinuxSeccomp.encode(message.seccompPolicy, writer.uint32(66).fork()).join();
+    }
+    globalThis.Object.entries(message.sysctl).forEach(([key, value]: [string, string]) => {
+      LinuxContainer_SysctlEntry.encode({ key: key as any, value }, writer.uint32(74).fork()).join();
+    });
+    globalThis.Object.entries(message.netDevices).forEach(([key, value]: [string, LinuxNetDevice]) => {
+      LinuxContainer_NetDevicesEntry.encode({ key: key as any, value }, writer.uint32(82).fork()).join();
+    });
+    if (message.scheduler !== undefined) {
+      LinuxScheduler.encode(message.scheduler, writer.uint32(90).fork()).join();
+    }
+    if (message.rdt !== undefined) {
+      LinuxRdt.encode(message.rdt, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -3520,6 +6457,68 @@ export const LinuxContainer: MessageFns<LinuxContainer> = {
             message.cgroupsPath = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.ioPriority = LinuxIOPriority.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.seccompProfile = SecurityProfile.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.seccompPolicy = LinuxSeccomp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            const entry9 = LinuxContainer_SysctlEntry.decode(reader, reader.uint32());
+            if (entry9.value !== undefined) {
+              message.sysctl[entry9.key] = entry9.value;
+            }
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            const entry10 = LinuxContainer_NetDevicesEntry.decode(reader, reader.uint32());
+            if (entry10.value !== undefined) {
+              message.netDevices[entry10.key] = entry10.value;
+            }
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.scheduler = LinuxScheduler.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.rdt = LinuxRdt.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3549,6 +6548,64 @@ export const LinuxContainer: MessageFns<LinuxContainer> = {
         : isSet(object.cgroups_path)
         ? globalThis.String(object.cgroups_path)
         : "",
+      ioPriority: isSet(object.ioPriority)
+        ? LinuxIOPriority.fromJSON(object.ioPriority)
+        : isSet(object.io_priority)
+        ? LinuxIOPriority.fromJSON(object.io_priority)
+        : undefined,
+      seccompProfile: isSet(object.seccompProfile)
+        ? SecurityProfile.fromJSON(object.seccompProfile)
+        : isSet(object.seccomp_profile)
+        ? SecurityProfile.fromJSON(object.seccomp_profile)
+        : undefined,
+      seccompPolicy: isSet(object.seccompPolicy)
+        ? LinuxSeccomp.fromJSON(object.seccompPolicy)
+        : isSet(object.seccomp_policy)
+        ? LinuxSeccomp.fromJSON(object.seccomp_policy)
+        : undefined,
+      sysctl: isObject(object.sysctl)
+        ? (globalThis.Object.entries(object.sysctl) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      netDevices: isObject(object.netDevices)
+        ? (globalThis.Object.entries(object.netDevices) as [string, any][]).reduce(
+          (acc: { [key: string]: LinuxNetDevice }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: LinuxNetDevice.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.net_devices)
+        ? (globalThis.Object.entries(object.net_devices) as [string, any][]).reduce(
+          (acc: { [key: string]: LinuxNetDevice }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: LinuxNetDevice.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      scheduler: isSet(object.scheduler) ? LinuxScheduler.fromJSON(object.scheduler) : undefined,
+      rdt: isSet(object.rdt) ? LinuxRdt.fromJSON(object.rdt) : undefined,
     };
   },
 
@@ -3569,6 +6626,39 @@ export const LinuxContainer: MessageFns<LinuxContainer> = {
     if (message.cgroupsPath !== "") {
       obj.cgroupsPath = message.cgroupsPath;
     }
+    if (message.ioPriority !== undefined) {
+      obj.ioPriority = LinuxIOPriority.toJSON(message.ioPriority);
+    }
+    if (message.seccompProfile !== undefined) {
+      obj.seccompProfile = SecurityProfile.toJSON(message.seccompProfile);
+    }
+    if (message.seccompPolicy !== undefined) {
+      obj.seccompPolicy = LinuxSeccomp.toJSON(message.seccompPolicy);
+    }
+    if (message.sysctl) {
+      const entries = globalThis.Object.entries(message.sysctl) as [string, string][];
+      if (entries.length > 0) {
+        obj.sysctl = {};
+        entries.forEach(([k, v]) => {
+          obj.sysctl[k] = v;
+        });
+      }
+    }
+    if (message.netDevices) {
+      const entries = globalThis.Object.entries(message.netDevices) as [string, LinuxNetDevice][];
+      if (entries.length > 0) {
+        obj.netDevices = {};
+        entries.forEach(([k, v]) => {
+          obj.netDevices[k] = LinuxNetDevice.toJSON(v);
+        });
+      }
+    }
+    if (message.scheduler !== undefined) {
+      obj.scheduler = LinuxScheduler.toJSON(message.scheduler);
+    }
+    if (message.rdt !== undefined) {
+      obj.rdt = LinuxRdt.toJSON(message.rdt);
+    }
     return obj;
   },
 
@@ -3586,6 +6676,211 @@ export const LinuxContainer: MessageFns<LinuxContainer> = {
       ? OptionalInt.fromPartial(object.oomScoreAdj)
       : undefined;
     message.cgroupsPath = object.cgroupsPath ?? "";
+    message.ioPriority = (object.ioPriority !== undefined && object.ioPriority !== null)
+      ? LinuxIOPriority.fromPartial(object.ioPriority)
+      : undefined;
+    message.seccompProfile = (object.seccompProfile !== undefined && object.seccompProfile !== null)
+      ? SecurityProfile.fromPartial(object.seccompProfile)
+      : undefined;
+    message.seccompPolicy = (object.seccompPolicy !== undefined && object.seccompPolicy !== null)
+      ? LinuxSeccomp.fromPartial(object.seccompPolicy)
+      : undefined;
+    message.sysctl = (globalThis.Object.entries(object.sysctl ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.netDevices = (globalThis.Object.entries(object.netDevices ?? {}) as [string, LinuxNetDevice][]).reduce(
+      (acc: { [key: string]: LinuxNetDevice }, [key, value]: [string, LinuxNetDevice]) => {
+        if (value !== undefined) {
+          acc[key] = LinuxNetDevice.fromPartial(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.scheduler = (object.scheduler !== undefined && object.scheduler !== null)
+      ? LinuxScheduler.fromPartial(object.scheduler)
+      : undefined;
+    message.rdt = (object.rdt !== undefined && object.rdt !== null) ? LinuxRdt.fromPartial(object.rdt) : undefined;
+    return message;
+  },
+};
+
+function createBaseLinuxContainer_SysctlEntry(): LinuxContainer_SysctlEntry {
+  return { key: "", value: "" };
+}
+
+export const LinuxContainer_SysctlEntry: MessageFns<LinuxContainer_SysctlEntry> = {
+  encode(message: LinuxContainer_SysctlEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxContainer_SysctlEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxContainer_SysctlEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxContainer_SysctlEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: LinuxContainer_SysctlEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxContainer_SysctlEntry>, I>>(base?: I): LinuxContainer_SysctlEntry {
+    return LinuxContainer_SysctlEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxContainer_SysctlEntry>, I>>(object: I): LinuxContainer_SysctlEntry {
+    const message = createBaseLinuxContainer_SysctlEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseLinuxContainer_NetDevicesEntry(): LinuxContainer_NetDevicesEntry {
+  return { key: "", value: undefined };
+}
+
+export const LinuxContainer_NetDevicesEntry: MessageFns<LinuxContainer_NetDevicesEntry> = {
+  encode(message: LinuxContainer_NetDevicesEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== undefined) {
+      LinuxNetDevice.encode(message.value, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxContainer_NetDevicesEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxContainer_NetDevicesEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = LinuxNetDevice.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxContainer_NetDevicesEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? LinuxNetDevice.fromJSON(object.value) : undefined,
+    };
+  },
+
+  toJSON(message: LinuxContainer_NetDevicesEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== undefined) {
+      obj.value = LinuxNetDevice.toJSON(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxContainer_NetDevicesEntry>, I>>(base?: I): LinuxContainer_NetDevicesEntry {
+    return LinuxContainer_NetDevicesEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxContainer_NetDevicesEntry>, I>>(
+    object: I,
+  ): LinuxContainer_NetDevicesEntry {
+    const message = createBaseLinuxContainer_NetDevicesEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null)
+      ? LinuxNetDevice.fromPartial(object.value)
+      : undefined;
     return message;
   },
 };
@@ -4056,6 +7351,125 @@ export const CDIDevice: MessageFns<CDIDevice> = {
   fromPartial<I extends Exact<DeepPartial<CDIDevice>, I>>(object: I): CDIDevice {
     const message = createBaseCDIDevice();
     message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseUser(): User {
+  return { uid: 0, gid: 0, additionalGids: [] };
+}
+
+export const User: MessageFns<User> = {
+  encode(message: User, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.uid !== 0) {
+      writer.uint32(8).uint32(message.uid);
+    }
+    if (message.gid !== 0) {
+      writer.uint32(16).uint32(message.gid);
+    }
+    if (message.additionalGids.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.additionalGids) {
+        writer.uint32(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): User {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUser();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.uid = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.gid = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.additionalGids.push(reader.uint32());
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.additionalGids.push(reader.uint32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): User {
+    return {
+      uid: isSet(object.uid) ? globalThis.Number(object.uid) : 0,
+      gid: isSet(object.gid) ? globalThis.Number(object.gid) : 0,
+      additionalGids: globalThis.Array.isArray(object?.additionalGids)
+        ? object.additionalGids.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.additional_gids)
+        ? object.additional_gids.map((e: any) => globalThis.Number(e))
+        : [],
+    };
+  },
+
+  toJSON(message: User): unknown {
+    const obj: any = {};
+    if (message.uid !== 0) {
+      obj.uid = Math.round(message.uid);
+    }
+    if (message.gid !== 0) {
+      obj.gid = Math.round(message.gid);
+    }
+    if (message.additionalGids?.length) {
+      obj.additionalGids = message.additionalGids.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<User>, I>>(base?: I): User {
+    return User.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<User>, I>>(object: I): User {
+    const message = createBaseUser();
+    message.uid = object.uid ?? 0;
+    message.gid = object.gid ?? 0;
+    message.additionalGids = object.additionalGids?.map((e) => e) || [];
     return message;
   },
 };
@@ -4886,6 +8300,99 @@ export const HugepageLimit: MessageFns<HugepageLimit> = {
   },
 };
 
+function createBaseSecurityProfile(): SecurityProfile {
+  return { profileType: 0, localhostRef: "" };
+}
+
+export const SecurityProfile: MessageFns<SecurityProfile> = {
+  encode(message: SecurityProfile, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.profileType !== 0) {
+      writer.uint32(8).int32(message.profileType);
+    }
+    if (message.localhostRef !== "") {
+      writer.uint32(18).string(message.localhostRef);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SecurityProfile {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSecurityProfile();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.profileType = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.localhostRef = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SecurityProfile {
+    return {
+      profileType: isSet(object.profileType)
+        ? securityProfile_ProfileTypeFromJSON(object.profileType)
+        : isSet(object.profile_type)
+        ? securityProfile_ProfileTypeFromJSON(object.profile_type)
+        : 0,
+      localhostRef: isSet(object.localhostRef)
+        ? globalThis.String(object.localhostRef)
+        : isSet(object.localhost_ref)
+        ? globalThis.String(object.localhost_ref)
+        : "",
+    };
+  },
+
+  toJSON(message: SecurityProfile): unknown {
+    const obj: any = {};
+    if (message.profileType !== 0) {
+      obj.profileType = securityProfile_ProfileTypeToJSON(message.profileType);
+    }
+    if (message.localhostRef !== "") {
+      obj.localhostRef = message.localhostRef;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SecurityProfile>, I>>(base?: I): SecurityProfile {
+    return SecurityProfile.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SecurityProfile>, I>>(object: I): SecurityProfile {
+    const message = createBaseSecurityProfile();
+    message.profileType = object.profileType ?? 0;
+    message.localhostRef = object.localhostRef ?? "";
+    return message;
+  },
+};
+
 function createBasePOSIXRlimit(): POSIXRlimit {
   return { type: "", hard: 0n, soft: 0n };
 }
@@ -5063,8 +8570,357 @@ export const LinuxPids: MessageFns<LinuxPids> = {
   },
 };
 
+function createBaseLinuxIOPriority(): LinuxIOPriority {
+  return { class: 0, priority: 0 };
+}
+
+export const LinuxIOPriority: MessageFns<LinuxIOPriority> = {
+  encode(message: LinuxIOPriority, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.class !== 0) {
+      writer.uint32(8).int32(message.class);
+    }
+    if (message.priority !== 0) {
+      writer.uint32(16).int32(message.priority);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxIOPriority {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxIOPriority();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.class = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.priority = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxIOPriority {
+    return {
+      class: isSet(object.class) ? iOPrioClassFromJSON(object.class) : 0,
+      priority: isSet(object.priority) ? globalThis.Number(object.priority) : 0,
+    };
+  },
+
+  toJSON(message: LinuxIOPriority): unknown {
+    const obj: any = {};
+    if (message.class !== 0) {
+      obj.class = iOPrioClassToJSON(message.class);
+    }
+    if (message.priority !== 0) {
+      obj.priority = Math.round(message.priority);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxIOPriority>, I>>(base?: I): LinuxIOPriority {
+    return LinuxIOPriority.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxIOPriority>, I>>(object: I): LinuxIOPriority {
+    const message = createBaseLinuxIOPriority();
+    message.class = object.class ?? 0;
+    message.priority = object.priority ?? 0;
+    return message;
+  },
+};
+
+function createBaseLinuxNetDevice(): LinuxNetDevice {
+  return { name: "" };
+}
+
+export const LinuxNetDevice: MessageFns<LinuxNetDevice> = {
+  encode(message: LinuxNetDevice, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxNetDevice {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxNetDevice();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxNetDevice {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: LinuxNetDevice): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxNetDevice>, I>>(base?: I): LinuxNetDevice {
+    return LinuxNetDevice.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxNetDevice>, I>>(object: I): LinuxNetDevice {
+    const message = createBaseLinuxNetDevice();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseLinuxScheduler(): LinuxScheduler {
+  return { policy: 0, nice: 0, priority: 0, flags: [], runtime: 0n, deadline: 0n, period: 0n };
+}
+
+export const LinuxScheduler: MessageFns<LinuxScheduler> = {
+  encode(message: LinuxScheduler, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.policy !== 0) {
+      writer.uint32(8).int32(message.policy);
+    }
+    if (message.nice !== 0) {
+      writer.uint32(16).int32(message.nice);
+    }
+    if (message.priority !== 0) {
+      writer.uint32(24).int32(message.priority);
+    }
+    if (message.flags.length !== 0) {
+      writer.uint32(34).fork();
+      for (const v of message.flags) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    if (message.runtime !== 0n) {
+      if (BigInt.asUintN(64, message.runtime) !== message.runtime) {
+        throw new globalThis.Error("value provided for field message.runtime of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.runtime);
+    }
+    if (message.deadline !== 0n) {
+      if (BigInt.asUintN(64, message.deadline) !== message.deadline) {
+        throw new globalThis.Error("value provided for field message.deadline of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.deadline);
+    }
+    if (message.period !== 0n) {
+      if (BigInt.asUintN(64, message.period) !== message.period) {
+        throw new globalThis.Error("value provided for field message.period of type uint64 too large");
+      }
+      writer.uint32(56).uint64(message.period);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxScheduler {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxScheduler();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.policy = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.nice = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.priority = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag === 32) {
+              message.flags.push(reader.int32() as any);
+
+              continue;
+            }
+
+            if (tag === 34) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.flags.push(reader.int32() as any);
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.runtime = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.deadline = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.period = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxScheduler {
+    return {
+      policy: isSet(object.policy) ? linuxSchedulerPolicyFromJSON(object.policy) : 0,
+      nice: isSet(object.nice) ? globalThis.Number(object.nice) : 0,
+      priority: isSet(object.priority) ? globalThis.Number(object.priority) : 0,
+      flags: globalThis.Array.isArray(object?.flags) ? object.flags.map((e: any) => linuxSchedulerFlagFromJSON(e)) : [],
+      runtime: isSet(object.runtime) ? BigInt(object.runtime) : 0n,
+      deadline: isSet(object.deadline) ? BigInt(object.deadline) : 0n,
+      period: isSet(object.period) ? BigInt(object.period) : 0n,
+    };
+  },
+
+  toJSON(message: LinuxScheduler): unknown {
+    const obj: any = {};
+    if (message.policy !== 0) {
+      obj.policy = linuxSchedulerPolicyToJSON(message.policy);
+    }
+    if (message.nice !== 0) {
+      obj.nice = Math.round(message.nice);
+    }
+    if (message.priority !== 0) {
+      obj.priority = Math.round(message.priority);
+    }
+    if (message.flags?.length) {
+      obj.flags = message.flags.map((e) => linuxSchedulerFlagToJSON(e));
+    }
+    if (message.runtime !== 0n) {
+      obj.runtime = message.runtime.toString();
+    }
+    if (message.deadline !== 0n) {
+      obj.deadline = message.deadline.toString();
+    }
+    if (message.period !== 0n) {
+      obj.period = message.period.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxScheduler>, I>>(base?: I): LinuxScheduler {
+    return LinuxScheduler.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxScheduler>, I>>(object: I): LinuxScheduler {
+    const message = createBaseLinuxScheduler();
+    message.policy = object.policy ?? 0;
+    message.nice = object.nice ?? 0;
+    message.priority = object.priority ?? 0;
+    message.flags = object.flags?.map((e) => e) || [];
+    message.runtime = (object.runtime !== undefined && object.runtime !== null) ? BigInt(object.runtime) : 0n;
+    message.deadline = (object.deadline !== undefined && object.deadline !== null) ? BigInt(object.deadline) : 0n;
+    message.period = (object.period !== undefined && object.period !== null) ? BigInt(object.period) : 0n;
+    return message;
+  },
+};
+
 function createBaseContainerAdjustment(): ContainerAdjustment {
-  return { annotations: {}, mounts: [], env: [], hooks: undefined, linux: undefined, rlimits: [], CDIDevices: [] };
+  return {
+    annotations: {},
+    mounts: [],
+    env: [],
+    hooks: undefined,
+    linux: undefined,
+    rlimits: [],
+    CDIDevices: [],
+    args: [],
+  };
 }
 
 export const ContainerAdjustment: MessageFns<ContainerAdjustment> = {
@@ -5089,6 +8945,9 @@ export const ContainerAdjustment: MessageFns<ContainerAdjustment> = {
     }
     for (const v of message.CDIDevices) {
       CDIDevice.encode(v!, writer.uint32(66).fork()).join();
+    }
+    for (const v of message.args) {
+      writer.uint32(74).string(v!);
     }
     return writer;
   },
@@ -5165,6 +9024,14 @@ export const ContainerAdjustment: MessageFns<ContainerAdjustment> = {
             message.CDIDevices.push(CDIDevice.decode(reader, reader.uint32()));
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.args.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5203,6 +9070,7 @@ export const ContainerAdjustment: MessageFns<ContainerAdjustment> = {
         : globalThis.Array.isArray(object?.CDI_devices)
         ? object.CDI_devices.map((e: any) => CDIDevice.fromJSON(e))
         : [],
+      args: globalThis.Array.isArray(object?.args) ? object.args.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
@@ -5235,6 +9103,9 @@ export const ContainerAdjustment: MessageFns<ContainerAdjustment> = {
     if (message.CDIDevices?.length) {
       obj.CDIDevices = message.CDIDevices.map((e) => CDIDevice.toJSON(e));
     }
+    if (message.args?.length) {
+      obj.args = message.args;
+    }
     return obj;
   },
 
@@ -5260,6 +9131,7 @@ export const ContainerAdjustment: MessageFns<ContainerAdjustment> = {
       : undefined;
     message.rlimits = object.rlimits?.map((e) => POSIXRlimit.fromPartial(e)) || [];
     message.CDIDevices = object.CDIDevices?.map((e) => CDIDevice.fromPartial(e)) || [];
+    message.args = object.args?.map((e) => e) || [];
     return message;
   },
 };
@@ -5354,7 +9226,20 @@ export const ContainerAdjustment_AnnotationsEntry: MessageFns<ContainerAdjustmen
 };
 
 function createBaseLinuxContainerAdjustment(): LinuxContainerAdjustment {
-  return { devices: [], resources: undefined, cgroupsPath: "", oomScoreAdj: undefined };
+  return {
+    devices: [],
+    resources: undefined,
+    cgroupsPath: "",
+    oomScoreAdj: undefined,
+    ioPriority: undefined,
+    seccompPolicy: undefined,
+    namespaces: [],
+    sysctl: {},
+    netDevices: {},
+    scheduler: undefined,
+    rdt: undefined,
+    memoryPolicy: undefined,
+  };
 }
 
 export const LinuxContainerAdjustment: MessageFns<LinuxContainerAdjustment> = {
@@ -5370,6 +9255,30 @@ export const LinuxContainerAdjustment: MessageFns<LinuxContainerAdjustment> = {
     }
     if (message.oomScoreAdj !== undefined) {
       OptionalInt.encode(message.oomScoreAdj, writer.uint32(34).fork()).join();
+    }
+    if (message.ioPriority !== undefined) {
+      LinuxIOPriority.encode(message.ioPriority, writer.uint32(42).fork()).join();
+    }
+    if (message.seccompPolicy !== undefined) {
+      LinuxSeccomp.encode(message.seccompPolicy, writer.uint32(50).fork()).join();
+    }
+    for (const v of message.namespaces) {
+      LinuxNamespace.encode(v!, writer.uint32(58).fork()).join();
+    }
+    globalThis.Object.entries(message.sysctl).forEach(([key, value]: [string, string]) => {
+      LinuxContainerAdjustment_SysctlEntry.encode({ key: key as any, value }, writer.uint32(66).fork()).join();
+    });
+    globalThis.Object.entries(message.netDevices).forEach(([key, value]: [string, LinuxNetDevice]) => {
+      LinuxContainerAdjustment_NetDevicesEntry.encode({ key: key as any, value }, writer.uint32(74).fork()).join();
+    });
+    if (message.scheduler !== undefined) {
+      LinuxScheduler.encode(message.scheduler, writer.uint32(82).fork()).join();
+    }
+    if (message.rdt !== undefined) {
+      LinuxRdt.encode(message.rdt, writer.uint32(90).fork()).join();
+    }
+    if (message.memoryPolicy !== undefined) {
+      LinuxMemoryPolicy.encode(message.memoryPolicy, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -5419,6 +9328,76 @@ export const LinuxContainerAdjustment: MessageFns<LinuxContainerAdjustment> = {
             message.oomScoreAdj = OptionalInt.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.ioPriority = LinuxIOPriority.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.seccompPolicy = LinuxSeccomp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.namespaces.push(LinuxNamespace.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            const entry8 = LinuxContainerAdjustment_SysctlEntry.decode(reader, reader.uint32());
+            if (entry8.value !== undefined) {
+              message.sysctl[entry8.key] = entry8.value;
+            }
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            const entry9 = LinuxContainerAdjustment_NetDevicesEntry.decode(reader, reader.uint32());
+            if (entry9.value !== undefined) {
+              message.netDevices[entry9.key] = entry9.value;
+            }
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.scheduler = LinuxScheduler.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.rdt = LinuxRdt.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.memoryPolicy = LinuxMemoryPolicy.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5445,6 +9424,67 @@ export const LinuxContainerAdjustment: MessageFns<LinuxContainerAdjustment> = {
         : isSet(object.oom_score_adj)
         ? OptionalInt.fromJSON(object.oom_score_adj)
         : undefined,
+      ioPriority: isSet(object.ioPriority)
+        ? LinuxIOPriority.fromJSON(object.ioPriority)
+        : isSet(object.io_priority)
+        ? LinuxIOPriority.fromJSON(object.io_priority)
+        : undefined,
+      seccompPolicy: isSet(object.seccompPolicy)
+        ? LinuxSeccomp.fromJSON(object.seccompPolicy)
+        : isSet(object.seccomp_policy)
+        ? LinuxSeccomp.fromJSON(object.seccomp_policy)
+        : undefined,
+      namespaces: globalThis.Array.isArray(object?.namespaces)
+        ? object.namespaces.map((e: any) => LinuxNamespace.fromJSON(e))
+        : [],
+      sysctl: isObject(object.sysctl)
+        ? (globalThis.Object.entries(object.sysctl) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      netDevices: isObject(object.netDevices)
+        ? (globalThis.Object.entries(object.netDevices) as [string, any][]).reduce(
+          (acc: { [key: string]: LinuxNetDevice }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: LinuxNetDevice.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.net_devices)
+        ? (globalThis.Object.entries(object.net_devices) as [string, any][]).reduce(
+          (acc: { [key: string]: LinuxNetDevice }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: LinuxNetDevice.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      scheduler: isSet(object.scheduler) ? LinuxScheduler.fromJSON(object.scheduler) : undefined,
+      rdt: isSet(object.rdt) ? LinuxRdt.fromJSON(object.rdt) : undefined,
+      memoryPolicy: isSet(object.memoryPolicy)
+        ? LinuxMemoryPolicy.fromJSON(object.memoryPolicy)
+        : isSet(object.memory_policy)
+        ? LinuxMemoryPolicy.fromJSON(object.memory_policy)
+        : undefined,
     };
   },
 
@@ -5462,6 +9502,42 @@ export const LinuxContainerAdjustment: MessageFns<LinuxContainerAdjustment> = {
     if (message.oomScoreAdj !== undefined) {
       obj.oomScoreAdj = OptionalInt.toJSON(message.oomScoreAdj);
     }
+    if (message.ioPriority !== undefined) {
+      obj.ioPriority = LinuxIOPriority.toJSON(message.ioPriority);
+    }
+    if (message.seccompPolicy !== undefined) {
+      obj.seccompPolicy = LinuxSeccomp.toJSON(message.seccompPolicy);
+    }
+    if (message.namespaces?.length) {
+      obj.namespaces = message.namespaces.map((e) => LinuxNamespace.toJSON(e));
+    }
+    if (message.sysctl) {
+      const entries = globalThis.Object.entries(message.sysctl) as [string, string][];
+      if (entries.length > 0) {
+        obj.sysctl = {};
+        entries.forEach(([k, v]) => {
+          obj.sysctl[k] = v;
+        });
+      }
+    }
+    if (message.netDevices) {
+      const entries = globalThis.Object.entries(message.netDevices) as [string, LinuxNetDevice][];
+      if (entries.length > 0) {
+        obj.netDevices = {};
+        entries.forEach(([k, v]) => {
+          obj.netDevices[k] = LinuxNetDevice.toJSON(v);
+        });
+      }
+    }
+    if (message.scheduler !== undefined) {
+      obj.scheduler = LinuxScheduler.toJSON(message.scheduler);
+    }
+    if (message.rdt !== undefined) {
+      obj.rdt = LinuxRdt.toJSON(message.rdt);
+    }
+    if (message.memoryPolicy !== undefined) {
+      obj.memoryPolicy = LinuxMemoryPolicy.toJSON(message.memoryPolicy);
+    }
     return obj;
   },
 
@@ -5478,6 +9554,778 @@ export const LinuxContainerAdjustment: MessageFns<LinuxContainerAdjustment> = {
     message.oomScoreAdj = (object.oomScoreAdj !== undefined && object.oomScoreAdj !== null)
       ? OptionalInt.fromPartial(object.oomScoreAdj)
       : undefined;
+    message.ioPriority = (object.ioPriority !== undefined && object.ioPriority !== null)
+      ? LinuxIOPriority.fromPartial(object.ioPriority)
+      : undefined;
+    message.seccompPolicy = (object.seccompPolicy !== undefined && object.seccompPolicy !== null)
+      ? LinuxSeccomp.fromPartial(object.seccompPolicy)
+      : undefined;
+    message.namespaces = object.namespaces?.map((e) => LinuxNamespace.fromPartial(e)) || [];
+    message.sysctl = (globalThis.Object.entries(object.sysctl ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.netDevices = (globalThis.Object.entries(object.netDevices ?? {}) as [string, LinuxNetDevice][]).reduce(
+      (acc: { [key: string]: LinuxNetDevice }, [key, value]: [string, LinuxNetDevice]) => {
+        if (value !== undefined) {
+          acc[key] = LinuxNetDevice.fromPartial(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.scheduler = (object.scheduler !== undefined && object.scheduler !== null)
+      ? LinuxScheduler.fromPartial(object.scheduler)
+      : undefined;
+    message.rdt = (object.rdt !== undefined && object.rdt !== null) ? LinuxRdt.fromPartial(object.rdt) : undefined;
+    message.memoryPolicy = (object.memoryPolicy !== undefined && object.memoryPolicy !== null)
+      ? LinuxMemoryPolicy.fromPartial(object.memoryPolicy)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseLinuxContainerAdjustment_SysctlEntry(): LinuxContainerAdjustment_SysctlEntry {
+  return { key: "", value: "" };
+}
+
+export const LinuxContainerAdjustment_SysctlEntry: MessageFns<LinuxContainerAdjustment_SysctlEntry> = {
+  encode(message: LinuxContainerAdjustment_SysctlEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxContainerAdjustment_SysctlEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxContainerAdjustment_SysctlEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxContainerAdjustment_SysctlEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: LinuxContainerAdjustment_SysctlEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxContainerAdjustment_SysctlEntry>, I>>(
+    base?: I,
+  ): LinuxContainerAdjustment_SysctlEntry {
+    return LinuxContainerAdjustment_SysctlEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxContainerAdjustment_SysctlEntry>, I>>(
+    object: I,
+  ): LinuxContainerAdjustment_SysctlEntry {
+    const message = createBaseLinuxContainerAdjustment_SysctlEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseLinuxContainerAdjustment_NetDevicesEntry(): LinuxContainerAdjustment_NetDevicesEntry {
+  return { key: "", value: undefined };
+}
+
+export const LinuxContainerAdjustment_NetDevicesEntry: MessageFns<LinuxContainerAdjustment_NetDevicesEntry> = {
+  encode(message: LinuxContainerAdjustment_NetDevicesEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== undefined) {
+      LinuxNetDevice.encode(message.value, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxContainerAdjustment_NetDevicesEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxContainerAdjustment_NetDevicesEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = LinuxNetDevice.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxContainerAdjustment_NetDevicesEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? LinuxNetDevice.fromJSON(object.value) : undefined,
+    };
+  },
+
+  toJSON(message: LinuxContainerAdjustment_NetDevicesEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== undefined) {
+      obj.value = LinuxNetDevice.toJSON(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxContainerAdjustment_NetDevicesEntry>, I>>(
+    base?: I,
+  ): LinuxContainerAdjustment_NetDevicesEntry {
+    return LinuxContainerAdjustment_NetDevicesEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxContainerAdjustment_NetDevicesEntry>, I>>(
+    object: I,
+  ): LinuxContainerAdjustment_NetDevicesEntry {
+    const message = createBaseLinuxContainerAdjustment_NetDevicesEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null)
+      ? LinuxNetDevice.fromPartial(object.value)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseLinuxSeccomp(): LinuxSeccomp {
+  return {
+    defaultAction: "",
+    defaultErrno: undefined,
+    architectures: [],
+    flags: [],
+    listenerPath: "",
+    listenerMetadata: "",
+    syscalls: [],
+  };
+}
+
+export const LinuxSeccomp: MessageFns<LinuxSeccomp> = {
+  encode(message: LinuxSeccomp, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.defaultAction !== "") {
+      writer.uint32(10).string(message.defaultAction);
+    }
+    if (message.defaultErrno !== undefined) {
+      OptionalUInt32.encode(message.defaultErrno, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.architectures) {
+      writer.uint32(26).string(v!);
+    }
+    for (const v of message.flags) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.listenerPath !== "") {
+      writer.uint32(42).string(message.listenerPath);
+    }
+    if (message.listenerMetadata !== "") {
+      writer.uint32(50).string(message.listenerMetadata);
+    }
+    for (const v of message.syscalls) {
+      LinuxSyscall.encode(v!, writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxSeccomp {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxSeccomp();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.defaultAction = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.defaultErrno = OptionalUInt32.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.architectures.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.flags.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.listenerPath = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.listenerMetadata = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.syscalls.push(LinuxSyscall.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxSeccomp {
+    return {
+      defaultAction: isSet(object.defaultAction)
+        ? globalThis.String(object.defaultAction)
+        : isSet(object.default_action)
+        ? globalThis.String(object.default_action)
+        : "",
+      defaultErrno: isSet(object.defaultErrno)
+        ? OptionalUInt32.fromJSON(object.defaultErrno)
+        : isSet(object.default_errno)
+        ? OptionalUInt32.fromJSON(object.default_errno)
+        : undefined,
+      architectures: globalThis.Array.isArray(object?.architectures)
+        ? object.architectures.map((e: any) => globalThis.String(e))
+        : [],
+      flags: globalThis.Array.isArray(object?.flags) ? object.flags.map((e: any) => globalThis.String(e)) : [],
+      listenerPath: isSet(object.listenerPath)
+        ? globalThis.String(object.listenerPath)
+        : isSet(object.listener_path)
+        ? globalThis.String(object.listener_path)
+        : "",
+      listenerMetadata: isSet(object.listenerMetadata)
+        ? globalThis.String(object.listenerMetadata)
+        : isSet(object.listener_metadata)
+        ? globalThis.String(object.listener_metadata)
+        : "",
+      syscalls: globalThis.Array.isArray(object?.syscalls)
+        ? object.syscalls.map((e: any) => LinuxSyscall.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: LinuxSeccomp): unknown {
+    const obj: any = {};
+    if (message.defaultAction !== "") {
+      obj.defaultAction = message.defaultAction;
+    }
+    if (message.defaultErrno !== undefined) {
+      obj.defaultErrno = OptionalUInt32.toJSON(message.defaultErrno);
+    }
+    if (message.architectures?.length) {
+      obj.architectures = message.architectures;
+    }
+    if (message.flags?.length) {
+      obj.flags = message.flags;
+    }
+    if (message.listenerPath !== "") {
+      obj.listenerPath = message.listenerPath;
+    }
+    if (message.listenerMetadata !== "") {
+      obj.listenerMetadata = message.listenerMetadata;
+    }
+    if (message.syscalls?.length) {
+      obj.syscalls = message.syscalls.map((e) => LinuxSyscall.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxSeccomp>, I>>(base?: I): LinuxSeccomp {
+    return LinuxSeccomp.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxSeccomp>, I>>(object: I): LinuxSeccomp {
+    const message = createBaseLinuxSeccomp();
+    message.defaultAction = object.defaultAction ?? "";
+    message.defaultErrno = (object.defaultErrno !== undefined && object.defaultErrno !== null)
+      ? OptionalUInt32.fromPartial(object.defaultErrno)
+      : undefined;
+    message.architectures = object.architectures?.map((e) => e) || [];
+    message.flags = object.flags?.map((e) => e) || [];
+    message.listenerPath = object.listenerPath ?? "";
+    message.listenerMetadata = object.listenerMetadata ?? "";
+    message.syscalls = object.syscalls?.map((e) => LinuxSyscall.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLinuxSyscall(): LinuxSyscall {
+  return { names: [], action: "", errnoRet: undefined, args: [] };
+}
+
+export const LinuxSyscall: MessageFns<LinuxSyscall> = {
+  encode(message: LinuxSyscall, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.names) {
+      writer.uint32(10).string(v!);
+    }
+    if (message.action !== "") {
+      writer.uint32(18).string(message.action);
+    }
+    if (message.errnoRet !== undefined) {
+      OptionalUInt32.encode(message.errnoRet, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.args) {
+      LinuxSeccompArg.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxSyscall {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxSyscall();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.names.push(reader.string());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.errnoRet = OptionalUInt32.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.args.push(LinuxSeccompArg.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxSyscall {
+    return {
+      names: globalThis.Array.isArray(object?.names) ? object.names.map((e: any) => globalThis.String(e)) : [],
+      action: isSet(object.action) ? globalThis.String(object.action) : "",
+      errnoRet: isSet(object.errnoRet)
+        ? OptionalUInt32.fromJSON(object.errnoRet)
+        : isSet(object.errno_ret)
+        ? OptionalUInt32.fromJSON(object.errno_ret)
+        : undefined,
+      args: globalThis.Array.isArray(object?.args) ? object.args.map((e: any) => LinuxSeccompArg.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: LinuxSyscall): unknown {
+    const obj: any = {};
+    if (message.names?.length) {
+      obj.names = message.names;
+    }
+    if (message.action !== "") {
+      obj.action = message.action;
+    }
+    if (message.errnoRet !== undefined) {
+      obj.errnoRet = OptionalUInt32.toJSON(message.errnoRet);
+    }
+    if (message.args?.length) {
+      obj.args = message.args.map((e) => LinuxSeccompArg.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxSyscall>, I>>(base?: I): LinuxSyscall {
+    return LinuxSyscall.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxSyscall>, I>>(object: I): LinuxSyscall {
+    const message = createBaseLinuxSyscall();
+    message.names = object.names?.map((e) => e) || [];
+    message.action = object.action ?? "";
+    message.errnoRet = (object.errnoRet !== undefined && object.errnoRet !== null)
+      ? OptionalUInt32.fromPartial(object.errnoRet)
+      : undefined;
+    message.args = object.args?.map((e) => LinuxSeccompArg.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLinuxSeccompArg(): LinuxSeccompArg {
+  return { index: 0, value: 0n, valueTwo: 0n, op: "" };
+}
+
+export const LinuxSeccompArg: MessageFns<LinuxSeccompArg> = {
+  encode(message: LinuxSeccompArg, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint32(message.index);
+    }
+    if (message.value !== 0n) {
+      if (BigInt.asUintN(64, message.value) !== message.value) {
+        throw new globalThis.Error("value provided for field message.value of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.value);
+    }
+    if (message.valueTwo !== 0n) {
+      if (BigInt.asUintN(64, message.valueTwo) !== message.valueTwo) {
+        throw new globalThis.Error("value provided for field message.valueTwo of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.valueTwo);
+    }
+    if (message.op !== "") {
+      writer.uint32(34).string(message.op);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxSeccompArg {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxSeccompArg();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.valueTwo = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.op = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxSeccompArg {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      value: isSet(object.value) ? BigInt(object.value) : 0n,
+      valueTwo: isSet(object.valueTwo)
+        ? BigInt(object.valueTwo)
+        : isSet(object.value_two)
+        ? BigInt(object.value_two)
+        : 0n,
+      op: isSet(object.op) ? globalThis.String(object.op) : "",
+    };
+  },
+
+  toJSON(message: LinuxSeccompArg): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.value !== 0n) {
+      obj.value = message.value.toString();
+    }
+    if (message.valueTwo !== 0n) {
+      obj.valueTwo = message.valueTwo.toString();
+    }
+    if (message.op !== "") {
+      obj.op = message.op;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxSeccompArg>, I>>(base?: I): LinuxSeccompArg {
+    return LinuxSeccompArg.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxSeccompArg>, I>>(object: I): LinuxSeccompArg {
+    const message = createBaseLinuxSeccompArg();
+    message.index = object.index ?? 0;
+    message.value = (object.value !== undefined && object.value !== null) ? BigInt(object.value) : 0n;
+    message.valueTwo = (object.valueTwo !== undefined && object.valueTwo !== null) ? BigInt(object.valueTwo) : 0n;
+    message.op = object.op ?? "";
+    return message;
+  },
+};
+
+function createBaseLinuxMemoryPolicy(): LinuxMemoryPolicy {
+  return { mode: 0, nodes: "", flags: [] };
+}
+
+export const LinuxMemoryPolicy: MessageFns<LinuxMemoryPolicy> = {
+  encode(message: LinuxMemoryPolicy, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.mode !== 0) {
+      writer.uint32(8).int32(message.mode);
+    }
+    if (message.nodes !== "") {
+      writer.uint32(18).string(message.nodes);
+    }
+    if (message.flags.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.flags) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxMemoryPolicy {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxMemoryPolicy();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.mode = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nodes = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.flags.push(reader.int32() as any);
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.flags.push(reader.int32() as any);
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxMemoryPolicy {
+    return {
+      mode: isSet(object.mode) ? mpolModeFromJSON(object.mode) : 0,
+      nodes: isSet(object.nodes) ? globalThis.String(object.nodes) : "",
+      flags: globalThis.Array.isArray(object?.flags) ? object.flags.map((e: any) => mpolFlagFromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: LinuxMemoryPolicy): unknown {
+    const obj: any = {};
+    if (message.mode !== 0) {
+      obj.mode = mpolModeToJSON(message.mode);
+    }
+    if (message.nodes !== "") {
+      obj.nodes = message.nodes;
+    }
+    if (message.flags?.length) {
+      obj.flags = message.flags.map((e) => mpolFlagToJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxMemoryPolicy>, I>>(base?: I): LinuxMemoryPolicy {
+    return LinuxMemoryPolicy.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxMemoryPolicy>, I>>(object: I): LinuxMemoryPolicy {
+    const message = createBaseLinuxMemoryPolicy();
+    message.mode = object.mode ?? 0;
+    message.nodes = object.nodes ?? "";
+    message.flags = object.flags?.map((e) => e) || [];
     return message;
   },
 };
@@ -5751,6 +10599,137 @@ export const ContainerEviction: MessageFns<ContainerEviction> = {
   },
 };
 
+function createBaseLinuxRdt(): LinuxRdt {
+  return { closId: undefined, schemata: undefined, enableMonitoring: undefined, remove: false };
+}
+
+export const LinuxRdt: MessageFns<LinuxRdt> = {
+  encode(message: LinuxRdt, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.closId !== undefined) {
+      OptionalString.encode(message.closId, writer.uint32(10).fork()).join();
+    }
+    if (message.schemata !== undefined) {
+      OptionalRepeatedString.encode(message.schemata, writer.uint32(18).fork()).join();
+    }
+    if (message.enableMonitoring !== undefined) {
+      OptionalBool.encode(message.enableMonitoring, writer.uint32(26).fork()).join();
+    }
+    if (message.remove !== false) {
+      writer.uint32(32).bool(message.remove);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinuxRdt {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinuxRdt();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.closId = OptionalString.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.schemata = OptionalRepeatedString.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.enableMonitoring = OptionalBool.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.remove = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinuxRdt {
+    return {
+      closId: isSet(object.closId)
+        ? OptionalString.fromJSON(object.closId)
+        : isSet(object.clos_id)
+        ? OptionalString.fromJSON(object.clos_id)
+        : undefined,
+      schemata: isSet(object.schemata) ? OptionalRepeatedString.fromJSON(object.schemata) : undefined,
+      enableMonitoring: isSet(object.enableMonitoring)
+        ? OptionalBool.fromJSON(object.enableMonitoring)
+        : isSet(object.enable_monitoring)
+        ? OptionalBool.fromJSON(object.enable_monitoring)
+        : undefined,
+      remove: isSet(object.remove) ? globalThis.Boolean(object.remove) : false,
+    };
+  },
+
+  toJSON(message: LinuxRdt): unknown {
+    const obj: any = {};
+    if (message.closId !== undefined) {
+      obj.closId = OptionalString.toJSON(message.closId);
+    }
+    if (message.schemata !== undefined) {
+      obj.schemata = OptionalRepeatedString.toJSON(message.schemata);
+    }
+    if (message.enableMonitoring !== undefined) {
+      obj.enableMonitoring = OptionalBool.toJSON(message.enableMonitoring);
+    }
+    if (message.remove !== false) {
+      obj.remove = message.remove;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinuxRdt>, I>>(base?: I): LinuxRdt {
+    return LinuxRdt.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinuxRdt>, I>>(object: I): LinuxRdt {
+    const message = createBaseLinuxRdt();
+    message.closId = (object.closId !== undefined && object.closId !== null)
+      ? OptionalString.fromPartial(object.closId)
+      : undefined;
+    message.schemata = (object.schemata !== undefined && object.schemata !== null)
+      ? OptionalRepeatedString.fromPartial(object.schemata)
+      : undefined;
+    message.enableMonitoring = (object.enableMonitoring !== undefined && object.enableMonitoring !== null)
+      ? OptionalBool.fromPartial(object.enableMonitoring)
+      : undefined;
+    message.remove = object.remove ?? false;
+    return message;
+  },
+};
+
 function createBaseKeyValue(): KeyValue {
   return { key: "", value: "" };
 }
@@ -5899,6 +10878,73 @@ export const OptionalString: MessageFns<OptionalString> = {
   fromPartial<I extends Exact<DeepPartial<OptionalString>, I>>(object: I): OptionalString {
     const message = createBaseOptionalString();
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseOptionalRepeatedString(): OptionalRepeatedString {
+  return { value: [] };
+}
+
+export const OptionalRepeatedString: MessageFns<OptionalRepeatedString> = {
+  encode(message: OptionalRepeatedString, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.value) {
+      writer.uint32(10).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OptionalRepeatedString {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOptionalRepeatedString();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.value.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): OptionalRepeatedString {
+    return { value: globalThis.Array.isArray(object?.value) ? object.value.map((e: any) => globalThis.String(e)) : [] };
+  },
+
+  toJSON(message: OptionalRepeatedString): unknown {
+    const obj: any = {};
+    if (message.value?.length) {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<OptionalRepeatedString>, I>>(base?: I): OptionalRepeatedString {
+    return OptionalRepeatedString.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<OptionalRepeatedString>, I>>(object: I): OptionalRepeatedString {
+    const message = createBaseOptionalRepeatedString();
+    message.value = object.value?.map((e) => e) || [];
     return message;
   },
 };
@@ -6381,6 +11427,695 @@ export const OptionalFileMode: MessageFns<OptionalFileMode> = {
   },
 };
 
+function createBaseCompoundFieldOwners(): CompoundFieldOwners {
+  return { owners: {} };
+}
+
+export const CompoundFieldOwners: MessageFns<CompoundFieldOwners> = {
+  encode(message: CompoundFieldOwners, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    globalThis.Object.entries(message.owners).forEach(([key, value]: [string, string]) => {
+      CompoundFieldOwners_OwnersEntry.encode({ key: key as any, value }, writer.uint32(10).fork()).join();
+    });
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompoundFieldOwners {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompoundFieldOwners();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            const entry1 = CompoundFieldOwners_OwnersEntry.decode(reader, reader.uint32());
+            if (entry1.value !== undefined) {
+              message.owners[entry1.key] = entry1.value;
+            }
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompoundFieldOwners {
+    return {
+      owners: isObject(object.owners)
+        ? (globalThis.Object.entries(object.owners) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+    };
+  },
+
+  toJSON(message: CompoundFieldOwners): unknown {
+    const obj: any = {};
+    if (message.owners) {
+      const entries = globalThis.Object.entries(message.owners) as [string, string][];
+      if (entries.length > 0) {
+        obj.owners = {};
+        entries.forEach(([k, v]) => {
+          obj.owners[k] = v;
+        });
+      }
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompoundFieldOwners>, I>>(base?: I): CompoundFieldOwners {
+    return CompoundFieldOwners.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompoundFieldOwners>, I>>(object: I): CompoundFieldOwners {
+    const message = createBaseCompoundFieldOwners();
+    message.owners = (globalThis.Object.entries(object.owners ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseCompoundFieldOwners_OwnersEntry(): CompoundFieldOwners_OwnersEntry {
+  return { key: "", value: "" };
+}
+
+export const CompoundFieldOwners_OwnersEntry: MessageFns<CompoundFieldOwners_OwnersEntry> = {
+  encode(message: CompoundFieldOwners_OwnersEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompoundFieldOwners_OwnersEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompoundFieldOwners_OwnersEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompoundFieldOwners_OwnersEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: CompoundFieldOwners_OwnersEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompoundFieldOwners_OwnersEntry>, I>>(base?: I): CompoundFieldOwners_OwnersEntry {
+    return CompoundFieldOwners_OwnersEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompoundFieldOwners_OwnersEntry>, I>>(
+    object: I,
+  ): CompoundFieldOwners_OwnersEntry {
+    const message = createBaseCompoundFieldOwners_OwnersEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseFieldOwners(): FieldOwners {
+  return { simple: {}, compound: {} };
+}
+
+export const FieldOwners: MessageFns<FieldOwners> = {
+  encode(message: FieldOwners, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    globalThis.Object.entries(message.simple).forEach(([key, value]: [string, string]) => {
+      FieldOwners_SimpleEntry.encode({ key: key as any, value }, writer.uint32(10).fork()).join();
+    });
+    globalThis.Object.entries(message.compound).forEach(([key, value]: [string, CompoundFieldOwners]) => {
+      FieldOwners_CompoundEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FieldOwners {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFieldOwners();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            const entry1 = FieldOwners_SimpleEntry.decode(reader, reader.uint32());
+            if (entry1.value !== undefined) {
+              message.simple[entry1.key] = entry1.value;
+            }
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = FieldOwners_CompoundEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.compound[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FieldOwners {
+    return {
+      simple: isObject(object.simple)
+        ? (globalThis.Object.entries(object.simple) as [string, any][]).reduce(
+          (acc: { [key: number]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, globalThis.Number(key), {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      compound: isObject(object.compound)
+        ? (globalThis.Object.entries(object.compound) as [string, any][]).reduce(
+          (acc: { [key: number]: CompoundFieldOwners }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, globalThis.Number(key), {
+              value: CompoundFieldOwners.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+    };
+  },
+
+  toJSON(message: FieldOwners): unknown {
+    const obj: any = {};
+    if (message.simple) {
+      const entries = globalThis.Object.entries(message.simple) as [string, string][];
+      if (entries.length > 0) {
+        obj.simple = {};
+        entries.forEach(([k, v]) => {
+          obj.simple[k] = v;
+        });
+      }
+    }
+    if (message.compound) {
+      const entries = globalThis.Object.entries(message.compound) as [string, CompoundFieldOwners][];
+      if (entries.length > 0) {
+        obj.compound = {};
+        entries.forEach(([k, v]) => {
+          obj.compound[k] = CompoundFieldOwners.toJSON(v);
+        });
+      }
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FieldOwners>, I>>(base?: I): FieldOwners {
+    return FieldOwners.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FieldOwners>, I>>(object: I): FieldOwners {
+    const message = createBaseFieldOwners();
+    message.simple = (globalThis.Object.entries(object.simple ?? {}) as [string, string][]).reduce(
+      (acc: { [key: number]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[globalThis.Number(key)] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.compound = (globalThis.Object.entries(object.compound ?? {}) as [string, CompoundFieldOwners][]).reduce(
+      (acc: { [key: number]: CompoundFieldOwners }, [key, value]: [string, CompoundFieldOwners]) => {
+        if (value !== undefined) {
+          acc[globalThis.Number(key)] = CompoundFieldOwners.fromPartial(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseFieldOwners_SimpleEntry(): FieldOwners_SimpleEntry {
+  return { key: 0, value: "" };
+}
+
+export const FieldOwners_SimpleEntry: MessageFns<FieldOwners_SimpleEntry> = {
+  encode(message: FieldOwners_SimpleEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== 0) {
+      writer.uint32(8).int32(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FieldOwners_SimpleEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFieldOwners_SimpleEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.key = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FieldOwners_SimpleEntry {
+    return {
+      key: isSet(object.key) ? globalThis.Number(object.key) : 0,
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: FieldOwners_SimpleEntry): unknown {
+    const obj: any = {};
+    if (message.key !== 0) {
+      obj.key = Math.round(message.key);
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FieldOwners_SimpleEntry>, I>>(base?: I): FieldOwners_SimpleEntry {
+    return FieldOwners_SimpleEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FieldOwners_SimpleEntry>, I>>(object: I): FieldOwners_SimpleEntry {
+    const message = createBaseFieldOwners_SimpleEntry();
+    message.key = object.key ?? 0;
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseFieldOwners_CompoundEntry(): FieldOwners_CompoundEntry {
+  return { key: 0, value: undefined };
+}
+
+export const FieldOwners_CompoundEntry: MessageFns<FieldOwners_CompoundEntry> = {
+  encode(message: FieldOwners_CompoundEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== 0) {
+      writer.uint32(8).int32(message.key);
+    }
+    if (message.value !== undefined) {
+      CompoundFieldOwners.encode(message.value, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FieldOwners_CompoundEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFieldOwners_CompoundEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.key = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = CompoundFieldOwners.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FieldOwners_CompoundEntry {
+    return {
+      key: isSet(object.key) ? globalThis.Number(object.key) : 0,
+      value: isSet(object.value) ? CompoundFieldOwners.fromJSON(object.value) : undefined,
+    };
+  },
+
+  toJSON(message: FieldOwners_CompoundEntry): unknown {
+    const obj: any = {};
+    if (message.key !== 0) {
+      obj.key = Math.round(message.key);
+    }
+    if (message.value !== undefined) {
+      obj.value = CompoundFieldOwners.toJSON(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FieldOwners_CompoundEntry>, I>>(base?: I): FieldOwners_CompoundEntry {
+    return FieldOwners_CompoundEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FieldOwners_CompoundEntry>, I>>(object: I): FieldOwners_CompoundEntry {
+    const message = createBaseFieldOwners_CompoundEntry();
+    message.key = object.key ?? 0;
+    message.value = (object.value !== undefined && object.value !== null)
+      ? CompoundFieldOwners.fromPartial(object.value)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseOwningPlugins(): OwningPlugins {
+  return { owners: {} };
+}
+
+export const OwningPlugins: MessageFns<OwningPlugins> = {
+  encode(message: OwningPlugins, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    globalThis.Object.entries(message.owners).forEach(([key, value]: [string, FieldOwners]) => {
+      OwningPlugins_OwnersEntry.encode({ key: key as any, value }, writer.uint32(10).fork()).join();
+    });
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OwningPlugins {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOwningPlugins();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            const entry1 = OwningPlugins_OwnersEntry.decode(reader, reader.uint32());
+            if (entry1.value !== undefined) {
+              message.owners[entry1.key] = entry1.value;
+            }
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): OwningPlugins {
+    return {
+      owners: isObject(object.owners)
+        ? (globalThis.Object.entries(object.owners) as [string, any][]).reduce(
+          (acc: { [key: string]: FieldOwners }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: FieldOwners.fromJSON(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+    };
+  },
+
+  toJSON(message: OwningPlugins): unknown {
+    const obj: any = {};
+    if (message.owners) {
+      const entries = globalThis.Object.entries(message.owners) as [string, FieldOwners][];
+      if (entries.length > 0) {
+        obj.owners = {};
+        entries.forEach(([k, v]) => {
+          obj.owners[k] = FieldOwners.toJSON(v);
+        });
+      }
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<OwningPlugins>, I>>(base?: I): OwningPlugins {
+    return OwningPlugins.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<OwningPlugins>, I>>(object: I): OwningPlugins {
+    const message = createBaseOwningPlugins();
+    message.owners = (globalThis.Object.entries(object.owners ?? {}) as [string, FieldOwners][]).reduce(
+      (acc: { [key: string]: FieldOwners }, [key, value]: [string, FieldOwners]) => {
+        if (value !== undefined) {
+          acc[key] = FieldOwners.fromPartial(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseOwningPlugins_OwnersEntry(): OwningPlugins_OwnersEntry {
+  return { key: "", value: undefined };
+}
+
+export const OwningPlugins_OwnersEntry: MessageFns<OwningPlugins_OwnersEntry> = {
+  encode(message: OwningPlugins_OwnersEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== undefined) {
+      FieldOwners.encode(message.value, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OwningPlugins_OwnersEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOwningPlugins_OwnersEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = FieldOwners.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): OwningPlugins_OwnersEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? FieldOwners.fromJSON(object.value) : undefined,
+    };
+  },
+
+  toJSON(message: OwningPlugins_OwnersEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== undefined) {
+      obj.value = FieldOwners.toJSON(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<OwningPlugins_OwnersEntry>, I>>(base?: I): OwningPlugins_OwnersEntry {
+    return OwningPlugins_OwnersEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<OwningPlugins_OwnersEntry>, I>>(object: I): OwningPlugins_OwnersEntry {
+    const message = createBaseOwningPlugins_OwnersEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null)
+      ? FieldOwners.fromPartial(object.value)
+      : undefined;
+    return message;
+  },
+};
+
 /** Served by the runtime, called by a plugin: registration, and updates the plugin asks for on its own. */
 export type RuntimeService = typeof RuntimeService;
 export const RuntimeService = {
@@ -6484,6 +12219,64 @@ export const PluginService = {
     responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
     responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
   },
+  /**
+   * Since v0.10: one call per event. A plugin of v0.8 answers these (but CreateContainer,
+   * UpdateContainer and StopContainer) with Unimplemented; the runtime then sends StateChange.
+   */
+  runPodSandbox: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/RunPodSandbox" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RunPodSandboxRequest): Buffer => Buffer.from(RunPodSandboxRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RunPodSandboxRequest => RunPodSandboxRequest.decode(value),
+    responseSerialize: (value: RunPodSandboxResponse): Buffer =>
+      Buffer.from(RunPodSandboxResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RunPodSandboxResponse => RunPodSandboxResponse.decode(value),
+  },
+  updatePodSandbox: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/UpdatePodSandbox" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UpdatePodSandboxRequest): Buffer =>
+      Buffer.from(UpdatePodSandboxRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UpdatePodSandboxRequest => UpdatePodSandboxRequest.decode(value),
+    responseSerialize: (value: UpdatePodSandboxResponse): Buffer =>
+      Buffer.from(UpdatePodSandboxResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UpdatePodSandboxResponse => UpdatePodSandboxResponse.decode(value),
+  },
+  postUpdatePodSandbox: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/PostUpdatePodSandbox" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PostUpdatePodSandboxRequest): Buffer =>
+      Buffer.from(PostUpdatePodSandboxRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PostUpdatePodSandboxRequest => PostUpdatePodSandboxRequest.decode(value),
+    responseSerialize: (value: PostUpdatePodSandboxResponse): Buffer =>
+      Buffer.from(PostUpdatePodSandboxResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PostUpdatePodSandboxResponse => PostUpdatePodSandboxResponse.decode(value),
+  },
+  stopPodSandbox: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/StopPodSandbox" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: StopPodSandboxRequest): Buffer =>
+      Buffer.from(StopPodSandboxRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StopPodSandboxRequest => StopPodSandboxRequest.decode(value),
+    responseSerialize: (value: StopPodSandboxResponse): Buffer =>
+      Buffer.from(StopPodSandboxResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StopPodSandboxResponse => StopPodSandboxResponse.decode(value),
+  },
+  removePodSandbox: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/RemovePodSandbox" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemovePodSandboxRequest): Buffer =>
+      Buffer.from(RemovePodSandboxRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemovePodSandboxRequest => RemovePodSandboxRequest.decode(value),
+    responseSerialize: (value: RemovePodSandboxResponse): Buffer =>
+      Buffer.from(RemovePodSandboxResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemovePodSandboxResponse => RemovePodSandboxResponse.decode(value),
+  },
   createContainer: {
     path: "/nri.pkg.api.v1alpha1.Plugin/CreateContainer" as const,
     requestStream: false as const,
@@ -6494,6 +12287,39 @@ export const PluginService = {
     responseSerialize: (value: CreateContainerResponse): Buffer =>
       Buffer.from(CreateContainerResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CreateContainerResponse => CreateContainerResponse.decode(value),
+  },
+  postCreateContainer: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/PostCreateContainer" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PostCreateContainerRequest): Buffer =>
+      Buffer.from(PostCreateContainerRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PostCreateContainerRequest => PostCreateContainerRequest.decode(value),
+    responseSerialize: (value: PostCreateContainerResponse): Buffer =>
+      Buffer.from(PostCreateContainerResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PostCreateContainerResponse => PostCreateContainerResponse.decode(value),
+  },
+  startContainer: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/StartContainer" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: StartContainerRequest): Buffer =>
+      Buffer.from(StartContainerRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StartContainerRequest => StartContainerRequest.decode(value),
+    responseSerialize: (value: StartContainerResponse): Buffer =>
+      Buffer.from(StartContainerResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StartContainerResponse => StartContainerResponse.decode(value),
+  },
+  postStartContainer: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/PostStartContainer" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PostStartContainerRequest): Buffer =>
+      Buffer.from(PostStartContainerRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PostStartContainerRequest => PostStartContainerRequest.decode(value),
+    responseSerialize: (value: PostStartContainerResponse): Buffer =>
+      Buffer.from(PostStartContainerResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PostStartContainerResponse => PostStartContainerResponse.decode(value),
   },
   updateContainer: {
     path: "/nri.pkg.api.v1alpha1.Plugin/UpdateContainer" as const,
@@ -6506,6 +12332,17 @@ export const PluginService = {
       Buffer.from(UpdateContainerResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UpdateContainerResponse => UpdateContainerResponse.decode(value),
   },
+  postUpdateContainer: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/PostUpdateContainer" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PostUpdateContainerRequest): Buffer =>
+      Buffer.from(PostUpdateContainerRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PostUpdateContainerRequest => PostUpdateContainerRequest.decode(value),
+    responseSerialize: (value: PostUpdateContainerResponse): Buffer =>
+      Buffer.from(PostUpdateContainerResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PostUpdateContainerResponse => PostUpdateContainerResponse.decode(value),
+  },
   stopContainer: {
     path: "/nri.pkg.api.v1alpha1.Plugin/StopContainer" as const,
     requestStream: false as const,
@@ -6516,6 +12353,17 @@ export const PluginService = {
       Buffer.from(StopContainerResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): StopContainerResponse => StopContainerResponse.decode(value),
   },
+  removeContainer: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/RemoveContainer" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveContainerRequest): Buffer =>
+      Buffer.from(RemoveContainerRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveContainerRequest => RemoveContainerRequest.decode(value),
+    responseSerialize: (value: RemoveContainerResponse): Buffer =>
+      Buffer.from(RemoveContainerResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveContainerResponse => RemoveContainerResponse.decode(value),
+  },
   stateChange: {
     path: "/nri.pkg.api.v1alpha1.Plugin/StateChange" as const,
     requestStream: false as const,
@@ -6525,16 +12373,46 @@ export const PluginService = {
     responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
     responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
   },
+  /** A validator plugin accepts or rejects the merged adjustment of a container being created. */
+  validateContainerAdjustment: {
+    path: "/nri.pkg.api.v1alpha1.Plugin/ValidateContainerAdjustment" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ValidateContainerAdjustmentRequest): Buffer =>
+      Buffer.from(ValidateContainerAdjustmentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ValidateContainerAdjustmentRequest =>
+      ValidateContainerAdjustmentRequest.decode(value),
+    responseSerialize: (value: ValidateContainerAdjustmentResponse): Buffer =>
+      Buffer.from(ValidateContainerAdjustmentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ValidateContainerAdjustmentResponse =>
+      ValidateContainerAdjustmentResponse.decode(value),
+  },
 } as const;
 
 export interface PluginServer extends UntypedServiceImplementation {
   configure: handleUnaryCall<ConfigureRequest, ConfigureResponse>;
   synchronize: handleUnaryCall<SynchronizeRequest, SynchronizeResponse>;
   shutdown: handleUnaryCall<Empty, Empty>;
+  /**
+   * Since v0.10: one call per event. A plugin of v0.8 answers these (but CreateContainer,
+   * UpdateContainer and StopContainer) with Unimplemented; the runtime then sends StateChange.
+   */
+  runPodSandbox: handleUnaryCall<RunPodSandboxRequest, RunPodSandboxResponse>;
+  updatePodSandbox: handleUnaryCall<UpdatePodSandboxRequest, UpdatePodSandboxResponse>;
+  postUpdatePodSandbox: handleUnaryCall<PostUpdatePodSandboxRequest, PostUpdatePodSandboxResponse>;
+  stopPodSandbox: handleUnaryCall<StopPodSandboxRequest, StopPodSandboxResponse>;
+  removePodSandbox: handleUnaryCall<RemovePodSandboxRequest, RemovePodSandboxResponse>;
   createContainer: handleUnaryCall<CreateContainerRequest, CreateContainerResponse>;
+  postCreateContainer: handleUnaryCall<PostCreateContainerRequest, PostCreateContainerResponse>;
+  startContainer: handleUnaryCall<StartContainerRequest, StartContainerResponse>;
+  postStartContainer: handleUnaryCall<PostStartContainerRequest, PostStartContainerResponse>;
   updateContainer: handleUnaryCall<UpdateContainerRequest, UpdateContainerResponse>;
+  postUpdateContainer: handleUnaryCall<PostUpdateContainerRequest, PostUpdateContainerResponse>;
   stopContainer: handleUnaryCall<StopContainerRequest, StopContainerResponse>;
+  removeContainer: handleUnaryCall<RemoveContainerRequest, RemoveContainerResponse>;
   stateChange: handleUnaryCall<StateChangeEvent, Empty>;
+  /** A validator plugin accepts or rejects the merged adjustment of a container being created. */
+  validateContainerAdjustment: handleUnaryCall<ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse>;
 }
 
 export interface PluginClient extends Client {
@@ -6580,6 +12458,85 @@ export interface PluginClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Empty) => void,
   ): ClientUnaryCall;
+  /**
+   * Since v0.10: one call per event. A plugin of v0.8 answers these (but CreateContainer,
+   * UpdateContainer and StopContainer) with Unimplemented; the runtime then sends StateChange.
+   */
+  runPodSandbox(
+    request: RunPodSandboxRequest,
+    callback: (error: ServiceError | null, response: RunPodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  runPodSandbox(
+    request: RunPodSandboxRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RunPodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  runPodSandbox(
+    request: RunPodSandboxRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RunPodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  updatePodSandbox(
+    request: UpdatePodSandboxRequest,
+    callback: (error: ServiceError | null, response: UpdatePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  updatePodSandbox(
+    request: UpdatePodSandboxRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UpdatePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  updatePodSandbox(
+    request: UpdatePodSandboxRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UpdatePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  postUpdatePodSandbox(
+    request: PostUpdatePodSandboxRequest,
+    callback: (error: ServiceError | null, response: PostUpdatePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  postUpdatePodSandbox(
+    request: PostUpdatePodSandboxRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PostUpdatePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  postUpdatePodSandbox(
+    request: PostUpdatePodSandboxRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PostUpdatePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  stopPodSandbox(
+    request: StopPodSandboxRequest,
+    callback: (error: ServiceError | null, response: StopPodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  stopPodSandbox(
+    request: StopPodSandboxRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: StopPodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  stopPodSandbox(
+    request: StopPodSandboxRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: StopPodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  removePodSandbox(
+    request: RemovePodSandboxRequest,
+    callback: (error: ServiceError | null, response: RemovePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  removePodSandbox(
+    request: RemovePodSandboxRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemovePodSandboxResponse) => void,
+  ): ClientUnaryCall;
+  removePodSandbox(
+    request: RemovePodSandboxRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemovePodSandboxResponse) => void,
+  ): ClientUnaryCall;
   createContainer(
     request: CreateContainerRequest,
     callback: (error: ServiceError | null, response: CreateContainerResponse) => void,
@@ -6594,6 +12551,51 @@ export interface PluginClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CreateContainerResponse) => void,
+  ): ClientUnaryCall;
+  postCreateContainer(
+    request: PostCreateContainerRequest,
+    callback: (error: ServiceError | null, response: PostCreateContainerResponse) => void,
+  ): ClientUnaryCall;
+  postCreateContainer(
+    request: PostCreateContainerRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PostCreateContainerResponse) => void,
+  ): ClientUnaryCall;
+  postCreateContainer(
+    request: PostCreateContainerRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PostCreateContainerResponse) => void,
+  ): ClientUnaryCall;
+  startContainer(
+    request: StartContainerRequest,
+    callback: (error: ServiceError | null, response: StartContainerResponse) => void,
+  ): ClientUnaryCall;
+  startContainer(
+    request: StartContainerRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: StartContainerResponse) => void,
+  ): ClientUnaryCall;
+  startContainer(
+    request: StartContainerRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: StartContainerResponse) => void,
+  ): ClientUnaryCall;
+  postStartContainer(
+    request: PostStartContainerRequest,
+    callback: (error: ServiceError | null, response: PostStartContainerResponse) => void,
+  ): ClientUnaryCall;
+  postStartContainer(
+    request: PostStartContainerRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PostStartContainerResponse) => void,
+  ): ClientUnaryCall;
+  postStartContainer(
+    request: PostStartContainerRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PostStartContainerResponse) => void,
   ): ClientUnaryCall;
   updateContainer(
     request: UpdateContainerRequest,
@@ -6610,6 +12612,21 @@ export interface PluginClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UpdateContainerResponse) => void,
   ): ClientUnaryCall;
+  postUpdateContainer(
+    request: PostUpdateContainerRequest,
+    callback: (error: ServiceError | null, response: PostUpdateContainerResponse) => void,
+  ): ClientUnaryCall;
+  postUpdateContainer(
+    request: PostUpdateContainerRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PostUpdateContainerResponse) => void,
+  ): ClientUnaryCall;
+  postUpdateContainer(
+    request: PostUpdateContainerRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PostUpdateContainerResponse) => void,
+  ): ClientUnaryCall;
   stopContainer(
     request: StopContainerRequest,
     callback: (error: ServiceError | null, response: StopContainerResponse) => void,
@@ -6625,6 +12642,21 @@ export interface PluginClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: StopContainerResponse) => void,
   ): ClientUnaryCall;
+  removeContainer(
+    request: RemoveContainerRequest,
+    callback: (error: ServiceError | null, response: RemoveContainerResponse) => void,
+  ): ClientUnaryCall;
+  removeContainer(
+    request: RemoveContainerRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveContainerResponse) => void,
+  ): ClientUnaryCall;
+  removeContainer(
+    request: RemoveContainerRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveContainerResponse) => void,
+  ): ClientUnaryCall;
   stateChange(
     request: StateChangeEvent,
     callback: (error: ServiceError | null, response: Empty) => void,
@@ -6639,6 +12671,22 @@ export interface PluginClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  /** A validator plugin accepts or rejects the merged adjustment of a container being created. */
+  validateContainerAdjustment(
+    request: ValidateContainerAdjustmentRequest,
+    callback: (error: ServiceError | null, response: ValidateContainerAdjustmentResponse) => void,
+  ): ClientUnaryCall;
+  validateContainerAdjustment(
+    request: ValidateContainerAdjustmentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ValidateContainerAdjustmentResponse) => void,
+  ): ClientUnaryCall;
+  validateContainerAdjustment(
+    request: ValidateContainerAdjustmentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ValidateContainerAdjustmentResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Container, ContainerUpdate, CreateContainerResponse, Event, PodSandbox } from '../../../src/gen/nri/api.js';
+import { Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PodSandbox } from '../../../src/gen/nri/api.js';
 import { silentLogger } from '../../../src/common/logger.js';
 import { NriAdaptation } from '../../../src/nri/adaptation.js';
 import { splitSync } from '../../../src/nri/plugin.js';
@@ -127,6 +127,56 @@ describe('nri adaptation', () => {
     assert.deepEqual(
       some.seen.map((e) => e.event),
       ['Synchronize', 'StartContainer', 'RemovePodSandbox'],
+    );
+  });
+
+  it('sends a v0.12 plugin one method per event, a v0.8 plugin StateChange, and pod updates to the v0.12 one only', async () => {
+    await start();
+    const v12 = await TestPlugin.connect(join(dir, 'nri.sock'), { name: 'new', index: '10', protocol: 'v0.12' });
+    plugins.push(v12);
+    const v08 = await plugin('old', '20');
+    await eventually('both plugins to be synchronized', async () => nri.list().length === 2, 3000);
+    assert.equal(v12.configure?.NRIVersion, 'v0.12.3');
+    const c = ctr();
+    await nri.runPodSandbox(pod);
+    await nri.startContainer(pod, c);
+    const resources = LinuxResources.fromPartial({ memory: { limit: { value: 1n << 30n } } });
+    await nri.updatePodSandbox(pod, undefined, resources);
+    await nri.postUpdatePodSandbox(pod);
+    await nri.removeContainer(pod, c);
+    const events = (p: TestPlugin) => p.seen.filter((e) => e.event !== 'Synchronize').map((e) => `${e.event}/${e.via}`);
+    assert.deepEqual(events(v12), ['RunPodSandbox/method', 'StartContainer/method', 'UpdatePodSandbox/method', 'PostUpdatePodSandbox/method', 'RemoveContainer/method']);
+    // The v0.8 plugin subscribed to everything: StateChange after its one Unimplemented answer, and
+    // no UpdatePodSandbox (it has no such method; the resize is not failed by that).
+    assert.deepEqual(events(v08), ['RunPodSandbox/StateChange', 'StartContainer/StateChange', 'PostUpdatePodSandbox/StateChange', 'RemoveContainer/StateChange']);
+    assert.equal(v12.podUpdates[0]?.linuxResources?.memory?.limit?.value, 1n << 30n);
+    assert.equal(nri.list().length, 2);
+  });
+
+  it('fails a pod update with the plugin named when a plugin answers UpdatePodSandbox with an error', async () => {
+    await start();
+    const p = await TestPlugin.connect(join(dir, 'nri.sock'), { name: 'resizer', index: '10', protocol: 'v0.12', events: [Event.UPDATE_POD_SANDBOX] });
+    plugins.push(p);
+    await eventually('the plugin to be synchronized', async () => nri.list().length === 1, 3000);
+    p.onUpdatePod = () => {
+      throw new Error('no resizing today');
+    };
+    await assert.rejects(nri.updatePodSandbox(pod, undefined, undefined), /NRI plugin "10-resizer" failed to handle UpdatePodSandbox: no resizing today/);
+    assert.equal(nri.list().length, 1);
+  });
+
+  it('accepts subscriptions to the events of v0.12 and refuses bits beyond them', async () => {
+    await start();
+    const ok = await TestPlugin.connect(join(dir, 'nri.sock'), { name: 'ok', index: '10', protocol: 'v0.12', events: [Event.POST_UPDATE_POD_SANDBOX, Event.VALIDATE_CONTAINER_ADJUSTMENT] });
+    plugins.push(ok);
+    await eventually('the plugin to be synchronized', async () => nri.list().length === 1, 3000);
+    assert.equal(nri.list()[0].events, (1 << 12) | (1 << 13));
+    const bad = await TestPlugin.connect(join(dir, 'nri.sock'), { name: 'bad', index: '20', protocol: 'v0.12', events: [Event.LAST] });
+    plugins.push(bad);
+    await bad.closed;
+    assert.deepEqual(
+      nri.list().map((x) => x.name),
+      ['ok'],
     );
   });
 

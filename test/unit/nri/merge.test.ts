@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Container, ContainerUpdate, CreateContainerResponse, UpdateContainerRequest, type DeepPartial } from '../../../src/gen/nri/api.js';
+import { Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse, UpdateContainerRequest, type DeepPartial } from '../../../src/gen/nri/api.js';
 import { CreateResult, PluginConflictError, UpdateResult } from '../../../src/nri/result.js';
 import { applyAdjustment } from '../../../src/nri/spec-adjust.js';
 import type { Spec } from '../../../src/oci/index.js';
@@ -34,6 +34,10 @@ describe('nri: merging plugin answers', () => {
     ['CDI device vendor.com/x=y', { CDIDevices: [{ name: 'vendor.com/x=y' }] }, { CDIDevices: [{ name: 'vendor.com/x=y' }] }],
     ['hugepage limit of size 2MB', { linux: { resources: { hugepageLimits: [{ pageSize: '2MB', limit: 1n }] } } }, { linux: { resources: { hugepageLimits: [{ pageSize: '2MB', limit: 2n }] } } }],
     ['unified resource memory.high', { linux: { resources: { unified: { 'memory.high': '1' } } } }, { linux: { resources: { unified: { 'memory.high': '2' } } } }],
+    ['args', { args: ['a'] }, { args: ['b'] }],
+    ['sysctl net.core.somaxconn', { linux: { sysctl: { 'net.core.somaxconn': '1' } } }, { linux: { sysctl: { 'net.core.somaxconn': '2' } } }],
+    ['network namespace', { linux: { namespaces: [{ type: 'network', path: '/a' }] } }, { linux: { namespaces: [{ type: 'network', path: '/b' }] } }],
+    ['seccomp policy', { linux: { seccompPolicy: { defaultAction: 'SCMP_ACT_ALLOW' } } }, { linux: { seccompPolicy: { defaultAction: 'SCMP_ACT_ERRNO' } } }],
   ] as const) {
     it(`refuses two plugins setting ${what}, naming both`, () => {
       const r = new CreateResult(ctr());
@@ -63,6 +67,29 @@ describe('nri: merging plugin answers', () => {
     r.apply(answer({ adjust: { env: [{ key: 'X', value: '3' }] } }), '30-third');
     assert.deepEqual(r.container.env, ['B=2', 'X=3']);
   });
+
+  it("takes over args with NRI's UpdateArgs marker, and shows the next plugin the new args and sysctls", () => {
+    const r = new CreateResult(ctr());
+    r.apply(answer({ adjust: { args: ['first'], linux: { sysctl: { 'kernel.msgmax': '1', 'net.ipv4.ip_forward': '1' } } } }), '10-first');
+    r.apply(answer({ adjust: { args: ['', 'second', 'x'], linux: { sysctl: { '-net.ipv4.ip_forward': '' } } } }), '20-second');
+    assert.deepEqual(r.adjust.args, ['second', 'x']);
+    assert.deepEqual(r.container.args, ['second', 'x']);
+    assert.deepEqual(r.adjust.linux?.sysctl, { 'kernel.msgmax': '1', '-net.ipv4.ip_forward': '' });
+    assert.deepEqual(r.container.linux?.sysctl, { 'kernel.msgmax': '1' });
+  });
+
+  for (const [what, linux] of [
+    ['an I/O priority (linux.io_priority)', { ioPriority: { class: 1, priority: 1 } }],
+    ['a scheduling policy (linux.scheduler)', { scheduler: { policy: 2 } }],
+    ['network devices (eth1)', { netDevices: { eth1: { name: 'net0' } } }],
+    ['RDT settings (linux.rdt)', { rdt: { closId: { value: 'gold' } } }],
+    ['a NUMA memory policy (linux.memory_policy)', { memoryPolicy: { mode: 2, nodes: '0' } }],
+  ] as const) {
+    it(`refuses ${what}, naming the plugin, rather than dropping it`, () => {
+      const r = new CreateResult(ctr());
+      assert.throws(() => r.apply(answer({ adjust: { linux: linux as never } }), '10-tuner'), new RegExp(`plugin "10-tuner" asked for ${what.replace(/[().]/g, '\\$&')}, which Stove does not apply`));
+    });
+  }
 
   it('merges updates of other containers and refuses one of the container being created', () => {
     const r = new CreateResult(ctr());
@@ -138,6 +165,31 @@ describe('nri: applying an adjustment to the OCI spec', () => {
       { type: 'RLIMIT_NPROC', hard: 10, soft: 10 },
     ]);
     assert.deepEqual(warnings, ['block I/O class "slow" ignored: no block I/O classes are configured']);
+  });
+
+  it("applies v0.12's args, sysctls, namespaces and seccomp filter", async () => {
+    const s = spec();
+    s.linux!.sysctl = { 'kernel.msgmax': '1', 'net.ipv4.ip_forward': '1' };
+    s.linux!.namespaces = [{ type: 'mount' }, { type: 'network', path: '/proc/1/ns/net' }, { type: 'ipc' }];
+    const adjust = ContainerAdjustment.fromPartial({
+      args: ['/bin/true', '-x'],
+      linux: {
+        sysctl: { 'net.core.somaxconn': '4096', '-net.ipv4.ip_forward': '' },
+        namespaces: [{ type: 'network', path: '/var/run/netns/other' }, { type: '-ipc' }, { type: 'uts' }],
+        seccompPolicy: { defaultAction: 'SCMP_ACT_ERRNO', defaultErrno: { value: 1 }, architectures: ['SCMP_ARCH_X86_64'], syscalls: [{ names: ['read'], action: 'SCMP_ACT_ALLOW', args: [{ index: 0, value: 3n, valueTwo: 0n, op: 'SCMP_CMP_EQ' }] }] },
+      },
+    });
+    await applyAdjustment(s, adjust, host);
+    assert.deepEqual(s.process!.args, ['/bin/true', '-x']);
+    assert.deepEqual(s.linux!.sysctl, { 'kernel.msgmax': '1', 'net.core.somaxconn': '4096' });
+    assert.deepEqual(s.linux!.namespaces, [{ type: 'mount' }, { type: 'network', path: '/var/run/netns/other' }, { type: 'uts' }]);
+    assert.deepEqual(s.linux!.seccomp, {
+      defaultAction: 'SCMP_ACT_ERRNO',
+      defaultErrnoRet: 1,
+      architectures: ['SCMP_ARCH_X86_64'],
+      syscalls: [{ names: ['read'], action: 'SCMP_ACT_ALLOW', args: [{ index: 0, value: 3, valueTwo: 0, op: 'SCMP_CMP_EQ' }] }],
+    });
+    await assert.rejects(applyAdjustment(spec(), ContainerAdjustment.fromPartial({ linux: { namespaces: [{ type: 'bogus' }] } }), host), /unknown namespace type "bogus"/);
   });
 
   it('refuses what cannot be applied here, naming it', async () => {
