@@ -49,7 +49,7 @@ import { CdiRegistry, runtimeSupportFrom } from './cdi/index.js';
 import { OciHookRegistry } from './oci-hooks/index.js';
 import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
 import { startObservability, type Observability } from './observability/start.js';
-import { metrics } from './observability/hooks.js';
+import type { Telemetry } from './observability/hooks.js';
 import { failedPrecondition, messageOf } from './common/errors.js';
 import { DEFAULT_SPAWN_HELPER, helperBinariesMissing } from './platform/spawn-helper.js';
 import { DEFAULT_MOUNT_HELPER } from './platform/mount-helper.js';
@@ -135,11 +135,13 @@ async function tightenRecoveredPodDirs(state: string, paths: Paths, sandboxes: S
   if (changed) log.info('set the access of pod and container state dirs', { changed });
 }
 
-/** What every builder reads: the configuration, the paths it gives, and the root logger. */
+/** What every builder reads: the configuration, the paths it gives, the root logger, and metrics and tracing. */
 interface BuildContext {
   config: Config;
   paths: Paths;
   log: RootLogger;
+  /** observability/start.ts's: what services report to (no-ops for what is off). */
+  telemetry: Telemetry;
 }
 
 /** Unreadable records go here, and what they describe is left alone (persist/quarantine.ts). */
@@ -153,7 +155,7 @@ async function openQuarantine({ paths, log }: BuildContext): Promise<Quarantine>
  * The image stores, loaded (their unreadable records to `quarantine`): the shared one, and one for each
  * runtime handler configured with an `image_store` of its own.
  */
-async function openImages({ config, paths, log }: BuildContext, quarantine: Quarantine): Promise<ImageStores> {
+async function openImages({ config, paths, log, telemetry }: BuildContext, quarantine: Quarantine): Promise<ImageStores> {
   const open = (imagesDir: string, runtimeHandler: string) => {
     const options: ImageServiceOptions = {
       quarantine,
@@ -171,6 +173,7 @@ async function openImages({ config, paths, log }: BuildContext, quarantine: Quar
       signaturePolicyDir: config.images.signaturePolicyDir,
       registries: config.registries,
       pinnedImages: config.images.pinned,
+      telemetry,
       log: log.child({ module: 'images', ...(runtimeHandler ? { runtimeHandler } : {}) }),
     };
     return ImageService.open(options, imageParts(options));
@@ -219,7 +222,7 @@ async function buildRuntime({ config, paths, log }: BuildContext) {
 type Runtime = Awaited<ReturnType<typeof buildRuntime>>;
 
 /** Pods: their network, the sandbox service and RunPodSandbox's runner over one set of options. */
-async function buildSandboxes({ config, paths, log }: BuildContext, { runtimes, monitor, specSettings }: Runtime, quarantine: Quarantine) {
+async function buildSandboxes({ config, paths, log, telemetry }: BuildContext, { runtimes, monitor, specSettings }: Runtime, quarantine: Quarantine) {
   const podNetwork = new PodNetworkManager({
     ...config.network,
     netnsDir: paths.netnsDir,
@@ -238,6 +241,7 @@ async function buildSandboxes({ config, paths, log }: BuildContext, { runtimes, 
     pauseRootfs: await installPauseRootfs(config.state),
     defaults: { cgroupParent: config.runtime.cgroupParent, cgroupDriver: config.runtime.cgroupDriver },
     parentUsers: new CgroupParentUsers(() => store.list()),
+    telemetry,
     log: log.child({ module: 'sandbox' }),
   };
   return { podNetwork, sandboxStore: store, sandboxes: new SandboxService(options), runner: new SandboxRunner(options) };
@@ -250,7 +254,7 @@ type Sandboxes = Awaited<ReturnType<typeof buildSandboxes>>;
  * container events (each service sends its own through it).
  */
 async function buildContainers(
-  { config, paths, log }: BuildContext,
+  { config, paths, log, telemetry }: BuildContext,
   { runtimes, monitor, specSettings, cgroups, criu }: Runtime,
   { sandboxes, sandboxStore }: Sandboxes,
   images: ImageStores,
@@ -297,6 +301,7 @@ async function buildContainers(
     events,
     lifecycle: nriLifecycle,
     checkpoint: { dirs: checkpointDirs(config), criu, runtimeName: 'runc' },
+    telemetry,
     log: log.child({ module: 'container' }),
   };
   await mkdir(paths.checkpointsDir, { recursive: true, mode: 0o700 });
@@ -308,7 +313,7 @@ async function buildContainers(
  * ID), so no exit falls between reading and watching; then the pods, then the containers.
  */
 async function recover(
-  { config, paths, log }: BuildContext,
+  { config, paths, log, telemetry }: BuildContext,
   pods: PodLifecycle,
   sandboxes: SandboxService,
   containers: ContainerService,
@@ -322,7 +327,7 @@ async function recover(
   // Exits that came between the watcher's start and the containers' load were not theirs yet.
   await recheckExits(containers, containerOptions);
   await tightenRecoveredPodDirs(config.state, paths, sandboxes, containers, log);
-  metrics().recovered((performance.now() - started) / 1000);
+  telemetry.metrics.recovered((performance.now() - started) / 1000);
   return exits;
 }
 
@@ -336,7 +341,7 @@ async function startStreaming({ config, log }: BuildContext, { monitor }: Runtim
 }
 
 /** The metrics listener, then the CRI on the socket; the streaming server stops if either fails. */
-async function serve({ config, log }: BuildContext, observability: Observability, services: CriServices, quarantine: Quarantine): Promise<GrpcEndpoint> {
+async function serve({ config, log, telemetry }: BuildContext, observability: Observability, services: CriServices, quarantine: Quarantine): Promise<GrpcEndpoint> {
   const { containers, sandboxes, images, streaming } = services;
   try {
     await observability.listen({
@@ -346,7 +351,7 @@ async function serve({ config, log }: BuildContext, observability: Observability
       streamingSessions: () => streaming.sessionsByKind(),
       quarantinedRecords: () => quarantine.list().length,
     });
-    return await serveGrpc(config.socket, criServices(runtimeHandlers(services), imageHandlers(services), log.child({ module: 'api' })), log);
+    return await serveGrpc(config.socket, criServices(runtimeHandlers(services), imageHandlers(services), log.child({ module: 'api' }), telemetry), log);
   } catch (err) {
     await streaming.stop();
     throw err;
@@ -355,7 +360,7 @@ async function serve({ config, log }: BuildContext, observability: Observability
 
 /** Everything after the lock: services, recovery, the API. */
 async function buildAndServe(config: Config, log: RootLogger, lock: StateLock, observability: Observability): Promise<Daemon> {
-  const ctx: BuildContext = { config, paths: pathsFor(config), log };
+  const ctx: BuildContext = { config, paths: pathsFor(config), log, telemetry: observability.telemetry };
   const quarantine = await openQuarantine(ctx);
   const images = await openImages(ctx, quarantine);
   const runtime = await buildRuntime(ctx);

@@ -1,7 +1,7 @@
 /**
  * Builds the gRPC transport's service implementations from handler tables. Every RPC of both services is
  * registered: one without a handler answers UNIMPLEMENTED naming the RPC. Each call is timed, logged,
- * counted and traced (observability/hooks.ts), and every error is turned into a gRPC status here and
+ * counted and traced (the daemon's `Telemetry`, observability/hooks.ts), and every error is turned into a gRPC status here and
  * nowhere else.
  */
 import type { ServiceDefinition } from '@grpc/grpc-js';
@@ -12,7 +12,7 @@ import { toServiceError, statusName } from './errors.js';
 import type { CallContext, ImageHandlers, RuntimeHandlers, StreamSink } from './handlers.js';
 import type { ServiceBinding } from './server.js';
 import type { CallMetadata, ServerStreamCall, ServerStreamImplementation, UnaryCall, UnaryCallback, UnaryImplementation } from './grpc-http2.js';
-import { metrics, tracer, NO_TRACING, type MetadataGetter, type SpanAttributes, type Tracer } from '../observability/hooks.js';
+import { NO_TRACING, type MetadataGetter, type SpanAttributes, type Telemetry, type Tracer } from '../observability/hooks.js';
 
 type AnyUnary = (request: unknown, call: CallContext) => Promise<unknown>;
 type AnyStream = (request: unknown, sink: StreamSink<unknown>) => void | Promise<void>;
@@ -73,28 +73,28 @@ function answer(handler: AnyUnary, call: UnaryCall): Promise<unknown> {
   }
 }
 
-function unary(log: Logger, method: string, handler: AnyUnary | undefined): UnaryImplementation {
+function unary(log: Logger, telemetry: Telemetry, method: string, handler: AnyUnary | undefined): UnaryImplementation {
   const rpc = rpcName(method);
   return (call: UnaryCall, callback: UnaryCallback) => {
     const started = performance.now();
     if (!handler) {
-      metrics().criRequest(method, statusName(status.UNIMPLEMENTED), (performance.now() - started) / 1000);
+      telemetry.metrics.criRequest(method, statusName(status.UNIMPLEMENTED), (performance.now() - started) / 1000);
       callback({ code: status.UNIMPLEMENTED, details: `${rpc} is not implemented by stove` });
       return;
     }
     // With tracing off (the default) a call is the handler alone: the kubelet polls the status RPCs.
-    const t = tracer();
+    const t = telemetry.tracer;
     (t === NO_TRACING ? answer(handler, call) : traced(t, method, call, handler)).then(
       (response) => {
         const seconds = (performance.now() - started) / 1000;
-        metrics().criRequest(method, 'OK', seconds);
+        telemetry.metrics.criRequest(method, 'OK', seconds);
         if (log.isEnabled('debug')) log.debug('rpc', { rpc, durationMs: +(seconds * 1000).toFixed(2) });
         callback(null, response);
       },
       (err: unknown) => {
         const seconds = (performance.now() - started) / 1000;
         const e = toServiceError(err);
-        metrics().criRequest(method, statusName(e.code), seconds);
+        telemetry.metrics.criRequest(method, statusName(e.code), seconds);
         logFailure(log, rpc, +(seconds * 1000).toFixed(2), err);
         callback(e);
       },
@@ -102,11 +102,11 @@ function unary(log: Logger, method: string, handler: AnyUnary | undefined): Unar
   };
 }
 
-function serverStream(log: Logger, method: string, handler: AnyStream | undefined): ServerStreamImplementation {
+function serverStream(log: Logger, telemetry: Telemetry, method: string, handler: AnyStream | undefined): ServerStreamImplementation {
   const rpc = rpcName(method);
   return (call: ServerStreamCall) => {
     if (!handler) {
-      metrics().criRequest(method, statusName(status.UNIMPLEMENTED));
+      telemetry.metrics.criRequest(method, statusName(status.UNIMPLEMENTED));
       call.fail({ code: status.UNIMPLEMENTED, details: `${rpc} is not implemented by stove` });
       return;
     }
@@ -150,7 +150,7 @@ function serverStream(log: Logger, method: string, handler: AnyStream | undefine
     // A handler that returns a promise answers a bounded list and is timed; one that does not
     // (GetContainerEvents) streams until the client leaves and is counted once open.
     let bounded = false;
-    tracer()
+    telemetry.tracer
       .serverCall(method, metadataGetter(call.metadata), idAttributes(call.request), async () => {
         const done = handler(call.request, sink);
         bounded = done !== undefined;
@@ -160,11 +160,11 @@ function serverStream(log: Logger, method: string, handler: AnyStream | undefine
       })
       .then(
         () => {
-          metrics().criRequest(method, 'OK', bounded ? (performance.now() - started) / 1000 : undefined);
+          telemetry.metrics.criRequest(method, 'OK', bounded ? (performance.now() - started) / 1000 : undefined);
           if (bounded) sink.end();
         },
         (err: unknown) => {
-          metrics().criRequest(method, statusName(toServiceError(err).code), bounded ? (performance.now() - started) / 1000 : undefined);
+          telemetry.metrics.criRequest(method, statusName(toServiceError(err).code), bounded ? (performance.now() - started) / 1000 : undefined);
           fail(err);
         },
       );
@@ -179,21 +179,22 @@ export function implement(
   definition: ServiceDefinition,
   handlers: Partial<Record<string, unknown>>,
   log: Logger,
+  telemetry: Telemetry,
 ): Record<string, UnaryImplementation | ServerStreamImplementation> {
   const impl: Record<string, UnaryImplementation | ServerStreamImplementation> = {};
   for (const [key, method] of Object.entries(definition)) {
     const handler = handlers[key];
     impl[key] = method.responseStream
-      ? serverStream(log, method.path, handler as AnyStream | undefined)
-      : unary(log, method.path, handler as AnyUnary | undefined);
+      ? serverStream(log, telemetry, method.path, handler as AnyStream | undefined)
+      : unary(log, telemetry, method.path, handler as AnyUnary | undefined);
   }
   return impl;
 }
 
 /** The CRI's two services over their handler tables, for serveGrpc. */
-export function criServices(runtime: Partial<RuntimeHandlers>, image: Partial<ImageHandlers>, log: Logger): ServiceBinding[] {
+export function criServices(runtime: Partial<RuntimeHandlers>, image: Partial<ImageHandlers>, log: Logger, telemetry: Telemetry): ServiceBinding[] {
   return [
-    { definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, runtime, log) },
-    { definition: ImageServiceService, implementation: implement(ImageServiceService, image, log) },
+    { definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, runtime, log, telemetry) },
+    { definition: ImageServiceService, implementation: implement(ImageServiceService, image, log, telemetry) },
   ];
 }

@@ -146,7 +146,7 @@ export function containerNameFor(config: ContainerConfig, podConfig: PodSandboxC
  * Runs the acquisition steps of a create under `cleanup` and returns the record (already stored).
  * The name is reserved by the caller.
  */
-export async function createSteps(options: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, timer = new StepTimer()): Promise<ContainerRecord> {
+export async function createSteps(options: ContainerServiceOptions, plan: CreatePlan, cleanup: CleanupStack, timer = new StepTimer(options.telemetry)): Promise<ContainerRecord> {
   const { id, config, sandbox, image } = plan;
   // Each lap is a step in the log and a trace span; conmon's span starts with conmon, not after the spec.
   timer.startLaps();

@@ -5,6 +5,7 @@
 import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import type { ContainerRecord } from './model.js';
 import type { Logger } from '../common/logger.js';
+import type { Telemetry } from '../observability/hooks.js';
 import type { ImageStores } from '../images/image-stores.js';
 import type { Monitor } from '../monitor/monitor.js';
 import type { CgroupLayout } from '../platform/cgroups.js';
@@ -105,5 +106,7 @@ export interface ContainerServiceOptions {
   lifecycle?: ContainerLifecycle;
   /** Absent: CheckpointContainer and restores are FAILED_PRECONDITION. */
   checkpoint?: CheckpointSettings;
+  /** Metrics and trace spans (daemon.ts: the one of observability/start.ts). */
+  telemetry: Telemetry;
   log: Logger;
 }

@@ -45,7 +45,6 @@ import { containerConfigOf, type ContainerRecord, type ContainerStateName } from
 import type { ContainerStore } from './store.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { DEFAULT_STOP_SIGNAL, runtimeSignalArg } from './stop-signal.js';
-import { metrics } from '../observability/hooks.js';
 import type { CreatedContainer } from '../monitor/conmon.js';
 import type { ImageInfo } from '../images/image-service.js';
 import type { SandboxRecord } from '../sandbox/model.js';
@@ -214,7 +213,7 @@ export class ContainerService {
     const started = performance.now();
     const { id, name, config, sandbox } = plan;
     const log = this.log.child({ container: shortId(id), name });
-    const timer = new StepTimer();
+    const timer = new StepTimer(this.options.telemetry);
     const record = await this.locks.run(id, () =>
       withCleanup(log, async (cleanup) => {
         this.store.names.reserve(name, id, 'container');
@@ -228,7 +227,7 @@ export class ContainerService {
       throw wrap(err, `failed to create container "${config.metadata?.name}" in sandbox "${sandbox.id}"`);
     });
     const ms = performance.now() - started;
-    metrics().containerCreated(id, ms / 1000);
+    this.options.telemetry.metrics.containerCreated(id, ms / 1000);
     log.info('container created', { id, sandbox: sandbox.id, image: plan.imageName, ms: +ms.toFixed(1), steps: timer.steps, ...(plan.restore ? { restoreFrom: plan.restore.archive } : {}) });
     return record;
   }
@@ -324,7 +323,7 @@ export class ContainerService {
       if (restored) await removeRestoreDir(r.persistDir).catch((err: unknown) => this.log.warn('cannot remove an unpacked checkpoint archive', { id: shortId(id), error: messageOf(err) }));
       this.emit('started', updated);
       const ms = performance.now() - started;
-      metrics().containerStarted(id, ms / 1000);
+      this.options.telemetry.metrics.containerStarted(id, ms / 1000);
       this.log.info(restored ? 'container restored' : 'container started', { id: shortId(id), pid: updated.pid, ms: +ms.toFixed(1) });
     });
   }
@@ -529,7 +528,7 @@ export class ContainerService {
       // A process that died before the start was recorded still finished after it began.
       if (c.startedAt > c.finishedAt) c.startedAt = c.finishedAt;
     });
-    if (oom) metrics().containerOom();
+    if (oom) this.options.telemetry.metrics.containerOom();
     this.log.info('container exited', { id: shortId(r.id), exitCode: updated.exitCode, reason: updated.reason });
     this.emit('stopped', updated);
     return updated;
@@ -654,9 +653,9 @@ export class ContainerService {
     let result;
     try {
       result = await execSync(this.options.monitor.config, this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name, signal });
-      metrics().execSync(result.exitCode === 0 ? 'ok' : 'nonzero_exit');
+      this.options.telemetry.metrics.execSync(result.exitCode === 0 ? 'ok' : 'nonzero_exit');
     } catch (err) {
-      metrics().execSync(isKind(err, 'DeadlineExceeded') ? 'timeout' : 'error');
+      this.options.telemetry.metrics.execSync(isKind(err, 'DeadlineExceeded') ? 'timeout' : 'error');
       if (isKind(err, 'DeadlineExceeded')) {
         throw new StoveError('DeadlineExceeded', `command ${JSON.stringify(cmd.join(' '))} in container "${r.id}" timed out after ${timeoutSeconds}s`, { cause: err });
       }

@@ -37,7 +37,7 @@ import { progressFile } from './progress.js';
 import { CertsDirs } from './trust/certs.js';
 import { PolicyStore } from './trust/enforce.js';
 import type { Platform } from './manifest.js';
-import { metrics } from '../observability/hooks.js';
+import type { Telemetry } from '../observability/hooks.js';
 import type { ImageConfig } from '../oci/index.js';
 
 export interface ImageServiceOptions {
@@ -67,6 +67,8 @@ export interface ImageServiceOptions {
   quarantine?: Quarantine;
   /** fdatasync each blob before committing it (default true). */
   syncBlobs?: boolean;
+  /** Metrics and trace spans (daemon.ts: the one of observability/start.ts). */
+  telemetry: Telemetry;
   log: Logger;
 }
 
@@ -179,6 +181,7 @@ export class ImageService {
       pool: this.pool,
       leases: this.leases,
       locks: this.locks,
+      telemetry: options.telemetry,
       log: options.log,
       maxConcurrentDownloads: options.maxConcurrentDownloads,
       syncBlobs: options.syncBlobs ?? true,
@@ -265,10 +268,10 @@ export class ImageService {
     const started = performance.now();
     try {
       const record = await this.puller.pull(ref, credentialsFromAuthConfig(auth), namespace, signal);
-      metrics().imagePull('success', (performance.now() - started) / 1000);
+      this.options.telemetry.metrics.imagePull('success', (performance.now() - started) / 1000);
       return record;
     } catch (err) {
-      metrics().imagePull('failure', (performance.now() - started) / 1000);
+      this.options.telemetry.metrics.imagePull('failure', (performance.now() - started) / 1000);
       throw wrap(err, `failed to pull image "${formatReference(ref)}"`);
     }
   }

@@ -16,7 +16,7 @@ import { parseManifest, parseImageConfig, selectPlatform, hostPlatform, formatPl
 import { digestReference, formatReference, tagReference, type ImageReference } from './reference.js';
 import type { ImageRecord, ImageStore, LayerRef } from './image-store.js';
 import { PullProgress } from './progress.js';
-import { metrics, tracer } from '../observability/hooks.js';
+import type { Telemetry } from '../observability/hooks.js';
 import type { Credentials } from './auth.js';
 import { enforce, needsSignatures, refuseRejected, type PolicyStore, type PullPolicy } from './trust/enforce.js';
 
@@ -93,6 +93,8 @@ export interface PullerDeps {
   leases: Leases;
   /** Per-key locks shared with garbage collection: chain IDs and blob digests. */
   locks: KeyedMutex;
+  /** Pull metrics and unpack spans. */
+  telemetry: Telemetry;
   log: Logger;
   maxConcurrentDownloads: number;
   /** fdatasync blobs before committing them. */
@@ -346,7 +348,7 @@ export class Puller {
    */
   private ensureLayer(session: RegistrySession, job: LayerJob, name: string, progress: PullProgress, signal: AbortSignal): Promise<void> {
     const attributes = { 'layer.digest': job.desc.digest, 'layer.size': job.desc.size };
-    return tracer()
+    return this.deps.telemetry.tracer
       .span('pullLayer', attributes, () =>
         this.layerFlights.run(
           job.chainId,
@@ -417,13 +419,13 @@ export class Puller {
         desc.digest,
         desc.size,
         (n) => {
-          metrics().imagePullBytes(n);
+          this.deps.telemetry.metrics.imagePullBytes(n);
           network.progress.bytes(desc.digest, n);
         },
         network.signal,
       );
       const started = performance.now();
-      const result = await tracer().span('unpack', { 'layer.digest': desc.digest, 'layer.source': network ? 'registry' : 'blob' }, () => this.deps.pool.run(
+      const result = await this.deps.telemetry.tracer.span('unpack', { 'layer.digest': desc.digest, 'layer.source': network ? 'registry' : 'blob' }, () => this.deps.pool.run(
         {
           digestAlgorithm: digestAlgorithm(desc.digest),
           blobPath: ingest,
@@ -436,7 +438,7 @@ export class Puller {
         },
         source,
       ));
-      metrics().layerUnpacked((performance.now() - started) / 1000);
+      this.deps.telemetry.metrics.layerUnpacked((performance.now() - started) / 1000);
       if (result.digest !== desc.digest)
         throw internal(`layer digest mismatch: expected ${desc.digest}, got ${result.digest} (${result.size} bytes)`);
       if (result.size !== desc.size) throw internal(`layer ${desc.digest} is ${result.size} bytes, but its descriptor says ${desc.size}`);

@@ -1,12 +1,11 @@
 /**
  * The narrow calls the rest of Stove makes to report what it does: metrics and trace spans. Until
- * `[metrics]` or `[tracing]` turns one on (start.ts installs the real ones), they do nothing, so an
+ * `[metrics]` or `[tracing]` turns one on (start.ts puts the real ones in), they do nothing, so an
  * idle daemon with both off loads neither prom-client nor OpenTelemetry.
  *
- * This is Stove's one registry object for process-wide state (docs/architecture.md, "Process-wide
- * state"): the recorder and tracer are installed once, by observability/start.ts at start-up (tests
- * install fakes with installObservability), and read through metrics() and tracer() where an event
- * happens, instead of being passed through every constructor between daemon.ts and that place.
+ * There is no global: observability/start.ts owns one `Telemetry` object, daemon.ts passes it to the
+ * services through their options like any other collaborator, and they read its `metrics` and
+ * `tracer` where an event happens. Tests pass a fake or `NO_TELEMETRY`.
  */
 
 /** How an ExecSync ended, for `stove_exec_sync_total{result}`. */
@@ -67,21 +66,14 @@ export const NO_TRACING: Tracer = {
   annotate: noop,
 };
 
-let currentMetrics: MetricsRecorder = NO_METRICS;
-let currentTracer: Tracer = NO_TRACING;
-
-/** The recorder in use (a no-op unless metrics are on). */
-export function metrics(): MetricsRecorder {
-  return currentMetrics;
+/**
+ * The recorder and tracer in use. Readers hold the object and read its fields at each event: a config
+ * reload (start.ts) swaps the fields, not the object, so what was built at start-up sees the change.
+ */
+export interface Telemetry {
+  readonly metrics: MetricsRecorder;
+  readonly tracer: Tracer;
 }
 
-/** The tracer in use (a no-op unless tracing is on). */
-export function tracer(): Tracer {
-  return currentTracer;
-}
-
-/** Installs a recorder and a tracer for the whole process (start.ts, and tests with fakes). */
-export function installObservability(recorder: MetricsRecorder, t: Tracer): void {
-  currentMetrics = recorder;
-  currentTracer = t;
-}
+/** Neither metrics nor tracing: for tests that do not look at them. */
+export const NO_TELEMETRY: Telemetry = Object.freeze({ metrics: NO_METRICS, tracer: NO_TRACING });

@@ -1,13 +1,13 @@
 /**
  * Turns metrics and tracing on as configured: loads prom-client and the OpenTelemetry SDK only for what
- * is enabled, installs them behind hooks.ts, and serves `/metrics` on `[metrics] address`.
+ * is enabled, puts them in the daemon's `Telemetry` (hooks.ts), and serves `/metrics` on `[metrics] address`.
  */
 import type { Server } from 'node:http';
 import { StoveError, messageOf } from '../common/errors.js';
 import { loadPart } from '../common/lazy.js';
 import type { Logger } from '../common/logger.js';
 import { parseHostPort } from '../config/load.js';
-import { NO_METRICS, NO_TRACING, installObservability } from './hooks.js';
+import { NO_METRICS, NO_TRACING, type MetricsRecorder, type Telemetry, type Tracer } from './hooks.js';
 import type { StateSource, StoveMetrics } from './metrics.js';
 import type { OtelTracing } from './tracing.js';
 
@@ -18,6 +18,8 @@ export interface ObservabilityConfig {
 
 /** What the daemon holds: where the gauges read from, the `/metrics` listener, reloads, and the way out. */
 export interface Observability {
+  /** What daemon.ts passes to the services: the recorder and tracer in use, no-ops for what is off. */
+  readonly telemetry: Telemetry;
   /** Serves `/metrics` (when metrics are on) with gauges read from `source`; returns the bound address. */
   listen(source: StateSource): Promise<string | undefined>;
   /**
@@ -25,7 +27,7 @@ export interface Observability {
    * counters carry on; a new tracer replaces the old one once that has sent its last spans.
    */
   reconfigure(next: ObservabilityConfig): Promise<void>;
-  /** Closes the listener, sends the last spans, and puts the no-op hooks back. */
+  /** Closes the listener, sends the last spans, and puts the no-ops back in `telemetry`. */
   stop(): Promise<void>;
 }
 
@@ -41,13 +43,15 @@ class ObservabilityRuntime implements Observability {
   private tracing: OtelTracing | undefined;
   private server: Server | undefined;
   private source: StateSource | undefined;
+  /** The one object handed out; apply() and stop() swap its fields. */
+  readonly telemetry: { metrics: MetricsRecorder; tracer: Tracer } = { metrics: NO_METRICS, tracer: NO_TRACING };
 
   constructor(
     private readonly version: string,
     private readonly log: Logger,
   ) {}
 
-  /** Loads what `next` turns on (only then), installs it behind the hooks; the listener waits for listen(). */
+  /** Loads what `next` turns on (only then), puts it in `telemetry`; the listener waits for listen(). */
   async apply(next: ObservabilityConfig): Promise<void> {
     if (next.metrics.address) await this.metricsRegistry();
     else this.metrics = undefined;
@@ -62,7 +66,8 @@ class ObservabilityRuntime implements Observability {
       } else if (old) this.log.info('tracing off');
     }
     this.config = { metrics: { ...next.metrics }, tracing: { ...next.tracing } };
-    installObservability(this.metrics ?? NO_METRICS, this.tracing ?? NO_TRACING);
+    this.telemetry.metrics = this.metrics ?? NO_METRICS;
+    this.telemetry.tracer = this.tracing ?? NO_TRACING;
   }
 
   async listen(source: StateSource): Promise<string | undefined> {
@@ -86,7 +91,8 @@ class ObservabilityRuntime implements Observability {
   }
 
   async stop(): Promise<void> {
-    installObservability(NO_METRICS, NO_TRACING);
+    this.telemetry.metrics = NO_METRICS;
+    this.telemetry.tracer = NO_TRACING;
     await closeServer(this.server);
     this.server = undefined;
     await this.tracing?.shutdown().catch((err: unknown) => this.log.warn('tracing: could not send the last spans', { error: messageOf(err) }));

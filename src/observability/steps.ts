@@ -1,5 +1,5 @@
 /** Timing the steps of a multi-step operation: for the log lines that show where an RPC's time goes, and as trace spans. */
-import { tracer } from './hooks.js';
+import type { Telemetry } from './hooks.js';
 
 /** Milliseconds per named step; each step is a trace span. */
 export class StepTimer {
@@ -8,11 +8,14 @@ export class StepTimer {
   private mark = this.started;
   readonly steps: Record<string, number> = {};
 
+  /** Spans go to `telemetry`'s tracer (its no-op when tracing is off). */
+  constructor(private readonly telemetry: Telemetry) {}
+
   /** Runs one step as a span of its own; steps may run side by side. */
   async time<T>(name: string, body: () => Promise<T>): Promise<T> {
     const t = performance.now();
     try {
-      return await tracer().span(name, {}, body);
+      return await this.telemetry.tracer.span(name, {}, body);
     } finally {
       this.steps[name] = +(performance.now() - t).toFixed(1);
     }
@@ -25,7 +28,7 @@ export class StepTimer {
   lap(name: string, spanFrom = this.mark): void {
     const now = performance.now();
     this.steps[name] = +(now - this.mark).toFixed(1);
-    tracer().step(name, spanFrom, now);
+    this.telemetry.tracer.step(name, spanFrom, now);
     this.mark = now;
   }
 

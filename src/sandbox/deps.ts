@@ -3,6 +3,7 @@
  * interfaces: the daemon passes the real services, unit tests pass fakes.
  */
 import type { Logger } from '../common/logger.js';
+import type { Telemetry } from '../observability/hooks.js';
 import type { PodNetworkManager } from '../network/pod-network.js';
 import type { SpecSettings } from '../oci/index.js';
 import type { SandboxHost } from './host.js';
@@ -32,5 +33,7 @@ export interface SandboxServiceOptions {
   defaults: PodDefaults;
   /** Who is under the cgroup parent levels pods made (one for the runner and the service): a level goes with the last of them. */
   parentUsers: CgroupParentUsers;
+  /** Metrics and trace spans (daemon.ts: the one of observability/start.ts). */
+  telemetry: Telemetry;
   log: Logger;
 }

@@ -31,7 +31,6 @@ import { planPod, type PodPlan } from './pod-config.js';
 import { podFilePaths, type PodFiles } from './pod-files.js';
 import type { SandboxServiceOptions } from './deps.js';
 import { StepTimer } from '../observability/steps.js';
-import { metrics } from '../observability/hooks.js';
 
 /** Stands in for the netns path while the spec is validated, before the namespace exists. */
 const NETNS_PENDING = '/proc/self/ns/net';
@@ -64,14 +63,14 @@ export class SandboxRunner {
       settings: options.specSettings,
     });
     const log = options.log.child({ sandbox: shortId(id), pod: plan.name });
-    const timer = new StepTimer();
+    const timer = new StepTimer(options.telemetry);
     // Until the record is stored, this run keeps the levels above its cgroup from being removed.
     const release = options.parentUsers.claim(plan.cgroupParent);
     const record = await withCleanup(log, (cleanup) =>
       new PodRun(options, { id, config, runtimeHandler, plan, spec, files, stateDir }, cleanup, timer).run(),
     ).finally(release);
     const ms = timer.total();
-    metrics().podSandboxStarted(ms / 1000, timer.steps);
+    options.telemetry.metrics.podSandboxStarted(ms / 1000, timer.steps);
     log.info('pod sandbox ready', { id, ips: record.ips, pausePid: record.pausePid, ms, steps: timer.steps });
     return record;
   }

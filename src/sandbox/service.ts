@@ -105,7 +105,7 @@ export class SandboxService {
    * stopped: nothing to do.
    */
   async stop(id: string): Promise<void> {
-    const timer = new StepTimer();
+    const timer = new StepTimer(this.options.telemetry);
     const record = this.store.get(id);
     if (!record) return;
     // The pin keeps the netns (and the pod interface) alive without the pause process, so the pause

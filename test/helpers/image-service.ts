@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ImageService, imageParts, type ImageServiceOptions } from '../../src/images/image-service.js';
 import { silentLogger } from '../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../src/observability/hooks.js';
 import { unmount, mountPoints } from '../../src/platform/mount.js';
 import { startRegistry, type TestRegistry } from './registry.js';
 
@@ -26,6 +27,7 @@ export async function openService(overrides: Partial<ImageServiceOptions> = {}):
     stallTimeoutSeconds: 60,
     registries: {},
     syncBlobs: false,
+    telemetry: NO_TELEMETRY,
     log: silentLogger,
     ...overrides,
   };

@@ -14,6 +14,7 @@ import { checkSocketDir, serveGrpc } from '../../src/api/server.js';
 import { criServices } from '../../src/api/services.js';
 import { parseJson, stringifyJson } from '../../src/common/json.js';
 import { silentLogger } from '../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../src/observability/hooks.js';
 import { configToToml, parseConfig } from '../../src/config/load.js';
 import { withCriAnnotations } from '../../src/oci/annotations.js';
 import type { Spec } from '../../src/oci/types.js';
@@ -143,7 +144,7 @@ describe('security: smaller guarantees', function () {
     });
 
     it(`refuses call ${CALLS_IN_FLIGHT + 1} in flight on one connection, and answers the others`, async () => {
-      const services = criServices({ version: async () => VersionResponse.fromPartial({ runtimeName: 'stove-test' }) }, {}, silentLogger);
+      const services = criServices({ version: async () => VersionResponse.fromPartial({ runtimeName: 'stove-test' }) }, {}, silentLogger, NO_TELEMETRY);
       const endpoint = await serveGrpc(join(dir(), 'cri.sock'), services, silentLogger);
       const peer = await RawHttp2Peer.connect(join(dir(), 'cri.sock'));
       try {

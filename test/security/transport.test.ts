@@ -18,6 +18,7 @@ import { serveGrpc, type ConnectionLimits, type GrpcEndpoint } from '../../src/a
 import { criServices } from '../../src/api/services.js';
 import type { RuntimeHandlers } from '../../src/api/handlers.js';
 import { createLogger } from '../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../src/observability/hooks.js';
 import { ListContainersResponse, StreamContainersResponse, VersionResponse } from '../../src/gen/runtime/v1/api.js';
 import { criClients, type CriClients } from '../helpers/cri-client.js';
 import { tempDirPerTest } from '../helpers/temp-dir.js';
@@ -55,7 +56,7 @@ describe('security: the CRI transport and slow or hostile clients', function () 
 
   async function serve(limits: Partial<ConnectionLimits>): Promise<string> {
     const sock = join(dir(), 'cri.sock');
-    endpoint = await serveGrpc(sock, criServices(handlers, {}, log), log, limits);
+    endpoint = await serveGrpc(sock, criServices(handlers, {}, log, NO_TELEMETRY), log, limits);
     return sock;
   }
 

@@ -11,6 +11,7 @@ import {
 } from '../../src/gen/runtime/v1/api.js';
 import { implement } from '../../src/api/services.js';
 import { silentLogger } from '../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../src/observability/hooks.js';
 
 describe('proto', () => {
   it('keeps int64 values above 2^53 exact through encode and decode', () => {
@@ -64,9 +65,9 @@ describe('proto', () => {
   });
 
   it('registers a handler for every RPC, even without an implementation', () => {
-    const impl = implement(RuntimeServiceService, {}, silentLogger);
+    const impl = implement(RuntimeServiceService, {}, silentLogger, NO_TELEMETRY);
     assert.deepEqual(Object.keys(impl).sort(), Object.keys(RuntimeServiceService).sort());
-    const images = implement(ImageServiceService, {}, silentLogger);
+    const images = implement(ImageServiceService, {}, silentLogger, NO_TELEMETRY);
     assert.deepEqual(Object.keys(images).sort(), Object.keys(ImageServiceService).sort());
   });
 });

@@ -16,6 +16,7 @@ import { implement } from '../../../src/api/services.js';
 import { serveGrpc, type GrpcEndpoint } from '../../../src/api/server.js';
 import type { RuntimeHandlers } from '../../../src/api/handlers.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../../src/observability/hooks.js';
 import { attach } from '../../../src/cri/attach.js';
 import { exec } from '../../../src/cri/exec.js';
 import { portForward } from '../../../src/cri/port-forward.js';
@@ -64,7 +65,7 @@ describe('streaming server with the real crictl', function () {
       attach: (r) => attach(streaming, r),
       portForward: (r) => portForward(streaming, r),
     };
-    grpc = await serveGrpc(sock, [{ definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, handlers, silentLogger) }], silentLogger);
+    grpc = await serveGrpc(sock, [{ definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, handlers, silentLogger, NO_TELEMETRY) }], silentLogger);
   });
 
   after(async () => {

@@ -17,6 +17,7 @@ import { criServices } from '../../../src/api/services.js';
 import type { RuntimeHandlers, StreamSink } from '../../../src/api/handlers.js';
 import { invalidArgument } from '../../../src/common/errors.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../../src/observability/hooks.js';
 import { ContainerEventResponse, StreamContainersResponse, VersionRequest, VersionResponse } from '../../../src/gen/runtime/v1/api.js';
 import { collect, criClients, type CriClients } from '../../helpers/cri-client.js';
 import { FLAG, FRAME, H2_ERROR, RawHttp2Client, callFields, emptyRequest, frame, headerBlock } from '../../helpers/h2-raw.js';
@@ -87,7 +88,7 @@ describe('api: the gRPC transport', function () {
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'stove-h2-'));
     sock = join(dir, 'cri.sock');
-    endpoint = await serveGrpc(sock, criServices(handlers, {}, silentLogger), silentLogger);
+    endpoint = await serveGrpc(sock, criServices(handlers, {}, silentLogger, NO_TELEMETRY), silentLogger);
     clients = criClients(sock);
   });
   after(async () => {
@@ -377,7 +378,7 @@ describe('api: the gRPC transport', function () {
 
   it('on shutdown, stops accepting, lets a call in flight finish, then removes the socket', async () => {
     const path = join(dir, 'other.sock');
-    const own = await serveGrpc(path, criServices(handlers, {}, silentLogger), silentLogger);
+    const own = await serveGrpc(path, criServices(handlers, {}, silentLogger, NO_TELEMETRY), silentLogger);
     const other = criClients(path);
     try {
       const heldBefore = held.length;

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../../src/observability/hooks.js';
 import { notFound } from '../../../src/common/errors.js';
 import { ContainerService } from '../../../src/container/service.js';
 import { LifecycleEvents } from '../../../src/pod/events.js';
@@ -233,6 +234,7 @@ export async function harness(): Promise<Harness> {
       containerDir: (id) => join(dir, 'root', 'containers', id),
       containerStateDir: (id) => join(dir, 'state', 'containers', id),
       killTimeoutMs: 500,
+      telemetry: NO_TELEMETRY,
       log: silentLogger,
     };
   };

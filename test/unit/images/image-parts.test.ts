@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isKind, notFound } from '../../../src/common/errors.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../../src/observability/hooks.js';
 import { ImageService, imageParts, type ImageServiceOptions } from '../../../src/images/image-service.js';
 import type { RegistryClient } from '../../../src/images/registry-client.js';
 
@@ -29,6 +30,7 @@ describe('ImageService parts', () => {
       stallTimeoutSeconds: 5,
       registries: {},
       syncBlobs: false,
+      telemetry: NO_TELEMETRY,
       log: silentLogger,
     };
     const asked: string[] = [];

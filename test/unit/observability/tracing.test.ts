@@ -7,7 +7,7 @@ import { implement } from '../../../src/api/services.js';
 import { notFound } from '../../../src/common/errors.js';
 import { createLogger } from '../../../src/common/logger.js';
 import { RuntimeServiceService } from '../../../src/gen/runtime/v1/api.js';
-import { installObservability, NO_METRICS, NO_TRACING, type MetricsRecorder } from '../../../src/observability/hooks.js';
+import { NO_METRICS, NO_TRACING, type MetricsRecorder, type Tracer } from '../../../src/observability/hooks.js';
 import { OtelTracing, tracesUrl } from '../../../src/observability/tracing.js';
 import { StepTimer } from '../../../src/observability/steps.js';
 
@@ -24,13 +24,15 @@ describe('observability: the server edge', () => {
   let tracing: OtelTracing;
   const recorded: [string, string, number | undefined][] = [];
   const recorder: MetricsRecorder = { ...NO_METRICS, criRequest: (method, code, seconds) => void recorded.push([method, code, seconds]) };
+  // What daemon.ts passes in: the tracer is put in once made, as start.ts does.
+  const telemetry: { metrics: MetricsRecorder; tracer: Tracer } = { metrics: recorder, tracer: NO_TRACING };
 
   before(() => {
     tracing = new OtelTracing({ endpoint: 'http://127.0.0.1:1', sampleRatio: 1, serviceName: 'stove-test', serviceVersion: '0', log, exporter });
-    installObservability(recorder, tracing);
+    telemetry.tracer = tracing;
   });
   after(async () => {
-    installObservability(NO_METRICS, NO_TRACING);
+    telemetry.tracer = NO_TRACING;
     await tracing.shutdown();
   });
   beforeEach(async () => {
@@ -43,7 +45,7 @@ describe('observability: the server edge', () => {
     RuntimeServiceService,
     {
       runPodSandbox: async () => {
-        const timer = new StepTimer();
+        const timer = new StepTimer(telemetry);
         await Promise.all([timer.time('netns', async () => {}), timer.time('cni', async () => timer.time('inner', async () => {}))]);
         return { podSandboxId: 'p1' };
       },
@@ -56,6 +58,7 @@ describe('observability: the server edge', () => {
       },
     },
     log,
+    telemetry,
   );
 
   it('counts each call by full method name and status name', async () => {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { internal, notFound } from '../../../src/common/errors.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import { NO_TELEMETRY } from '../../../src/observability/hooks.js';
 import type { LifecycleEventType } from '../../../src/container/deps.js';
 import type { ExitRecord } from '../../../src/monitor/exits.js';
 import type { PodNetworkRequest, PodNetworkResult, PodNetworkRef } from '../../../src/network/pod-network.js';
@@ -281,6 +282,7 @@ export class Harness {
       pauseRootfs: '/fake/rootfs/pause',
       defaults: { cgroupParent: '/kubepods', cgroupDriver: 'cgroupfs' },
       parentUsers: new CgroupParentUsers(() => store.list()),
+      telemetry: NO_TELEMETRY,
       log: silentLogger,
     };
     this.service = new SandboxService(options);
