@@ -81,6 +81,7 @@ stop:
 # security regression tests (test/security/, against a real daemon too), the single-node Kubernetes
 # suite (a real kubelet and control plane on Stove), then the VM suite (cgroup v2 and systemd).
 test: setup lint
+	@test/integration/nri/plugin-v012/build-plugin.sh >/dev/null || { echo 'test: the v0.12 NRI test plugin did not build (test/integration/nri/plugin-v012/build-plugin.sh)'; exit 1; }
 	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory test-vm
