@@ -80,7 +80,7 @@ test: setup lint
 # The single-node cluster (test/e2e/cluster/): up.sh before the first test, down.sh after the last. The
 # first run builds Kubernetes from its Go modules into /var/cache/stove-e2e (about 11 min here). The
 # suites that restart the kubelet come last: the image GC test waits for its periodic GC run.
-CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats
+CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats conformance
 test-cluster: build
 	@test "$$(ls test/e2e/cluster/*.test.ts | wc -l)" = "$(words $(CLUSTER_SUITES))" || { echo 'test-cluster: a cluster suite is missing from CLUSTER_SUITES'; exit 1; }
 	@$(MOCHA) --file dist/test/e2e/cluster/setup.js $(foreach s,$(CLUSTER_SUITES),dist/test/e2e/cluster/$(s).test.js)
