@@ -8,9 +8,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
 [ $# = 3 ] || { echo "usage: $0 REGISTRY_URL E2E_BIN_DIR REPO_LIST_OUT" >&2; exit 2; }
 cache="${STOVE_E2E_CACHE:-/var/cache/stove-e2e}"
-# Debian 12 packages: a dynamic busybox for /bin/sh, dig and nslookup (bind9), OpenBSD nc, nginx, and the
-# libraries they need beyond the host's.
-packages=(busybox bind9-dnsutils bind9-libs libjemalloc2 libuv1 libmaxminddb0 libfstrm0 libprotobuf-c1 liblmdb0 netcat-openbsd nginx nginx-common)
+# Debian 12 packages: dig and nslookup (bind9), OpenBSD nc, nginx, and the libraries they need beyond the
+# host's.
+packages=(bind9-dnsutils bind9-libs libjemalloc2 libuv1 libmaxminddb0 libfstrm0 libprotobuf-c1 liblmdb0 netcat-openbsd nginx nginx-common)
 key="$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-16)"
 debs="$cache/debs/$key" root="$cache/debs/$key.root"
 if [ ! -f "$root/.unpacked" ]; then

@@ -5,13 +5,14 @@
  *
  *   node images.js <registry-url> <e2e-bin-dir> <kubernetes-source-dir> <debian-root> <repo-list-out>
  *
- * - a tools root (the base of agnhost and of glibc-dns-testing): busybox-static, Debian's dynamic busybox as
- *   /bin/sh (not built standalone, so the shell execs /bin/env and the other applets as the upstream
- *   busybox image does), and Debian's bash, dig/nslookup (bind9), nc (OpenBSD), curl, ip (iproute2) and
- *   getent with the libraries ldd lists;
+ * - every image's shell: busybox-static's applets with Debian's bash as /bin/sh. Debian 12's busybox is
+ *   1.35, whose ash drops environment variables with names no shell could set (`1-data`, `$_-x`) before
+ *   `sh -c env` sees them; the upstream images' busybox 1.37 passes them on, and so does bash;
+ * - a tools root (the base of agnhost and of glibc-dns-testing): Debian's dig/nslookup (bind9), nc
+ *   (OpenBSD), curl, ip and ss (iproute2) and getent, with the libraries ldd lists;
  * - agnhost (both tags the suite uses) = tools root + the agnhost binary built from the pinned module,
  *   its porter certificates, /uploads and the user and group its Dockerfile adds;
- * - kitten and nautilus = agnhost + their html; busybox = busybox-static with Debian's shell;
+ * - kitten and nautilus = agnhost + their html; busybox = busybox-static with that shell;
  * - nginx (both tags) = Debian's nginx with its libraries; nonroot = busybox as uid 1234; nonewprivs
  *   and regression-issue-74839 from the pinned module; pause = Stove's static pause.
  * `<debian-root>` is where images.sh unpacked the Debian packages (apt-get download, dpkg-deb -x).
@@ -65,21 +66,20 @@ const deb = (path: string) => {
   return p;
 };
 
-/** Debian's dynamic busybox as /bin/sh and /bin/ash, over busybox-static's applets. */
+/** Debian's bash as /bin/bash and /bin/sh, over busybox-static's applets. */
 function shellEntries(): LayerEntry[] {
   const entries = new Map<string, LayerEntry>();
-  addBinary(entries, deb('bin/busybox'), '/bin/sh');
-  entries.set('bin/ash', { type: 'hardlink', path: 'bin/ash', target: 'bin/sh' });
+  addBinary(entries, '/bin/bash', '/bin/bash');
+  entries.set('bin/sh', { type: 'hardlink', path: 'bin/sh', target: 'bin/bash' });
   return [...entries.values()];
 }
 
-const base = busyboxRootEntries({ applets: 'hardlink' }).filter((e) => e.path !== 'bin/sh' && e.path !== 'bin/ash');
+const base = busyboxRootEntries({ applets: 'hardlink' }).filter((e) => e.path !== 'bin/sh');
 const shell = shellEntries();
 
 /** The tools agnhost's Dockerfile installs (Alpine's there; Debian's here). */
 function toolEntries(): LayerEntry[] {
   const entries = new Map<string, LayerEntry>();
-  addBinary(entries, '/bin/bash', '/bin/bash');
   addBinary(entries, deb('usr/bin/dig'), '/usr/bin/dig');
   addBinary(entries, deb('usr/bin/nslookup'), '/usr/bin/nslookup');
   addBinary(entries, deb('bin/nc.openbsd'), '/usr/bin/nc');
