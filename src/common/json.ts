@@ -63,3 +63,22 @@ export function duplicateKey(text: string): string | undefined {
   }
   return undefined;
 }
+
+/** `JSON.rawJSON` (Node 21+), which TypeScript's ES2024 library does not declare yet. */
+const rawJSON = (text: string): unknown => (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON(text);
+
+/**
+ * JSON for Go readers of int64 fields (an OCI spec, `runc update --resources -`, verbose status info): a
+ * bigint is written as its exact digits, a bare JSON number. (A double would print 9223372036854771712
+ * as 9223372036854772000, which is beyond int64 and which Go refuses to decode.)
+ */
+export function stringifyInt64Json(value: unknown, space?: number): string {
+  return JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? rawJSON(v.toString()) : v), space);
+}
+
+/** Parses JSON, reading an integer a double cannot hold exactly as a bigint (what stringifyInt64Json wrote). */
+export function parseInt64Json<T>(text: string): T {
+  return JSON.parse(text, (_k, v: unknown, context?: { source?: string }) =>
+    typeof v === 'number' && !Number.isSafeInteger(v) && context?.source !== undefined && /^-?\d+$/.test(context.source) ? BigInt(context.source) : v,
+  ) as T;
+}

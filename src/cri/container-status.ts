@@ -1,4 +1,5 @@
 /** ContainerStatus: the status of one container; `verbose` adds what `crictl inspect` shows. */
+import { stringifyInt64Json } from '../common/json.js';
 import { ContainerStatusResponse, type ContainerStatusRequest } from '../gen/runtime/v1/api.js';
 import { responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
@@ -12,7 +13,7 @@ const briefStatus = responsePerKey((record: ContainerRecord) => ContainerStatusR
 export async function containerStatus(containers: ContainerService, req: ContainerStatusRequest): Promise<ContainerStatusResponse> {
   const record = containers.get(requiredString(req.containerId, 'container_id'));
   if (!req.verbose) return briefStatus(record);
-  const info = { info: JSON.stringify(await verboseInfo(containers, record)) };
+  const info = { info: stringifyInt64Json(await verboseInfo(containers, record)) };
   return ContainerStatusResponse.fromPartial({ status: toContainerStatus(record), info });
 }
 

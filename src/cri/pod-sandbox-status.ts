@@ -1,4 +1,5 @@
 /** PodSandboxStatus: NOT_FOUND for an unknown pod; a dead pause process is noticed on the way. */
+import { stringifyInt64Json } from '../common/json.js';
 import { PodSandboxStatusResponse, type PodSandboxStatusRequest } from '../gen/runtime/v1/api.js';
 import { encodeAsParts, responsePerKey } from '../api/wire-reuse.js';
 import { requiredString } from './validate.js';
@@ -28,7 +29,7 @@ export async function podSandboxStatus(
 ): Promise<PodSandboxStatusResponse> {
   const { record, pause } = await d.pods.status(requiredString(req.podSandboxId, 'pod_sandbox_id'));
   const info: Record<string, string> = {};
-  if (req.verbose) info.info = JSON.stringify(await verboseInfo(d.sandboxes, record, pause));
+  if (req.verbose) info.info = stringifyInt64Json(await verboseInfo(d.sandboxes, record, pause));
   // The status and each container's status are encoded once per record; the timestamp (and info) of
   // each call follow them.
   const brief = statusPart(record);

@@ -7,7 +7,7 @@ import type { PodLifecycle } from '../pod/lifecycle.js';
 export async function updatePodSandboxResources(pods: PodLifecycle, req: UpdatePodSandboxResourcesRequest): Promise<UpdatePodSandboxResourcesResponse> {
   const id = requiredString(req.podSandboxId, 'pod_sandbox_id');
   validateLinuxResources(req.overhead, 'overhead');
-  validateLinuxResources(req.resources, 'resources');
+  validateLinuxResources(req.resources, 'resources', { podLevel: true });
   await pods.updateResources(id, req.overhead, req.resources);
   return UpdatePodSandboxResourcesResponse.fromPartial({});
 }

@@ -13,8 +13,12 @@ const CPU_PERIOD = { min: 1_000n, max: 1_000_000n };
 const CPU_QUOTA = { min: 1_000n, max: 1n << 40n };
 /** cpu.shares (v1; v2 weights are converted from these). */
 const CPU_SHARES = { min: 2n, max: 262_144n };
-/** Limits in bytes are spec numbers: they must survive the trip through a double. */
-const MAX_BYTES = BigInt(Number.MAX_SAFE_INTEGER);
+/**
+ * Limits in bytes are int64 (hugepage limits uint64) on the wire and go to the spec digit for digit. The
+ * kubelet's "no limit" is near the top: 9223372036854771712 (cgroup v1's unlimited memory.limit_in_bytes).
+ */
+const MAX_BYTES = (1n << 63n) - 1n;
+const MAX_HUGEPAGE_BYTES = (1n << 64n) - 1n;
 const OOM_SCORE_ADJ = { min: -1000n, max: 1000n };
 /** `0-3,8,10-11`: what cpuset.cpus and cpuset.mems accept. */
 const CPU_LIST = /^\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*$/;
@@ -40,15 +44,20 @@ function checkCpuList(value: string, field: string): void {
 
 /**
  * Throws INVALID_ARGUMENT for the first field of `r` the kernel would not take as meant. `prefix` names
- * where the resources sit in the request (`config.linux.resources`, `linux`, `resources`).
+ * where the resources sit in the request (`config.linux.resources`, `linux`, `resources`). -1 is "no
+ * limit" in cpu_quota and the byte limits. `podLevel`: the `resources` of UpdatePodSandboxResources, where
+ * any negative cpu_quota or memory_limit_in_bytes is "no limit" too: the kubelet sends what it read from
+ * an unlimited pod cgroup (-1 on cgroup v2) less the pod's overhead (sandbox/resize.ts).
  */
-export function validateLinuxResources(r: LinuxContainerResources | undefined, prefix: string): void {
+export function validateLinuxResources(r: LinuxContainerResources | undefined, prefix: string, options: { podLevel?: boolean } = {}): void {
   if (!r) return;
   const f = (name: string) => `${prefix}.${name}`;
+  const noLimit = (v: bigint) => v === -1n || (options.podLevel === true && v < 0n);
   if (r.cpuPeriod !== 0n) inRange(r.cpuPeriod, CPU_PERIOD, f('cpu_period'), 'must be 1000 to 1000000 microseconds');
-  if (r.cpuQuota !== 0n && r.cpuQuota !== -1n) inRange(r.cpuQuota, CPU_QUOTA, f('cpu_quota'), 'must be at least 1000 microseconds, or -1 for no limit');
+  if (r.cpuQuota !== 0n && !noLimit(r.cpuQuota)) inRange(r.cpuQuota, CPU_QUOTA, f('cpu_quota'), 'must be at least 1000 microseconds, or -1 for no limit');
   if (r.cpuShares !== 0n) inRange(r.cpuShares, CPU_SHARES, f('cpu_shares'), 'must be 2 to 262144');
-  if (r.memoryLimitInBytes !== 0n) inRange(r.memoryLimitInBytes, { min: 1n, max: MAX_BYTES }, f('memory_limit_in_bytes'), 'must be a positive number of bytes');
+  if (r.memoryLimitInBytes !== 0n && !noLimit(r.memoryLimitInBytes))
+    inRange(r.memoryLimitInBytes, { min: 1n, max: MAX_BYTES }, f('memory_limit_in_bytes'), 'must be a positive number of bytes, or -1 for no limit');
   const swap = r.memorySwapLimitInBytes;
   if (swap !== 0n && swap !== -1n) {
     inRange(swap, { min: 1n, max: MAX_BYTES }, f('memory_swap_limit_in_bytes'), 'must be a positive number of bytes, or -1 for no limit');
@@ -62,7 +71,7 @@ export function validateLinuxResources(r: LinuxContainerResources | undefined, p
   checkCpuList(r.cpusetMems, f('cpuset_mems'));
   r.hugepageLimits.forEach((h, i) => {
     if (!PAGE_SIZE.test(h.pageSize)) throw invalidArgument(`${f(`hugepage_limits[${i}].page_size`)} "${h.pageSize.slice(0, 64)}" is not a size like "2MB"`);
-    inRange(h.limit, { min: 0n, max: MAX_BYTES }, f(`hugepage_limits[${i}].limit`), 'must be a number of bytes');
+    inRange(h.limit, { min: 0n, max: MAX_HUGEPAGE_BYTES }, f(`hugepage_limits[${i}].limit`), 'must be a number of bytes');
   });
   for (const [key, value] of Object.entries(r.unified ?? {})) {
     if (!UNIFIED_KEY.test(key)) throw invalidArgument(`${f('unified')} key "${key.slice(0, 64)}" is not a cgroup interface file name`);

@@ -201,7 +201,7 @@ function hooksToNri(h: Spec['hooks']): Hooks {
   };
 }
 
-const i64 = (v: number | undefined) => (v === undefined ? undefined : { value: BigInt(v) });
+const i64 = (v: number | bigint | undefined) => (v === undefined ? undefined : { value: BigInt(v) });
 
 export function ociResourcesToNri(r: OciResources | undefined): NriResources {
   return NriResources.fromPartial({

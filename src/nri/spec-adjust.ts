@@ -184,13 +184,16 @@ function adjustMounts(spec: Spec, mounts: Mount[]): void {
   spec.mounts!.sort(mountOrder);
 }
 
+/** An int64 limit as a spec integer, exact (a bigint beyond 2^53; specToJson writes its digits). */
+const exact = (v: bigint) => (v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v);
+
 function applyResources(spec: Spec, r: NriResources, host: ResourceHost, warn: (message: string) => void): void {
   const linux = (spec.linux ??= {});
   const res = (linux.resources ??= {});
   if (r.cpu) {
     const cpu = (res.cpu ??= {});
     if (r.cpu.shares) cpu.shares = Number(r.cpu.shares.value);
-    if (r.cpu.quota) cpu.quota = Number(r.cpu.quota.value);
+    if (r.cpu.quota) cpu.quota = exact(r.cpu.quota.value);
     if (r.cpu.period) cpu.period = Number(r.cpu.period.value);
     if (r.cpu.realtimeRuntime) cpu.realtimeRuntime = Number(r.cpu.realtimeRuntime.value);
     if (r.cpu.realtimePeriod) cpu.realtimePeriod = Number(r.cpu.realtimePeriod.value);
@@ -201,15 +204,15 @@ function applyResources(spec: Spec, r: NriResources, host: ResourceHost, warn: (
     const mem = (res.memory ??= {});
     const m = r.memory;
     if (m.limit) {
-      mem.limit = Number(m.limit.value);
+      mem.limit = exact(m.limit.value);
       // As for a CRI limit: without a swap limit of its own, the container gets no swap beyond it.
       if (!m.swap && host.swapControllerAvailable && mem.limit > 0) mem.swap = mem.limit;
     }
     if (m.swap) {
       if (!host.swapControllerAvailable) throw invalidArgument('a memory swap limit is requested but this host has no swap accounting');
-      mem.swap = Number(m.swap.value);
+      mem.swap = exact(m.swap.value);
     }
-    if (m.reservation) mem.reservation = Number(m.reservation.value);
+    if (m.reservation) mem.reservation = exact(m.reservation.value);
     if (m.kernel) mem.kernel = Number(m.kernel.value);
     if (m.kernelTcp) mem.kernelTCP = Number(m.kernelTcp.value);
     if (m.swappiness) mem.swappiness = Number(m.swappiness.value);
@@ -219,7 +222,7 @@ function applyResources(spec: Spec, r: NriResources, host: ResourceHost, warn: (
   if (r.hugepageLimits?.length) {
     if (!host.hugetlbControllerAvailable) throw invalidArgument('huge pages limits are requested but the hugetlb cgroup controller is missing on this host');
     const bySize = new Map((res.hugepageLimits ?? []).map((h) => [h.pageSize, h]));
-    for (const h of r.hugepageLimits) bySize.set(h.pageSize, { pageSize: h.pageSize, limit: Number(h.limit) });
+    for (const h of r.hugepageLimits) bySize.set(h.pageSize, { pageSize: h.pageSize, limit: exact(h.limit) });
     res.hugepageLimits = [...bySize.values()];
   }
   const unified = Object.entries(r.unified ?? {});

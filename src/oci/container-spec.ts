@@ -119,7 +119,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Spec {
       : []),
     withAppArmor(selectAppArmor(sc?.apparmor, sc?.apparmorProfile ?? '', privileged, settings.apparmor)),
     withResources(resources, settings.cgroups, settings.pidsLimit),
-    ...(resources && resources.oomScoreAdj !== 0n ? [withOomScoreAdj(clamp(toSpecNumber(resources.oomScoreAdj, 'oom_score_adj')))] : []),
+    ...(resources && resources.oomScoreAdj !== 0n ? [withOomScoreAdj(clamp(Number(toSpecNumber(resources.oomScoreAdj, 'oom_score_adj'))))] : []),
     withCgroupsPath(cgroupsPathFor(sandbox.cgroupParent, input.id, settings.cgroupDriver)),
     withNamespaces(namespaces, modes),
     withSeccomp(selectSeccomp(sc?.seccomp, sc?.seccompProfilePath ?? '', privileged), settings, host.seccompProfiles),

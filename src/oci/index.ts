@@ -18,6 +18,7 @@ export type {
   ImageConfig,
   ImageConfigFile,
   LinuxResources,
+  SpecInt,
   LinuxIntelRdt,
   Mount as OciMount,
   Hook as OciHook,
@@ -51,11 +52,12 @@ export { detectSpecSettings, reloadSpecSettings, rroFromRuncFeatures, PAUSE_ROOT
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parseInt64Json, stringifyInt64Json } from '../common/json.js';
 import type { Spec } from './types.js';
 
-/** config.json text for a spec. */
+/** config.json text for a spec (int64 limits beyond 2^53 as exact digits). */
 export function specToJson(spec: Spec): string {
-  return JSON.stringify(spec, null, 2) + '\n';
+  return stringifyInt64Json(spec, 2) + '\n';
 }
 
 /**
@@ -65,7 +67,7 @@ export function specToJson(spec: Spec): string {
  */
 export function readBundleSpec(bundleDir: string): Spec | undefined {
   try {
-    return JSON.parse(readFileSync(join(bundleDir, 'config.json'), 'utf8')) as Spec;
+    return parseInt64Json<Spec>(readFileSync(join(bundleDir, 'config.json'), 'utf8'));
   } catch {
     return undefined;
   }

@@ -5,7 +5,7 @@
 import type { LinuxContainerResources } from '../gen/runtime/v1/api.js';
 import { invalidArgument } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
-import type { LinuxResources } from './types.js';
+import type { LinuxResources, SpecInt } from './types.js';
 import { resourcesOf, type SpecOpt } from './opts.js';
 
 export type CgroupDriverName = 'cgroupfs' | 'systemd';
@@ -21,12 +21,18 @@ export interface ResourceHost {
   hugepageLimitsSkipped?: (pageSizes: string[]) => void;
 }
 
-/** A CRI int64 as a spec number; values beyond 2^53 (no real limit is that large) are refused. */
-export function toSpecNumber(value: bigint, field: string): number {
-  if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
-    throw invalidArgument(`${field} ${value} is out of range`);
-  }
-  return Number(value);
+export const INT64_MAX = (1n << 63n) - 1n;
+const INT64_MIN = -(1n << 63n);
+export const UINT64_MAX = (1n << 64n) - 1n;
+
+/**
+ * A CRI int64 (or uint64, up to `max`) as a spec integer: a number while a double holds it exactly, else
+ * the bigint itself, which specToJson writes digit for digit. The kubelet sends "no limit" as such values
+ * (cgroup v1's 9223372036854771712 bytes: PAGE_COUNTER_MAX pages), and runc must read them unchanged.
+ */
+export function toSpecNumber(value: bigint, field: string, max: bigint = INT64_MAX): SpecInt {
+  if (value > max || value < INT64_MIN) throw invalidArgument(`${field} ${value} is out of range`);
+  return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
 }
 
 /**
@@ -38,15 +44,16 @@ export function linuxResources(r: LinuxContainerResources | undefined, host: Res
   const out: LinuxResources = {};
   if (!r) return out;
   const cpu: NonNullable<LinuxResources['cpu']> = {};
-  if (r.cpuPeriod > 0n) cpu.period = toSpecNumber(r.cpuPeriod, 'cpu_period');
+  if (r.cpuPeriod > 0n) cpu.period = Number(toSpecNumber(r.cpuPeriod, 'cpu_period'));
   if (r.cpuQuota !== 0n) cpu.quota = toSpecNumber(r.cpuQuota, 'cpu_quota');
-  if (r.cpuShares > 0n) cpu.shares = toSpecNumber(r.cpuShares, 'cpu_shares');
+  if (r.cpuShares > 0n) cpu.shares = Number(toSpecNumber(r.cpuShares, 'cpu_shares'));
   if (r.cpusetCpus) cpu.cpus = r.cpusetCpus;
   if (r.cpusetMems) cpu.mems = r.cpusetMems;
   if (Object.keys(cpu).length) out.cpu = cpu;
 
   const memory: NonNullable<LinuxResources['memory']> = {};
-  if (r.memoryLimitInBytes > 0n) {
+  // -1 is "no limit" (runc writes -1 on v1, "max" on v2); 0 leaves it unset.
+  if (r.memoryLimitInBytes > 0n || r.memoryLimitInBytes === -1n) {
     memory.limit = toSpecNumber(r.memoryLimitInBytes, 'memory_limit_in_bytes');
     if (r.memorySwapLimitInBytes === 0n && host.swapControllerAvailable) memory.swap = memory.limit;
   }
@@ -71,13 +78,13 @@ export function linuxResources(r: LinuxContainerResources | undefined, host: Res
  * the container gets (it cannot use huge pages it was not given) and is dropped, as containerd does with
  * a missing controller; only a non-zero limit, which would be silently unenforced, is refused.
  */
-function hugepageLimits(limits: LinuxContainerResources['hugepageLimits'], host: ResourceHost): { pageSize: string; limit: number }[] {
+function hugepageLimits(limits: LinuxContainerResources['hugepageLimits'], host: ResourceHost): { pageSize: string; limit: SpecInt }[] {
   for (const h of limits) {
     if (!/^[1-9][0-9]*[KMGT]B$/.test(h.pageSize)) throw invalidArgument(`hugepage_limits.page_size "${h.pageSize}" is not a page size like 2MB or 1GB`);
     if (h.limit < 0n) throw invalidArgument(`hugepage_limits.limit ${h.limit} for ${h.pageSize} is negative`);
   }
   if (host.hugetlbControllerAvailable) {
-    return limits.map((h) => ({ pageSize: h.pageSize, limit: toSpecNumber(h.limit, 'hugepage_limits.limit') }));
+    return limits.map((h) => ({ pageSize: h.pageSize, limit: toSpecNumber(h.limit, 'hugepage_limits.limit', UINT64_MAX) }));
   }
   const nonZero = limits.filter((h) => h.limit !== 0n);
   if (nonZero.length) {

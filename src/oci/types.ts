@@ -4,9 +4,15 @@
  * `JSON.stringify`. Optional fields are left out rather than set to null: runc treats a present-but-empty
  * object differently from an absent one in places (e.g. `linux.seccomp`).
  *
- * Numbers: the spec's int64/uint64 fields are JS numbers here. Every value Stove writes comes from the CRI
- * through `toSpecNumber` (resources.ts), which refuses anything beyond 2^53.
+ * Numbers: the spec's int64/uint64 fields are JS numbers here, except the resource limits a kubelet may
+ * send as "no limit" (cgroup v1's 9223372036854771712 bytes and the like): those are `SpecInt`, a bigint
+ * when a double cannot hold the value exactly (`toSpecNumber`, resources.ts). `specToJson` writes a bigint
+ * as its exact digits, as runc's Go decoder needs them, and `readBundleSpec` reads such numbers back as
+ * bigint.
  */
+
+/** An int64/uint64 spec field: a number while it is a safe integer, else a bigint. */
+export type SpecInt = number | bigint;
 
 /** `config.json`. */
 export interface Spec {
@@ -192,10 +198,10 @@ export interface LinuxDeviceCgroup {
 }
 
 export interface LinuxMemory {
-  limit?: number;
-  reservation?: number;
+  limit?: SpecInt;
+  reservation?: SpecInt;
   /** Memory plus swap (cgroup v1 `memsw`); runc converts it for v2. */
-  swap?: number;
+  swap?: SpecInt;
   kernel?: number;
   swappiness?: number;
   disableOOMKiller?: boolean;
@@ -205,7 +211,7 @@ export interface LinuxMemory {
 
 export interface LinuxCPU {
   shares?: number;
-  quota?: number;
+  quota?: SpecInt;
   period?: number;
   realtimeRuntime?: number;
   realtimePeriod?: number;
@@ -219,7 +225,7 @@ export interface LinuxPids {
 
 export interface LinuxHugepageLimit {
   pageSize: string;
-  limit: number;
+  limit: SpecInt;
 }
 
 export type SeccompAction =

@@ -6,6 +6,7 @@
 import { runCommand } from '../platform/processes.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
+import { stringifyInt64Json } from '../common/json.js';
 
 /** `runc state` output (the fields Stove uses; runtimes add more). */
 export interface RuncState {
@@ -175,7 +176,7 @@ export class Runc {
 
   /** `runc update --resources -`: applies an OCI `linux.resources` object to a live container. */
   async update(id: string, resources: unknown): Promise<void> {
-    await this.run(['update', '--resources', '-', id], `update resources of container "${id}"`, JSON.stringify(resources));
+    await this.run(['update', '--resources', '-', id], `update resources of container "${id}"`, stringifyInt64Json(resources));
   }
 
   /** `runc pause` (freezes every process of the container). */

@@ -6,7 +6,7 @@
 import { access, readFile, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { failedPrecondition, internal, invalidArgument } from '../common/errors.js';
-import type { LinuxResources } from '../oci/index.js';
+import type { LinuxResources, SpecInt } from '../oci/index.js';
 import { dirIn, type CgroupLayout } from '../platform/cgroups.js';
 
 /** One write: the controller's directory key (`cpu`, `memory`…, `unified` on v2), file and value. */
@@ -17,6 +17,24 @@ export interface CgroupWrite {
   /** A first attempt that may be refused (a later write repeats it). */
   mayFail?: boolean;
 }
+
+/**
+ * The smallest "no limit" a kernel reports in a cgroup byte-limit file: PAGE_COUNTER_MAX (int64 max /
+ * page size) pages of 64 KiB. With 4 KiB pages it is 9223372036854771712, what a kubelet reads from an
+ * unlimited v1 pod cgroup and sends back in UpdatePodSandboxResources.
+ */
+export const NO_LIMIT_BYTES = (((1n << 63n) - 1n) / 65536n) * 65536n;
+
+/** A byte limit that means "no limit": -1 (or any negative) or one at or above NO_LIMIT_BYTES. */
+export function isNoLimit(bytes: SpecInt): boolean {
+  const b = BigInt(bytes);
+  return b < 0n || b >= NO_LIMIT_BYTES;
+}
+
+/** A byte limit for a v1 file: "-1" when there is none (the kernel's own spelling). */
+const v1Bytes = (bytes: SpecInt) => (isNoLimit(bytes) ? '-1' : String(bytes));
+/** A byte limit for a v2 file: "max" when there is none. */
+const v2Bytes = (bytes: SpecInt) => (isNoLimit(bytes) ? 'max' : String(bytes));
 
 /** runc's cpu.shares (2..262144) → cpu.weight (1..10000). */
 export function sharesToWeight(shares: number): number {
@@ -29,12 +47,12 @@ export function v1Writes(r: LinuxResources): CgroupWrite[] {
   const cpu = r.cpu;
   if (cpu?.shares) out.push({ controller: 'cpu', file: 'cpu.shares', value: String(cpu.shares) });
   if (cpu?.period) out.push({ controller: 'cpu', file: 'cpu.cfs_period_us', value: String(cpu.period) });
-  if (cpu?.quota) out.push({ controller: 'cpu', file: 'cpu.cfs_quota_us', value: String(cpu.quota) });
+  if (cpu?.quota) out.push({ controller: 'cpu', file: 'cpu.cfs_quota_us', value: cpu.quota > 0 ? String(cpu.quota) : '-1' });
   if (cpu?.cpus) out.push({ controller: 'cpuset', file: 'cpuset.cpus', value: cpu.cpus });
   if (cpu?.mems) out.push({ controller: 'cpuset', file: 'cpuset.mems', value: cpu.mems });
-  if (r.memory?.limit) out.push({ controller: 'memory', file: 'memory.limit_in_bytes', value: String(r.memory.limit) });
-  if (r.memory?.swap) out.push({ controller: 'memory', file: 'memory.memsw.limit_in_bytes', value: String(r.memory.swap) });
-  for (const h of r.hugepageLimits ?? []) out.push({ controller: 'hugetlb', file: `hugetlb.${h.pageSize}.limit_in_bytes`, value: String(h.limit) });
+  if (r.memory?.limit) out.push({ controller: 'memory', file: 'memory.limit_in_bytes', value: v1Bytes(r.memory.limit) });
+  if (r.memory?.swap) out.push({ controller: 'memory', file: 'memory.memsw.limit_in_bytes', value: v1Bytes(r.memory.swap) });
+  for (const h of r.hugepageLimits ?? []) out.push({ controller: 'hugetlb', file: `hugetlb.${h.pageSize}.limit_in_bytes`, value: v1Bytes(h.limit) });
   if (r.pids?.limit) out.push({ controller: 'pids', file: 'pids.max', value: r.pids.limit > 0 ? String(r.pids.limit) : 'max' });
   return out;
 }
@@ -51,12 +69,19 @@ export function v2Writes(r: LinuxResources): CgroupWrite[] {
   }
   if (cpu?.cpus) w('cpuset.cpus', cpu.cpus);
   if (cpu?.mems) w('cpuset.mems', cpu.mems);
-  if (r.memory?.limit) w('memory.max', r.memory.limit > 0 ? String(r.memory.limit) : 'max');
-  if (r.memory?.swap && r.memory.limit) w('memory.swap.max', r.memory.swap > 0 ? String(Math.max(0, r.memory.swap - r.memory.limit)) : 'max');
-  for (const h of r.hugepageLimits ?? []) w(`hugetlb.${h.pageSize}.max`, String(h.limit));
+  if (r.memory?.limit) w('memory.max', v2Bytes(r.memory.limit));
+  if (r.memory?.swap && r.memory.limit) w('memory.swap.max', swapMax(r.memory.swap, r.memory.limit));
+  for (const h of r.hugepageLimits ?? []) w(`hugetlb.${h.pageSize}.max`, v2Bytes(h.limit));
   if (r.pids?.limit) w('pids.max', r.pids.limit > 0 ? String(r.pids.limit) : 'max');
   for (const [file, value] of Object.entries(r.unified ?? {})) w(file, value);
   return out;
+}
+
+/** v2 memory.swap.max for a v1-style memory+swap limit: the swap part alone, "max" when either has no limit. */
+function swapMax(swap: SpecInt, limit: SpecInt): string {
+  if (isNoLimit(swap) || isNoLimit(limit)) return 'max';
+  const part = BigInt(swap) - BigInt(limit);
+  return String(part > 0n ? part : 0n);
 }
 
 /**

@@ -44,6 +44,27 @@ describe('security: out-of-range resources are refused', () => {
     validateLinuxResources(resources({ cpuQuota: -1n, memorySwapLimitInBytes: -1n, cpuShares: 2n }), 'linux');
   });
 
+  it("accepts the kubelet's \"no limit\" in every field of every resize RPC (cgroup v1 and v2)", () => {
+    const v1 = 9223372036854771712n; // an unlimited v1 memory.limit_in_bytes, as the kubelet reads it back
+    const overhead = 64n << 20n;
+    // UpdatePodSandboxResources: what the kubelet read from the pod cgroup, less the overhead.
+    for (const r of [
+      { memoryLimitInBytes: v1, cpuQuota: -1n, cpuPeriod: 100_000n, cpuShares: 2n },
+      { memoryLimitInBytes: v1 - overhead, cpuQuota: -1n - 25_000n, cpuPeriod: 100_000n, cpuShares: 2n },
+      { memoryLimitInBytes: -1n, cpuQuota: -1n, cpuPeriod: 100_000n, cpuShares: 262_144n },
+      { memoryLimitInBytes: -1n - overhead, cpuQuota: -1n - 25_000n, cpuPeriod: 100_000n, cpuShares: 2n },
+      { memoryLimitInBytes: (1n << 63n) - 1n, memorySwapLimitInBytes: -1n, hugepageLimits: [{ pageSize: '2MB', limit: (1n << 64n) - 1n }], unified: { 'memory.max': 'max', 'memory.swap.max': 'max' } },
+    ]) {
+      validateLinuxResources(resources(r), 'resources', { podLevel: true });
+    }
+    // UpdateContainerResources and CreateContainer: 0 (unset) or -1.
+    validateLinuxResources(resources({ memoryLimitInBytes: v1, memorySwapLimitInBytes: v1, cpuQuota: -1n, hugepageLimits: [{ pageSize: '2MB', limit: v1 }] }), 'linux');
+    validateLinuxResources(resources({ memoryLimitInBytes: -1n, memorySwapLimitInBytes: -1n, cpuQuota: -1n }), 'linux');
+    // Only the pod level takes the kubelet's "(no limit) less overhead" negatives; a container does not.
+    assert.match(refusal({ memoryLimitInBytes: -1n - overhead }), /linux\.memory_limit_in_bytes -67108865 is out of range/);
+    assert.match(refusal({ cpuQuota: -25_001n }), /linux\.cpu_quota -25001 is out of range/);
+  });
+
   it('names the field of every value the kernel would misread', () => {
     const cases: [DeepPartial<LinuxContainerResources>, RegExp][] = [
       [{ cpuQuota: -5n }, /^linux\.cpu_quota -5 is out of range/],
@@ -53,8 +74,9 @@ describe('security: out-of-range resources are refused', () => {
       [{ cpuShares: 1n }, /linux\.cpu_shares 1 /],
       [{ cpuShares: -2n }, /linux\.cpu_shares -2/],
       [{ cpuShares: 1n << 40n }, /linux\.cpu_shares/],
-      [{ memoryLimitInBytes: -1n }, /linux\.memory_limit_in_bytes -1/],
-      [{ memoryLimitInBytes: 1n << 60n }, /linux\.memory_limit_in_bytes/],
+      [{ memoryLimitInBytes: -2n }, /linux\.memory_limit_in_bytes -2/],
+      [{ memoryLimitInBytes: 1n << 63n }, /linux\.memory_limit_in_bytes 9223372036854775808 is out of range/],
+      [{ memorySwapLimitInBytes: 1n << 63n }, /linux\.memory_swap_limit_in_bytes/],
       [{ memorySwapLimitInBytes: -2n }, /linux\.memory_swap_limit_in_bytes -2/],
       [{ memoryLimitInBytes: 100n << 20n, memorySwapLimitInBytes: 50n << 20n }, /linux\.memory_swap_limit_in_bytes .* is below linux\.memory_limit_in_bytes/],
       [{ oomScoreAdj: 1001n }, /linux\.oom_score_adj 1001/],
@@ -62,7 +84,7 @@ describe('security: out-of-range resources are refused', () => {
       [{ cpusetCpus: '0-' }, /linux\.cpuset_cpus "0-"/],
       [{ cpusetCpus: '3-1' }, /linux\.cpuset_cpus "3-1": range 3-1 is reversed/],
       [{ cpusetMems: '0\n1' }, /linux\.cpuset_mems/],
-      [{ hugepageLimits: [{ pageSize: '2MB', limit: 1n << 60n }] }, /linux\.hugepage_limits\[0\]\.limit/],
+      [{ hugepageLimits: [{ pageSize: '2MB', limit: 1n << 64n }] }, /linux\.hugepage_limits\[0\]\.limit/],
       [{ hugepageLimits: [{ pageSize: '../2MB', limit: 1n }] }, /linux\.hugepage_limits\[0\]\.page_size/],
       [{ unified: { '../../cgroup.procs': '1' } }, /linux\.unified key "\.\.\/\.\.\/cgroup\.procs"/],
       [{ unified: { 'memory.max': '1\n2' } }, /linux\.unified\["memory\.max"\]/],
@@ -100,9 +122,9 @@ describe('security: out-of-range resources are refused by a real daemon', functi
       /config\.linux\.resources\.oom_score_adj 5000 is out of range/,
     );
     await rejectsWith(
-      world.create(pod, world.config('sleeper', { linux: { resources: { memoryLimitInBytes: -1n } } })),
+      world.create(pod, world.config('sleeper', { linux: { resources: { memoryLimitInBytes: -2n } } })),
       'INVALID_ARGUMENT',
-      /config\.linux\.resources\.memory_limit_in_bytes -1/,
+      /config\.linux\.resources\.memory_limit_in_bytes -2/,
     );
     const listed = await world.daemon.clients.runtime.listContainers(ListContainersRequest.fromPartial({}));
     assert.deepEqual(listed.containers.map((c) => c.podSandboxId).filter((p) => p === pod.id).length, 0);

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LinuxContainerResources } from '../../../src/gen/runtime/v1/api.js';
+import { LinuxContainerResources, UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
 import { cgroupDirs, createCgroup, detectCgroups, removeCgroup } from '../../../src/platform/cgroups.js';
 import { containerSuite, ContainerWorld, rejectsWith } from './world.js';
 
@@ -147,6 +147,81 @@ describe('pods: in-place resize (real runc, conmon and CNI)', function () {
         assert.equal(await read(layout.version === 2 ? 'unified' : 'cpuset', 'cpuset.cpus'), cpuset);
         assert.equal((await recorded()).cpuShares, '1024');
       }
+      assert.equal((await world.exec(ctr, ['echo', 'ok'])).stdout, 'ok\n');
+      await world.removeAll();
+    } finally {
+      await removeCgroup(layout, podCgroup).catch(() => {});
+    }
+  });
+
+  it('takes the kubelet\'s "no limit" of cgroup v1 and v2 in every resize RPC: the cgroups end up unlimited', async () => {
+    const layout = await detectCgroups();
+    const podCgroup = `${world.pods.cgroupRoot}/pod-nolimit-${world.pods.tag}`;
+    await createCgroup(layout, podCgroup);
+    try {
+      const pod = await world.pod({ linux: { cgroupParent: podCgroup } });
+      const ctr = await world.run(pod, world.config('sleeper', { linux: { resources: { cpuShares: 102n, memoryLimitInBytes: 64n << 20n } } }));
+      const rt = world.daemon.clients.runtime;
+      const MiB = 1024n * 1024n;
+      const dirs = cgroupDirs(layout, podCgroup);
+      const read = async (d: Record<string, string>, controller: string, file: string) => (await readFile(join(d[controller]!, file), 'utf8')).trim();
+      // What an unlimited cgroup reads on this kernel (v1: PAGE_COUNTER_MAX pages, 9223372036854771712
+      // with 4 KiB pages): what the kubelet reads back from a pod cgroup without a limit.
+      const v1Unlimited = layout.version === 1 ? BigInt(await read(cgroupDirs(layout, '/'), 'memory', 'memory.limit_in_bytes')) : 0n;
+      const unlimited = async (d: Record<string, string>) =>
+        layout.version === 2
+          ? { memory: await read(d, 'unified', 'memory.max'), cpu: await read(d, 'unified', 'cpu.max') }
+          : { memory: await read(d, 'memory', 'memory.limit_in_bytes'), cpu: await read(d, 'cpu', 'cpu.cfs_quota_us') };
+      const noLimit = layout.version === 2 ? { memory: 'max', cpu: 'max 100000' } : { memory: String(v1Unlimited), cpu: '-1' };
+      const finite = LinuxContainerResources.fromPartial({ cpuShares: 102n, cpuQuota: 50_000n, cpuPeriod: 100_000n, memoryLimitInBytes: 256n * MiB });
+      const overhead = LinuxContainerResources.fromPartial({ cpuShares: 26n, cpuQuota: 25_000n, cpuPeriod: 100_000n, memoryLimitInBytes: 64n * MiB });
+      // The kubelet's resources for a pod without limits: the pod cgroup's values, less the overhead.
+      const kubelet = (memory: bigint, withOverhead: boolean) =>
+        LinuxContainerResources.fromPartial({
+          cpuShares: 102n,
+          cpuPeriod: 100_000n,
+          cpuQuota: withOverhead ? -1n - 25_000n : -1n,
+          memoryLimitInBytes: withOverhead ? memory - 64n * MiB : memory,
+        });
+      const cases: [string, bigint][] = [['cgroup v1', 9223372036854771712n], ['cgroup v2', -1n]];
+      if (v1Unlimited && v1Unlimited !== 9223372036854771712n) cases.push(['this kernel', v1Unlimited]);
+      for (const [name, memory] of cases) {
+        for (const withOverhead of [false, true]) {
+          await rt.updatePodSandboxResources({ podSandboxId: pod.id, overhead: withOverhead ? overhead : undefined, resources: finite });
+          assert.notDeepEqual(await unlimited(dirs), noLimit);
+          await rt.updatePodSandboxResources({ podSandboxId: pod.id, overhead: withOverhead ? overhead : undefined, resources: kubelet(memory, withOverhead) });
+          assert.deepEqual(await unlimited(dirs), noLimit, `${name}${withOverhead ? ' with overhead' : ''}`);
+          const info = await world.pods.info(pod.id);
+          const recorded = (info.config as { linux: { resources: { memoryLimitInBytes: string } } }).linux.resources;
+          assert.equal(recorded.memoryLimitInBytes, String(withOverhead ? memory - 64n * MiB : memory));
+        }
+      }
+
+      // UpdateContainerResources with the same values (and the zero hugepage limits the kubelet always
+      // sends): runc gets them digit for digit in its JSON and the container's cgroup has no limit.
+      const info = await world.info(ctr);
+      const ctrDirs = cgroupDirs(layout, info.cgroupsPath);
+      for (const memory of [9223372036854771712n, -1n]) {
+        await rt.updateContainerResources(
+          UpdateContainerResourcesRequest.fromPartial({ containerId: ctr, linux: { memoryLimitInBytes: 64n * MiB, cpuQuota: 20_000n, cpuPeriod: 100_000n, cpuShares: 102n } }),
+        );
+        assert.notDeepEqual(await unlimited(ctrDirs), noLimit);
+        await rt.updateContainerResources(
+          UpdateContainerResourcesRequest.fromPartial({
+            containerId: ctr,
+            linux: { memoryLimitInBytes: memory, memorySwapLimitInBytes: memory, cpuQuota: -1n, cpuPeriod: 100_000n, cpuShares: 102n, hugepageLimits: [{ pageSize: '2MB', limit: 0n }] },
+          }),
+        );
+        assert.deepEqual(await unlimited(ctrDirs), noLimit, `container, memory ${memory}`);
+      }
+      const spec = await readFile(join(info.bundle, 'config.json'), 'utf8');
+      assert.match(spec, /"limit": -1,/);
+      // A container created with the v1 value: config.json carries its exact digits, runc takes it.
+      const created = await world.run(pod, world.config('sleeper', { linux: { resources: { cpuQuota: -1n, cpuPeriod: 100_000n, memoryLimitInBytes: 9223372036854771712n } } }));
+      const createdInfo = await world.info(created);
+      assert.match(await readFile(join(createdInfo.bundle, 'config.json'), 'utf8'), /"limit": 9223372036854771712,/);
+      assert.deepEqual(await unlimited(cgroupDirs(layout, createdInfo.cgroupsPath)), noLimit);
+      assert.equal((await world.status(created)).status!.resources!.linux!.memoryLimitInBytes, 9223372036854771712n);
       assert.equal((await world.exec(ctr, ['echo', 'ok'])).stdout, 'ok\n');
       await world.removeAll();
     } finally {
