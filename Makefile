@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-vm bench bench-pod-start clean
+.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-cluster3 test-vm bench bench-pod-start clean
 
 setup:
 	@scripts/setup.sh
@@ -84,6 +84,12 @@ CLUSTER_SUITES := node workloads probes streaming services volumes failures imag
 test-cluster: build
 	@test "$$(ls test/e2e/cluster/*.test.ts | wc -l)" = "$(words $(CLUSTER_SUITES))" || { echo 'test-cluster: a cluster suite is missing from CLUSTER_SUITES'; exit 1; }
 	@$(MOCHA) --file dist/test/e2e/cluster/setup.js $(foreach s,$(CLUSTER_SUITES),dist/test/e2e/cluster/$(s).test.js)
+
+# The three-node cluster (test/e2e/cluster/multi/, `up.sh --nodes 3`): kubeadm, Flannel, metrics-server,
+# each node a kubelet on its own Stove in namespaces of its own; the operator's scenarios in one suite.
+# Needs crictl (BUILD_ONLY=1 test/e2e/critest.sh builds it). Not part of `make test`.
+test-cluster3: build
+	@$(MOCHA) --file dist/test/e2e/cluster3/setup.js dist/test/e2e/cluster3/scenarios.test.js
 
 test-unit: build lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'
