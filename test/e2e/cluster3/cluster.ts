@@ -41,10 +41,12 @@ export function busyboxImage(): string {
   return current().images.BUSYBOX_IMAGE!;
 }
 
-export async function kubectl(args: string[], options: { input?: string; timeoutMs?: number; reject?: boolean } = {}): Promise<string> {
+/** kubectl with the admin kubeconfig; `all`: stdout and stderr interleaved (drain reports refusals on stderr). */
+export async function kubectl(args: string[], options: { input?: string; timeoutMs?: number; reject?: boolean; all?: boolean } = {}): Promise<string> {
   const { kubectl: bin, kubeconfig } = current();
-  const r = await execa(bin, ['--kubeconfig', kubeconfig, ...args], { input: options.input, timeout: options.timeoutMs ?? 90_000, reject: false });
+  const r = await execa(bin, ['--kubeconfig', kubeconfig, ...args], { input: options.input, timeout: options.timeoutMs ?? 90_000, reject: false, all: true });
   if (r.exitCode !== 0 && options.reject !== false) throw new Error(`kubectl ${args.join(' ')}: exit ${r.exitCode}: ${r.stderr || r.stdout}`);
+  if (options.all) return r.all;
   return r.exitCode === 0 ? r.stdout : `${r.stdout}\n${r.stderr}`;
 }
 

@@ -287,7 +287,7 @@ metadata: {name: budget, namespace: ${NS}}
 spec: {minAvailable: 3, selector: {matchLabels: {app: budget}}}
 `);
       await waitFor('the budget observed', 60_000, async () => (await getJson<{ status: { disruptionsAllowed?: number } }>(['-n', NS, 'pdb', 'budget'])).status.disruptionsAllowed === 1);
-      const out = await kubectl(['drain', 'worker-1', '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=600s'], { timeoutMs: 660_000 });
+      const out = await kubectl(['drain', 'worker-1', '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=600s'], { timeoutMs: 660_000, all: true });
       assert.match(out, /Cannot evict pod as it would violate the pod's disruption budget/);
       assert.match(out, /node\/worker-1 drained/);
       const ps = await readyPods('app=budget', 4, 5 * 60_000);
