@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-conformance test-vm bench bench-pod-start bench-node-density clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density clean
 
 setup:
 	@scripts/setup.sh
@@ -99,6 +99,12 @@ test-cluster: build
 # the [NodeConformance] part). CLUSTER_RUNTIME=containerd runs it on containerd 2.4 in Stove's place.
 test-conformance: build
 	@test/e2e/conformance.sh
+
+# The three-node cluster (test/e2e/cluster/multi/, `up.sh --nodes 3`): kubeadm, Flannel, metrics-server,
+# each node a kubelet on its own Stove in namespaces of its own; the operator's scenarios in one suite.
+# Needs crictl (BUILD_ONLY=1 test/e2e/critest.sh builds it). Not part of `make test`.
+test-cluster3: build
+	@$(MOCHA) --file dist/test/e2e/cluster3/setup.js dist/test/e2e/cluster3/scenarios.test.js
 
 test-unit: build lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'

@@ -5,6 +5,7 @@ import { redactedConfig } from '../config/load.js';
 import type { QuarantineEntry } from '../persist/quarantine.js';
 import type { RuntimeInfo } from './runtime-info.js';
 import type { CriuSupport } from '../checkpoint/criu.js';
+import { PAUSE_IMAGE_NAME } from '../sandbox/pause.js';
 
 /** The Status condition that is false while records are in quarantine. */
 const QUARANTINE_CONDITION = 'StoveHasNoRecordsInQuarantine';
@@ -18,7 +19,10 @@ export async function status(info: RuntimeInfo, req: StatusRequest): Promise<Sta
   const verbose: Record<string, string> = {};
   if (req.verbose) {
     // Registry credentials stay out (as AuthConfig's debug_redact fields do everywhere).
-    verbose.config = stringifyJson({ ...redactedConfig(info.deps.config), podCidr: info.currentPodCidr });
+    // `sandboxImage` as containerd's `crictl info` has it: kubeadm's preflight reads it to compare with
+    // its pause image. Stove's pause is its own root filesystem, never pulled, named as PodSandboxStatus
+    // names it.
+    verbose.config = stringifyJson({ ...redactedConfig(info.deps.config), podCidr: info.currentPodCidr, sandboxImage: PAUSE_IMAGE_NAME });
     verbose.quarantine = stringifyJson(quarantined);
   }
   return StatusResponse.fromPartial({

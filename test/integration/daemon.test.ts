@@ -44,8 +44,10 @@ describe('stove serve', function () {
 
   it('returns the effective config as JSON in verbose Status', async () => {
     const s = await stove.clients.runtime.status({ verbose: true });
-    const config = JSON.parse(s.info.config!) as { socket: string };
+    const config = JSON.parse(s.info.config!) as { socket: string; sandboxImage: string };
     assert.equal(config.socket, stove.socket);
+    // where kubeadm's preflight (and `crictl info`) look for the sandbox image, as in containerd's
+    assert.equal(config.sandboxImage, 'stove/pause');
   });
 
   it('answers RuntimeConfig with the cgroupfs driver by default', async () => {

@@ -2,9 +2,11 @@
 # test/e2e/cluster/build.sh [COMPONENT…] — builds the cluster's binaries from the pinned Go modules under
 # tools/ into a cache outside the repository that later runs reuse, and prints the directory holding them
 # as its last line. Components (default: kubernetes etcd coredns):
-#   kubernetes  kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (v1.36)
+#   kubernetes  kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, kubeadm (v1.36)
 #   etcd        etcd (v3.6)
 #   coredns     coredns
+#   flannel     flanneld (v0.28), the three-node cluster's pod network (multi/up.sh)
+#   metrics-server  metrics-server (v0.8), behind the three-node cluster's `kubectl top`
 #   containerd  containerd and containerd-shim-runc-v2 (2.x), the runtime up.sh can run in Stove's place
 # Environment: STOVE_E2E_CACHE (default /var/cache/stove-e2e) holds Go's module and build caches and
 # bin/<key>/; GO is the go command (default /usr/local/go/bin/go). Two runs at once take turns on
@@ -50,13 +52,23 @@ for component in "${components[@]}"; do
       ldflags="-s -w -X $cv.gitVersion=$k8s -X $cv.gitMajor=1 -X $cv.gitMinor=$minor -X $cv.gitTreeState=clean -X $cv.buildDate=1970-01-01T00:00:00Z"
       echo "build.sh: Kubernetes $k8s" >&2
       build kubernetes k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl ;;
+        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubeadm ;;
     etcd)
       ldflags="-s -w"; echo "build.sh: etcd $(version_of go.etcd.io/etcd/server/v3 etcd)" >&2
       build etcd go.etcd.io/etcd/server/v3 && mv "$out/server" "$out/etcd" ;;  # go names it after server/v3
     coredns)
       ldflags="-s -w"; echo "build.sh: CoreDNS $(version_of github.com/coredns/coredns coredns)" >&2
       build coredns github.com/coredns/coredns ;;
+    flannel)
+      v="$(version_of github.com/flannel-io/flannel flannel)"
+      # as flannel's Makefile builds it on amd64: cgo for the udp backend, linked statically
+      ldflags="-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$v -extldflags -static"; echo "build.sh: flannel $v" >&2
+      CGO_ENABLED=1 build flannel github.com/flannel-io/flannel
+      mv "$out/flannel" "$out/flanneld" ;;
+    metrics-server)
+      v="$(version_of sigs.k8s.io/metrics-server metrics-server)"
+      ldflags="-s -w -X k8s.io/client-go/pkg/version.gitVersion=$v"; echo "build.sh: metrics-server $v" >&2
+      build metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     containerd)
       v="$(version_of github.com/containerd/containerd/v2 containerd)"
       ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$v"; echo "build.sh: containerd $v" >&2

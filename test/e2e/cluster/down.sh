@@ -5,6 +5,10 @@
 # and the work dir. Safe to run twice, after a failed or interrupted up.sh, or with nothing up.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# --nodes 3: the three-node cluster kubeadm makes (multi/down.sh); --nodes 1 or nothing: this one.
+case "${1:-}" in
+  --nodes) case "${2:-}" in 1) shift 2 ;; 3) exec "$here/multi/down.sh" ;; *) echo "down.sh: --nodes is 1 or 3" >&2; exit 2 ;; esac ;;
+esac
 repo="$(cd "$here/../../.." && pwd)"
 # shellcheck source=lib.sh
 source "$here/lib.sh"

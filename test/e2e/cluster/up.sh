@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/e2e/cluster/up.sh — a single-node Kubernetes v1.36 on Stove (or containerd 2.x), in one command.
+# test/e2e/cluster/up.sh [--nodes 1|3] — a single-node Kubernetes v1.36 on Stove (or containerd 2.x), in one command.
 #
 # Starts, on private directories under $CLUSTER_DIR and loopback (or its own node-link) addresses:
 # a registry holding the cluster's images, the runtime with its bridge CNI config, etcd, kube-apiserver
@@ -19,6 +19,10 @@
 # and pod ranges are routed to the node link and pods cannot forward out of the bridge.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# --nodes 3: the three-node cluster kubeadm makes (multi/up.sh); --nodes 1 or nothing: this one.
+case "${1:-}" in
+  --nodes) case "${2:-}" in 1) shift 2 ;; 3) exec "$here/multi/up.sh" ;; *) echo "up.sh: --nodes is 1 or 3" >&2; exit 2 ;; esac ;;
+esac
 repo="$(cd "$here/../../.." && pwd)"
 # shellcheck source=lib.sh
 source "$here/lib.sh"

@@ -47,6 +47,8 @@ describe('cri: Status and UpdateRuntimeConfig', () => {
     assert.deepEqual(told, ['10.1.0.0/16', '10.2.0.0/16']);
     assert.equal(info.currentPodCidr, '10.2.0.0/16');
     const verbose = await status(info, { verbose: true });
-    assert.equal((JSON.parse(verbose.info.config!) as { podCidr: string }).podCidr, '10.2.0.0/16');
+    const config = JSON.parse(verbose.info.config!) as { podCidr: string; sandboxImage: string };
+    assert.equal(config.podCidr, '10.2.0.0/16');
+    assert.equal(config.sandboxImage, 'stove/pause');
   });
 });
