@@ -18,8 +18,8 @@ import type { AppArmorChoice } from './security.js';
 /** Where the parser lives on Debian and Ubuntu (`apparmor` package), then wherever PATH finds it. */
 const PARSER_PATHS = ['/usr/sbin/apparmor_parser', '/sbin/apparmor_parser'];
 
-/** How long one apparmor_parser run may take (compiling the profile; seconds on a slow node). */
-const PARSER_TIMEOUT_MS = 60_000;
+/** How long one apparmor_parser run may take (compiling the profile: under a second on a node, tens of seconds in an emulated guest). */
+const PARSER_TIMEOUT_MS = 120_000;
 
 /** AppArmor's policy directory, where the includes the profile uses live. */
 const APPARMOR_DIR = '/etc/apparmor.d';

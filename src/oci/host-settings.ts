@@ -118,9 +118,11 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
 }
 
 /**
- * AppArmor's part of the settings. On an AppArmor host Stove's default profile is loaded now when the
- * kernel lacks it; a failure is logged and not fatal (containers that ask for no profile or
- * RuntimeDefault fail to create with the reason until it can be loaded, and each create tries again).
+ * AppArmor's part of the settings. On an AppArmor host Stove's default profile is loaded when the
+ * kernel lacks it, in the background: compiling it takes seconds on a slow node and the API need not
+ * wait (a create that needs it waits for the same load). A failure is logged, not fatal: containers
+ * that ask for no profile or RuntimeDefault fail to create with the reason until it can be loaded, and
+ * each such create tries again.
  */
 async function appArmorHost(enabled: boolean, configured: string | undefined, log: Logger): Promise<AppArmorHost> {
   const name = configured || STOVE_APPARMOR_PROFILE;
@@ -131,12 +133,11 @@ async function appArmorHost(enabled: boolean, configured: string | undefined, lo
   }
   const defaultIsStoves = name === STOVE_APPARMOR_PROFILE;
   if (defaultIsStoves) {
-    try {
-      const r = await ensureStoveAppArmorProfile(name);
-      log.info(r.loaded === 'now' ? 'AppArmor: loaded the default profile' : 'AppArmor: the default profile is loaded', { profile: name, mode: r.mode });
-    } catch (err) {
-      log.error('AppArmor: the default profile cannot be loaded; containers that need it fail to create until it can', { profile: name, error: (err as Error).message });
-    }
+    const started = Date.now();
+    void ensureStoveAppArmorProfile(name).then(
+      (r) => log.info(r.loaded === 'now' ? 'AppArmor: loaded the default profile' : 'AppArmor: the default profile is loaded', { profile: name, mode: r.mode, ms: Date.now() - started }),
+      (err: unknown) => log.error('AppArmor: the default profile cannot be loaded; containers that need it fail to create until it can', { profile: name, error: (err as Error).message }),
+    );
   } else if (!(await appArmorProfileLoaded(name))) {
     log.warn('AppArmor: the configured default profile is not loaded; containers that need it fail to create until it is', { profile: name });
   }

@@ -14,6 +14,7 @@ import { ContainerFilter, SecurityProfile_ProfileType, type ContainerConfig, typ
 import { appArmorEnabled, appArmorProfileMode } from '../../../src/platform/proc.js';
 import { REPO_ROOT } from '../../helpers/stove-process.js';
 import { suiteHooks } from '../../helpers/suite.js';
+import { waitFor } from '../../helpers/wait.js';
 import { ContainerWorld, rejectsWith, skipReason as containerSkipReason } from '../../integration/container/world.js';
 
 const PARSER = '/usr/sbin/apparmor_parser';
@@ -75,8 +76,9 @@ describe('AppArmor on a node that has it (guest)', function () {
   const sh = (id: string, script: string) => world.exec(id, ['sh', '-c', script]);
 
   it('loads stove-default at start and runs a container that asks for nothing under it', async () => {
+    // Loaded in the background: the daemon serves meanwhile, and a create that needs it waits for it.
+    await waitFor('the daemon to load stove-default', async () => /AppArmor: loaded the default profile/.test(world.daemon.output()) || undefined, 120_000);
     assert.equal(await appArmorProfileMode('stove-default'), 'enforce', 'the daemon loaded its profile');
-    assert.match(world.daemon.output(), /AppArmor: loaded the default profile/);
     const { id, pid } = await sleeper({});
     assert.equal((await readFile(`/proc/${pid}/attr/current`, 'utf8')).trim(), 'stove-default (enforce)');
     assert.equal((await world.exec(id, ['cat', '/proc/self/attr/current'])).stdout.trim(), 'stove-default (enforce)', 'an exec runs under it too');
