@@ -25,7 +25,7 @@ import { NODE_NAME, makeKubeletDir, startKubelet, type Kubelet, type KubeletPod 
 
 const MiB = 1024 * 1024;
 /** Every wait is bounded: the guest is emulated, several times slower than the host. */
-const POD_RUNNING_MS = 120_000;
+const POD_RUNNING_MS = 240_000;
 const RESTARTS_MS = 150_000;
 const POD_GONE_MS = 90_000;
 
