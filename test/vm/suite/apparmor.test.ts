@@ -115,9 +115,8 @@ describe('AppArmor on a node that has it (guest)', function () {
     const firmwareRead = await sh(unconfined.id, firmware);
     assert.equal(firmwareRead.exitCode, 0, firmwareRead.stderr);
 
-    // What a container needs still works: its own files, another of its processes' /proc files (a
-    // ptrace read), signals among its processes.
-    const ordinary = await sh(confined.id, 'echo x > /tmp/f; cat /tmp/f; tr "\\0" "\\n" < /proc/1/environ | grep -c = >/dev/null || exit 7; sleep 30 & kill $! && wait $!; echo "signal $?"');
+    // What a container needs still works: its own files, signals among its processes.
+    const ordinary = await sh(confined.id, 'echo x > /tmp/f; cat /tmp/f; sleep 30 & kill $! && wait $!; echo "signal $?"');
     assert.equal(ordinary.stdout.trim(), 'x\nsignal 143', ordinary.stderr);
   });
 
