@@ -114,16 +114,17 @@ test-unit: build lint
 # The systemd run takes the real kubelet along (test/e2e/cluster/build.sh, cached with the cluster's
 # build); where it cannot be built the guest's kubelet tests skip and say so. Both take crictl along
 # (cri-tools v1.36.0, built by test/e2e/critest.sh into its cache) for the crictl checkpoint test, and
-# checkpointctl (test/vm/build-checkpointctl.sh) to read the archives.
+# checkpointctl (test/vm/build-checkpointctl.sh) to read the archives; the systemd run also takes
+# critest of the same build, for its AppArmor specs (the guest's kernel has AppArmor).
 test-vm: build
 	@set -o pipefail; kubelet="$$(test/e2e/cluster/build.sh kubernetes | tail -1)/kubelet" || \
 	  { echo 'test-vm: no kubelet (test/e2e/cluster/build.sh kubernetes failed): the guest skips its kubelet tests'; kubelet=; }; \
-	  crictl="$$(BUILD_ONLY=1 test/e2e/critest.sh | tail -1)" && crictl="$${crictl%/*}/crictl" || \
-	  { echo 'test-vm: no crictl (test/e2e/critest.sh could not build cri-tools): the guest skips its crictl tests'; crictl=; }; \
+	  critest="$$(BUILD_ONLY=1 test/e2e/critest.sh | tail -1)" && crictl="$${critest%/*}/crictl" || \
+	  { echo 'test-vm: no crictl or critest (test/e2e/critest.sh could not build cri-tools): the guest skips their tests'; crictl=; critest=; }; \
 	  ckctl="$$(test/vm/build-checkpointctl.sh | tail -1)" || \
 	  { echo 'test-vm: no checkpointctl (test/vm/build-checkpointctl.sh failed): the guest skips reading archives with it'; ckctl=; }; \
 	  tools="$${crictl:+--crictl $$crictl} $${ckctl:+--checkpointctl $$ckctl}"; \
-	  test/vm/run.sh --driver systemd $${kubelet:+--kubelet "$$kubelet"} $$tools -- test/vm/suite.sh && \
+	  test/vm/run.sh --driver systemd $${kubelet:+--kubelet "$$kubelet"} $${critest:+--critest "$$critest"} $$tools -- test/vm/suite.sh && \
 	  test/vm/run.sh --driver cgroupfs $$tools -- test/vm/suite.sh
 
 # Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).

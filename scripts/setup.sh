@@ -10,6 +10,8 @@ APT_PACKAGES=(
   docker-registry busybox-static socat util-linux gcc libc6-dev make ca-certificates openssl curl
   prometheus
 )
+# On a kernel with AppArmor on, Stove loads its default profile for containers with apparmor_parser.
+if [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ]; then APT_PACKAGES+=(apparmor); fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -207,6 +207,7 @@ async function buildRuntime({ config, paths, log }: BuildContext) {
       defaultCapabilities: config.runtime.defaultCapabilities,
       cgroupDriver: config.runtime.cgroupDriver,
       seccompProfile: config.runtime.seccompProfile,
+      apparmorDefaultProfile: config.runtime.apparmorDefaultProfile,
       runtimeSupportsRro: handlerFeatures[0]?.features?.recursiveReadOnlyMounts ?? false,
       pidsLimit: config.runtime.pidsLimit,
       defaultUlimits: config.runtime.defaultUlimits,

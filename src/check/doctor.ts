@@ -18,6 +18,8 @@ import { probeCriu } from '../checkpoint/criu.js';
 import { readJsonFile } from '../persist/atomic-file.js';
 import { discoverPlugins, type DiscoveredPlugin, type PluginInfo } from '../nri/adaptation.js';
 import { runCommand } from '../platform/processes.js';
+import { appArmorEnabled, appArmorProfileMode } from '../platform/proc.js';
+import { findAppArmorParser, STOVE_APPARMOR_PROFILE } from '../oci/index.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -253,6 +255,51 @@ async function checkQuarantine(config: Config): Promise<CheckResult> {
   };
 }
 
+/**
+ * AppArmor: whether the host has it, and whether the profile RuntimeDefault (and no profile) means is
+ * loaded. Stove's own is loaded by `stove serve`; it needs apparmor_parser for that.
+ */
+export async function checkAppArmor(config: Config): Promise<CheckResult> {
+  const name = 'apparmor';
+  if (!(await appArmorEnabled())) {
+    return { name, status: 'ok', detail: 'not enabled on this host: containers run unconfined, and a request for an AppArmor profile other than unconfined is refused' };
+  }
+  const profile = config.runtime.apparmorDefaultProfile || STOVE_APPARMOR_PROFILE;
+  if (profile === 'unconfined') {
+    return {
+      name,
+      status: 'warn',
+      detail: 'enabled; runtime.apparmor_default_profile = "unconfined": containers that ask for RuntimeDefault or for no profile run unconfined',
+      fix: `set runtime.apparmor_default_profile = "${STOVE_APPARMOR_PROFILE}" (or a profile of your own) to confine them`,
+    };
+  }
+  const [mode, parser] = await Promise.all([appArmorProfileMode(profile), findAppArmorParser()]);
+  const uses = 'containers that ask for RuntimeDefault or for no profile run under it, privileged ones unconfined';
+  if (mode) return { name, status: 'ok', detail: `enabled; default profile ${profile} loaded (${mode}): ${uses}` };
+  if (profile !== STOVE_APPARMOR_PROFILE) {
+    return {
+      name,
+      status: 'fail',
+      detail: `enabled; the configured default profile ${profile} is not loaded: ${uses.replace('run under it', 'fail to create')}`,
+      fix: `load it with apparmor_parser -r <file>, or set runtime.apparmor_default_profile = "${STOVE_APPARMOR_PROFILE}"`,
+    };
+  }
+  if (!parser) {
+    return {
+      name,
+      status: 'fail',
+      detail: `enabled; ${profile} is not loaded and apparmor_parser is not installed to load it: containers that ask for RuntimeDefault or for no profile fail to create`,
+      fix: 'apt-get install apparmor (stove serve then loads the profile at its start, or at the next container that needs it)',
+    };
+  }
+  return {
+    name,
+    status: 'warn',
+    detail: `enabled; ${profile} is not loaded yet (stove serve loads it with ${parser} at its start and when a container needs it)`,
+    fix: 'start stove serve; if it logs that it cannot load the profile, the parser\'s message says why',
+  };
+}
+
 /** Runs every check. */
 export async function runChecks(config: Config): Promise<CheckResult[]> {
   return Promise.all([
@@ -264,6 +311,7 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkOverlay(OVERLAY_SOURCES),
     checkCgroups(),
     checkCgroupDriver(config),
+    checkAppArmor(config),
     checkIptables(),
     checkFreeSpace(config),
     checkCdi(config),

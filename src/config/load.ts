@@ -129,6 +129,9 @@ function validate(config: Config, source: string): void {
   // conmon needs room for at least one line's worth of log between truncations (CRI-O's minimum).
   if (config.runtime.logSizeMax !== -1 && config.runtime.logSizeMax < 8192)
     throw new ConfigError(`${source}: "runtime.log_size_max" must be -1 (unlimited) or at least 8192 bytes, got ${config.runtime.logSizeMax}`);
+  // Written into Stove's profile text and matched against the kernel's list: a plain name only.
+  if (!/^[A-Za-z0-9/_][A-Za-z0-9._\-/:+]{0,254}$/.test(config.runtime.apparmorDefaultProfile) || config.runtime.apparmorDefaultProfile.includes('//'))
+    throw new ConfigError(`${source}: "runtime.apparmor_default_profile" must be "stove-default", "unconfined" or the name of a loaded AppArmor profile (letters, digits and ._-/:+), got ${JSON.stringify(config.runtime.apparmorDefaultProfile)}`);
   try {
     parseUlimits(config.runtime.defaultUlimits);
   } catch (err) {

@@ -41,6 +41,12 @@ export interface RuntimeConfig {
   defaultCapabilities: string[];
   /** Seccomp profile for `RuntimeDefault`; empty means Stove's built-in profile. */
   seccompProfile: string;
+  /**
+   * On an AppArmor host, the profile containers asking for RuntimeDefault or for no profile run under:
+   * `stove-default` (Stove's own, loaded by Stove at start), the name of a profile the node loads, or
+   * `unconfined`. Privileged containers run unconfined whatever it is.
+   */
+  apparmorDefaultProfile: string;
   /** Extra runtime handlers by name; `runc` always exists and uses `runc` above. */
   handlers: Record<string, RuntimeHandlerConfig>;
   /** Bytes a container's CRI log may reach before conmon truncates it (`--log-size-max`); -1 = unlimited. */
@@ -231,6 +237,7 @@ export function defaultConfig(): Config {
       cgroupParent: '/kubepods',
       defaultCapabilities: [...CONTAINERD_DEFAULT_CAPABILITIES],
       seccompProfile: '',
+      apparmorDefaultProfile: 'stove-default',
       handlers: {},
       logSizeMax: -1,
       defaultUlimits: [],

@@ -7,7 +7,8 @@ import type { ContainerConfig, PodSandboxConfig } from '../gen/runtime/v1/api.js
 import type { ContainerHostInputs } from './container-spec.js';
 import { listHostDevices, resolveDevices } from './host-devices.js';
 import { prepareMounts } from './host-mounts.js';
-import { checkAppArmorProfile, loadSeccompProfiles } from './host-security.js';
+import { checkAppArmorProfile } from './host-apparmor.js';
+import { loadSeccompProfiles } from './host-security.js';
 import { readUserDatabase } from './host-user.js';
 import { selectSeccomp } from './seccomp.js';
 import type { SeccompProfileFile } from './seccomp-profile.js';

@@ -1,14 +1,12 @@
 /**
  * Host-side security preparation: reading seccomp profile files (Stove's RuntimeDefault profile and
- * Localhost ones) and checking that a Localhost AppArmor profile is loaded.
+ * Localhost ones). AppArmor's is in host-apparmor.ts.
  */
 import { readFile } from 'node:fs/promises';
-import { failedPrecondition, invalidArgument, wrap } from '../common/errors.js';
+import { invalidArgument, wrap } from '../common/errors.js';
 import { installPath } from '../common/install-dir.js';
-import { appArmorProfileLoaded } from '../platform/proc.js';
 import { parseSeccompProfile, type SeccompChoice } from './seccomp.js';
 import type { SeccompProfileFile } from './seccomp-profile.js';
-import type { AppArmorChoice } from './security.js';
 
 /** Where Stove's RuntimeDefault profile lives: `src/oci/seccomp-default.json` of the install directory. */
 export const BUILTIN_SECCOMP_PROFILE = installPath('src/oci/seccomp-default.json');
@@ -41,10 +39,4 @@ export async function loadSeccompProfiles(choices: readonly SeccompChoice[]): Pr
     out[c.path] = parseSeccompProfile(text, c.path);
   }
   return out;
-}
-
-/** Throws FailedPrecondition when a chosen AppArmor profile is not loaded in the kernel. */
-export async function checkAppArmorProfile(choice: AppArmorChoice): Promise<void> {
-  if (choice.kind !== 'profile') return;
-  if (!(await appArmorProfileLoaded(choice.name))) throw failedPrecondition(`apparmor profile not found: ${choice.name}`);
 }

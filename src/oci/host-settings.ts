@@ -7,7 +7,10 @@ import { release } from 'node:os';
 import { installPath } from '../common/install-dir.js';
 import type { Logger } from '../common/logger.js';
 import { cgroupCapabilities, detectCgroups } from '../platform/cgroups.js';
-import { appArmorEnabled, ownBoundingCapabilities, ownOomScoreAdj } from '../platform/proc.js';
+import { appArmorEnabled, appArmorProfileLoaded, ownBoundingCapabilities, ownOomScoreAdj } from '../platform/proc.js';
+import { STOVE_APPARMOR_PROFILE } from './apparmor-profile.js';
+import { ensureStoveAppArmorProfile } from './host-apparmor.js';
+import type { AppArmorHost } from './security.js';
 import { loadDefaultSeccompProfile } from './host-security.js';
 import { oomScoreClamper, type CgroupDriverName } from './resources.js';
 import { seccompArchFor } from './seccomp.js';
@@ -22,6 +25,10 @@ export interface SpecSettingsConfig {
   seccompProfile: string;
   /** The runtime's `runc features` lists `rro` among its mount options. */
   runtimeSupportsRro: boolean;
+  /**
+   * Config `runtime.apparmor_default_profile`: the profile RuntimeDefault and an unset profile mean on an
+   * AppArmor host; `stove-default` (Stove's own, loaded by Stove) when absent; `unconfined` for none.
+   */
   apparmorDefaultProfile?: string;
   pidsLimit?: number;
   /** Config `runtime.default_ulimits` (validated at load). */
@@ -103,7 +110,7 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
     seccompDefaultProfile,
     seccompArch: seccompArchFor(process.arch),
     recursiveReadOnlyMounts: config.runtimeSupportsRro && kernelSupportsRro(release()),
-    apparmor: { enabled: apparmor, ...(config.apparmorDefaultProfile ? { defaultProfile: config.apparmorDefaultProfile } : {}) },
+    apparmor: await appArmorHost(apparmor, config.apparmorDefaultProfile, log),
     clampOomScoreAdj: oomScoreClamper(ownOom, log),
     ...liveSpecSettings(config),
   };
@@ -112,11 +119,39 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
     swap: cgroups.swapControllerAvailable,
     hugetlb: cgroups.hugetlbControllerAvailable,
     apparmor,
+    apparmorDefaultProfile: settings.apparmor.defaultProfile,
     rro: settings.recursiveReadOnlyMounts,
     ownOomScoreAdj: ownOom,
     missingCapabilities: defaultCapabilities.filter((c) => !allCapabilities.includes(c)),
   });
   return settings;
+}
+
+/**
+ * AppArmor's part of the settings. On an AppArmor host Stove's default profile is loaded when the
+ * kernel lacks it, in the background: compiling it takes seconds on a slow node and the API need not
+ * wait (a create that needs it waits for the same load). A failure is logged, not fatal: containers
+ * that ask for no profile or RuntimeDefault fail to create with the reason until it can be loaded, and
+ * each such create tries again.
+ */
+async function appArmorHost(enabled: boolean, configured: string | undefined, log: Logger): Promise<AppArmorHost> {
+  const name = configured || STOVE_APPARMOR_PROFILE;
+  if (!enabled) return { enabled: false };
+  if (name === 'unconfined') {
+    log.warn('AppArmor: runtime.apparmor_default_profile is "unconfined": RuntimeDefault and containers that ask for no profile run unconfined');
+    return { enabled: true };
+  }
+  const defaultIsStoves = name === STOVE_APPARMOR_PROFILE;
+  if (defaultIsStoves) {
+    const started = Date.now();
+    void ensureStoveAppArmorProfile(name).then(
+      (r) => log.info(r.loaded === 'now' ? 'AppArmor: loaded the default profile' : 'AppArmor: the default profile is loaded', { profile: name, mode: r.mode, ms: Date.now() - started }),
+      (err: unknown) => log.error('AppArmor: the default profile cannot be loaded; containers that need it fail to create until it can', { profile: name, error: (err as Error).message }),
+    );
+  } else if (!(await appArmorProfileLoaded(name))) {
+    log.warn('AppArmor: the configured default profile is not loaded; containers that need it fail to create until it is', { profile: name });
+  }
+  return { enabled: true, defaultProfile: name, defaultIsStoves };
 }
 
 /** Logs, the first time only, that zero hugepage limits are dropped (the kubelet sends them for every container). */

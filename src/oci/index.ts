@@ -49,6 +49,8 @@ export { splitDevT } from './host-devices.js';
 export { cgroupsPathFor, linuxResources } from './resources.js';
 export { prepareContainerHost, preparePauseHost } from './host-prepare.js';
 export { detectSpecSettings, reloadSpecSettings, rroFromRuncFeatures, PAUSE_ROOTFS } from './host-settings.js';
+export { STOVE_APPARMOR_PROFILE } from './apparmor-profile.js';
+export { findAppArmorParser } from './host-apparmor.js';
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -36,24 +36,40 @@ export const withReadonlyRoot = (readonly: boolean): SpecOpt => (spec) => {
   else delete spec.root.readonly;
 };
 
-/** The AppArmor profile name for the process, or undefined for none. */
-export type AppArmorChoice = { kind: 'none' } | { kind: 'profile'; name: string };
+/** AppArmor on the host, as the spec builders see it (`SpecSettings.apparmor`). */
+export interface AppArmorHost {
+  /** AppArmor is enabled and its securityfs mounted (`platform/proc.ts` `appArmorEnabled`). */
+  enabled: boolean;
+  /**
+   * The profile RuntimeDefault and an unset profile mean: Stove's `stove-default` unless
+   * `runtime.apparmor_default_profile` names another; undefined when it is `unconfined`.
+   */
+  defaultProfile?: string;
+  /** `defaultProfile` is Stove's own, which Stove loads when the kernel does not have it. */
+  defaultIsStoves?: boolean;
+}
+
+/** Where a chosen profile comes from: the runtime's default (Stove's own or configured), or a Localhost request. */
+export type AppArmorSource = 'stove-default' | 'configured-default' | 'localhost';
+
+/** The AppArmor profile the container's process runs under, or none (unconfined). */
+export type AppArmorChoice = { kind: 'none' } | { kind: 'profile'; name: string; source: AppArmorSource };
+
+/** A Localhost profile name: printable, no whitespace, bounded (the kernel's list is what decides the rest). */
+const LOCALHOST_NAME = /^[^\s\x00-\x1f\x7f]{1,4096}$/;
 
 /**
  * AppArmor (containerd `GenerateApparmorSpecOpts`). The `apparmor` field wins over the deprecated
  * `apparmor_profile` string (`runtime/default`, `unconfined`, `localhost/<name>`).
  * - On a host without AppArmor, anything but unconfined/unset is a FailedPrecondition error.
- * - Unconfined or privileged: no profile.
- * - RuntimeDefault: `defaultProfile` if the operator configured one, else no profile (Stove does not
- *   load an AppArmor profile of its own).
- * - Localhost: the named profile; `host-security.ts` checks it is loaded before this runs.
+ * - Unconfined: no profile.
+ * - RuntimeDefault, and no profile at all (the kubelet sends none when the pod names none; containerd
+ *   and CRI-O confine such containers too, kubernetes#51746): the host's default profile, `stove-default`
+ *   unless configured otherwise; none for a privileged container or when the default is `unconfined`.
+ * - Localhost: the named profile, privileged or not (as containerd); `host-apparmor.ts` checks it is
+ *   loaded before the spec is built.
  */
-export function selectAppArmor(
-  profile: SecurityProfile | undefined,
-  deprecated: string,
-  privileged: boolean,
-  host: { enabled: boolean; defaultProfile?: string },
-): AppArmorChoice {
+export function selectAppArmor(profile: SecurityProfile | undefined, deprecated: string, privileged: boolean, host: AppArmorHost): AppArmorChoice {
   const p = profile ?? appArmorFromDeprecated(deprecated);
   if (!host.enabled) {
     if (p && p.profileType !== SecurityProfile_ProfileType.Unconfined) {
@@ -61,7 +77,7 @@ export function selectAppArmor(
     }
     return { kind: 'none' };
   }
-  if (!p) return host.defaultProfile && !privileged ? { kind: 'profile', name: host.defaultProfile } : { kind: 'none' };
+  if (!p) return runtimeDefault(host, privileged);
   if (p.profileType !== SecurityProfile_ProfileType.Localhost && p.localhostRef) {
     throw invalidArgument('apparmor localhost_ref must only be set when profile_type is Localhost');
   }
@@ -69,15 +85,21 @@ export function selectAppArmor(
     case SecurityProfile_ProfileType.Unconfined:
       return { kind: 'none' };
     case SecurityProfile_ProfileType.RuntimeDefault:
-      return host.defaultProfile && !privileged ? { kind: 'profile', name: host.defaultProfile } : { kind: 'none' };
+      return runtimeDefault(host, privileged);
     case SecurityProfile_ProfileType.Localhost: {
       const name = p.localhostRef.replace(/^localhost\//, '');
       if (!name) throw invalidArgument('apparmor Localhost profile needs a localhost_ref');
-      return { kind: 'profile', name };
+      if (!LOCALHOST_NAME.test(name)) throw invalidArgument(`apparmor Localhost profile name ${JSON.stringify(name.slice(0, 256))} is not a profile name (printable, no whitespace, at most 4096 bytes)`);
+      return { kind: 'profile', name, source: 'localhost' };
     }
     default:
       throw invalidArgument(`unknown apparmor profile type ${p.profileType}`);
   }
+}
+
+function runtimeDefault(host: AppArmorHost, privileged: boolean): AppArmorChoice {
+  if (privileged || !host.defaultProfile) return { kind: 'none' };
+  return { kind: 'profile', name: host.defaultProfile, source: host.defaultIsStoves ? 'stove-default' : 'configured-default' };
 }
 
 /** The deprecated string form as a SecurityProfile (undefined when empty). */

@@ -6,6 +6,7 @@
 import type { ResourceHost, CgroupDriverName } from './resources.js';
 import type { SeccompProfileFile } from './seccomp-profile.js';
 import type { POSIXRlimit } from './types.js';
+import type { AppArmorHost } from './security.js';
 
 export interface SpecSettings {
   /** Capabilities every container starts with (config `runtime.default_capabilities`). */
@@ -21,8 +22,8 @@ export interface SpecSettings {
   seccompArch: string;
   /** The runtime accepts the `rro` mount option. */
   recursiveReadOnlyMounts: boolean;
-  /** AppArmor on the host; `defaultProfile` is used for RuntimeDefault when set. */
-  apparmor: { enabled: boolean; defaultProfile?: string };
+  /** AppArmor on the host and the profile RuntimeDefault (or no profile) means there. */
+  apparmor: AppArmorHost;
   /** Raises an OOM score the daemon could not set (see `oomScoreClamper`); identity when absent. */
   clampOomScoreAdj?: (requested: number) => number;
   /** A pids limit for every app container; 0, negative or absent = none. */

@@ -2,7 +2,7 @@
  * Reading /proc and /sys facts: mountinfo (for mount propagation checks and cgroup mounts), the
  * daemon's capabilities and OOM score, AppArmor. Parsers are pure and exported for tests.
  */
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 
 /** One line of /proc/<pid>/mountinfo. */
@@ -111,21 +111,41 @@ export async function ownOomScoreAdj(): Promise<number> {
   return Number.isInteger(n) ? n : 0;
 }
 
-/** True when AppArmor is enabled (`/sys/module/apparmor/parameters/enabled` is `Y`). */
+/** Where the kernel lists the loaded AppArmor profiles, one `name (mode)` a line (securityfs, root only). */
+export const APPARMOR_PROFILES_FILE = '/sys/kernel/security/apparmor/profiles';
+
+/**
+ * True when AppArmor is enabled and its securityfs is there to load and list profiles: runc's test
+ * (`/sys/kernel/security/apparmor` exists and `/sys/module/apparmor/parameters/enabled` is `Y`).
+ */
 export async function appArmorEnabled(): Promise<boolean> {
   try {
+    await access('/sys/kernel/security/apparmor');
     return (await readFile('/sys/module/apparmor/parameters/enabled', 'utf8')).trim().startsWith('Y');
   } catch {
     return false;
   }
 }
 
+/** The mode (`enforce`, `complain`…) of a loaded AppArmor profile of this name, or undefined when none is loaded. */
+export async function appArmorProfileMode(name: string): Promise<string | undefined> {
+  let text: string;
+  try {
+    text = await readFile(APPARMOR_PROFILES_FILE, 'utf8');
+  } catch {
+    return undefined;
+  }
+  return appArmorModeIn(text, name);
+}
+
+/** The mode of `name` in the profiles file's text (pure, for tests). */
+export function appArmorModeIn(profilesText: string, name: string): string | undefined {
+  const prefix = `${name} (`;
+  const line = profilesText.split('\n').find((l) => l.startsWith(prefix) && l.endsWith(')'));
+  return line?.slice(prefix.length, -1);
+}
+
 /** True when an AppArmor profile of this name is loaded. */
 export async function appArmorProfileLoaded(name: string): Promise<boolean> {
-  try {
-    const text = await readFile('/sys/kernel/security/apparmor/profiles', 'utf8');
-    return text.split('\n').some((l) => l.startsWith(`${name} (`));
-  } catch {
-    return false;
-  }
+  return (await appArmorProfileMode(name)) !== undefined;
 }

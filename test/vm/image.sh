@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds (once) the Debian 12 guest the VM suite boots: systemd as PID 1 on a pure cgroup v2 hierarchy,
-# with runc, conmon, CNI plugins, iptables, a docker-registry and CRIU. The image is cached outside the
-# repo under STOVE_VM_CACHE (default /var/cache/stove-vm), in a directory named by a hash of this
-# recipe, so that a change here builds a new one. Prints that directory (disk.raw, vmlinuz, initrd.img).
+# with runc, conmon, CNI plugins, iptables, AppArmor's tools, a docker-registry and CRIU. The image is
+# cached outside the repo under STOVE_VM_CACHE (default /var/cache/stove-vm), in a directory named by a
+# hash of this recipe, so that a change here builds a new one. Prints that directory (disk.raw, vmlinuz,
+# initrd.img).
 # As root; needs debootstrap and e2fsprogs, and Debian's archive. No loop mount: mkfs.ext4 -d.
 set -euo pipefail
 
@@ -11,11 +12,13 @@ MIRROR=${STOVE_VM_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 DISK_SIZE=8G
 # What the guest needs beyond minbase: a booting systemd node, the runtime's own dependencies (as in
-# scripts/setup.sh), the test suite's (busybox-static for test images, socat for port-forward) and CRIU.
+# scripts/setup.sh, with apparmor's parser and tools: the guest kernel has AppArmor on), the test
+# suite's (busybox-static for test images, socat for port-forward, sudo for critest's AppArmor specs,
+# which load their profiles with `sudo apparmor_parser`) and CRIU.
 PACKAGES=(
   systemd systemd-sysv udev dbus linux-image-amd64 kmod iproute2 procps ca-certificates
-  runc conmon crun containernetworking-plugins iptables util-linux zstd openssl
-  docker-registry busybox-static socat criu
+  runc conmon crun containernetworking-plugins iptables util-linux zstd openssl apparmor
+  docker-registry busybox-static socat sudo criu
 )
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/vm/run.sh [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] [--checkpointctl FILE] -- CMD...
+# test/vm/run.sh [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] [--critest FILE] [--checkpointctl FILE] -- CMD...
 #
 # Runs CMD as root in a Debian 12 guest (systemd 252, pure cgroup v2) booted under QEMU's software
 # emulation, in the guest's copy of this checkout (built: make build), prints its output and exits with
@@ -13,18 +13,19 @@
 # --kubelet, that binary (a Kubernetes build, test/e2e/cluster/build.sh) travels on the checkout's disk
 # and STOVE_VM_KUBELET names it in the guest; it stays out of the cached image, which so never depends
 # on a Kubernetes build. --crictl does the same for a crictl binary (cri-tools, test/e2e/critest.sh),
-# named by STOVE_VM_CRICTL, and --checkpointctl for checkpointctl (test/vm/build-checkpointctl.sh),
-# named by STOVE_VM_CHECKPOINTCTL.
+# named by STOVE_VM_CRICTL, --critest for critest (the same build), named by STOVE_VM_CRITEST, and
+# --checkpointctl for checkpointctl (test/vm/build-checkpointctl.sh), named by STOVE_VM_CHECKPOINTCTL.
 # Exit status: CMD's; 124 when it ran out of time; 125 when the guest failed to run it.
 set -euo pipefail
 
-usage() { echo "usage: $0 [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] [--checkpointctl FILE] -- CMD..." >&2; exit 2; }
+usage() { echo "usage: $0 [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] [--critest FILE] [--checkpointctl FILE] -- CMD..." >&2; exit 2; }
 
 driver=systemd
 timeout_s=1800
 memory_mib=4096
 kubelet=
 crictl=
+critest=
 checkpointctl=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +34,7 @@ while [ $# -gt 0 ]; do
     --memory) memory_mib=${2:-}; shift 2 || usage ;;
     --kubelet) kubelet=${2:-}; shift 2 || usage ;;
     --crictl) crictl=${2:-}; shift 2 || usage ;;
+    --critest) critest=${2:-}; shift 2 || usage ;;
     --checkpointctl) checkpointctl=${2:-}; shift 2 || usage ;;
     --) shift; break ;;
     *) usage ;;
@@ -44,6 +46,7 @@ case "$driver" in systemd | cgroupfs) ;; *) echo "run.sh: --driver must be syste
 [[ "$memory_mib" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --memory must be a number of MiB" >&2; exit 2; }
 [ -z "$kubelet" ] || [ -x "$kubelet" ] || { echo "run.sh: --kubelet must name an executable kubelet binary, not \"$kubelet\"" >&2; exit 2; }
 [ -z "$crictl" ] || [ -x "$crictl" ] || { echo "run.sh: --crictl must name an executable crictl binary, not \"$crictl\"" >&2; exit 2; }
+[ -z "$critest" ] || [ -x "$critest" ] || { echo "run.sh: --critest must name an executable critest binary, not \"$critest\"" >&2; exit 2; }
 [ -z "$checkpointctl" ] || [ -x "$checkpointctl" ] || { echo "run.sh: --checkpointctl must name an executable checkpointctl binary, not \"$checkpointctl\"" >&2; exit 2; }
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -83,6 +86,7 @@ nonce=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "stove-vm-$nonce" >"$stage/.vm/nonce"
 [ -z "$kubelet" ] || install -D -m 0755 "$kubelet" "$stage/.vm/bin/kubelet"
 [ -z "$crictl" ] || install -D -m 0755 "$crictl" "$stage/.vm/bin/crictl"
+[ -z "$critest" ] || install -D -m 0755 "$critest" "$stage/.vm/bin/critest"
 [ -z "$checkpointctl" ] || install -D -m 0755 "$checkpointctl" "$stage/.vm/bin/checkpointctl"
 {
   echo '#!/bin/bash'
@@ -90,6 +94,7 @@ echo "stove-vm-$nonce" >"$stage/.vm/nonce"
   echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
   [ -z "$kubelet" ] || echo 'export STOVE_VM_KUBELET=/repo/.vm/bin/kubelet'
   [ -z "$crictl" ] || echo 'export STOVE_VM_CRICTL=/repo/.vm/bin/crictl'
+  [ -z "$critest" ] || echo 'export STOVE_VM_CRITEST=/repo/.vm/bin/critest'
   [ -z "$checkpointctl" ] || echo 'export STOVE_VM_CHECKPOINTCTL=/repo/.vm/bin/checkpointctl'
   echo 'mkdir -p /etc/stove/stove.d'
   if [ "$driver" = systemd ]; then

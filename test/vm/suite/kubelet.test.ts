@@ -4,8 +4,8 @@
  * on the driver the guest was booted for (`cgroupDriver: systemd` and `runtime.cgroup_driver =
  * "systemd"` in the systemd run). What the kubelet does is read back through Stove's CRI socket (pod
  * sandboxes, containers and their attempts), the v2 files and systemd's units, and the kubelet's own
- * read-only `/pods`; its checkpoint API (KEP-2008) where CRIU works. Needs the binary: make test-vm
- * passes it (test/vm/run.sh --kubelet).
+ * read-only `/pods`; AppArmor's RuntimeDefault where the node has AppArmor; its checkpoint API
+ * (KEP-2008) where CRIU works. Needs the binary: make test-vm passes it (test/vm/run.sh --kubelet).
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -15,6 +15,7 @@ import { execa } from 'execa';
 import { ContainerFilter, ContainerState, ImageStatusRequest, PodSandboxFilter, PodSandboxState, type Container, type PodSandbox } from '../../../src/gen/runtime/v1/api.js';
 import { probeCriu } from '../../../src/checkpoint/criu.js';
 import { cgroupDirs, detectCgroups } from '../../../src/platform/cgroups.js';
+import { appArmorEnabled } from '../../../src/platform/proc.js';
 import { kubeletParent, parentPath, removeParent } from '../../helpers/cgroup-driver.js';
 import { compressLayer, pushBusyboxImage, pushImage, type PushedImage } from '../../helpers/image-builder.js';
 import { suiteHooks } from '../../helpers/suite.js';
@@ -24,7 +25,7 @@ import { NODE_NAME, makeKubeletDir, startKubelet, type Kubelet, type KubeletPod 
 
 const MiB = 1024 * 1024;
 /** Every wait is bounded: the guest is emulated, several times slower than the host. */
-const POD_RUNNING_MS = 120_000;
+const POD_RUNNING_MS = 240_000;
 const RESTARTS_MS = 150_000;
 const POD_GONE_MS = 90_000;
 
@@ -220,6 +221,38 @@ spec:
     const failures = logRecords(kubelet!.log()).filter((l) => l.includes('"Probe failed"') && l.includes('probeType="Liveness"'));
     assert.ok(failures.some((l) => l.includes('containerName="unhealthy"') && l.includes("can't open '/tmp/healthy'")), `a failed probe of unhealthy in the kubelet's log:\n${failures.join('\n')}`);
     assert.deepEqual(failures.filter((l) => l.includes('containerName="steady"')), [], 'no failed probe of steady');
+  });
+
+  it('runs a pod asking for appArmorProfile RuntimeDefault under stove-default, and a container asking for Unconfined without it', async function () {
+    if (!(await appArmorEnabled())) {
+      console.log('      skipped: AppArmor is not enabled on this node');
+      this.skip();
+    }
+    await kubelet!.addManifest(
+      'apparmor',
+      `apiVersion: v1
+kind: Pod
+metadata: {name: apparmor, namespace: vm}
+spec:
+  terminationGracePeriodSeconds: 10
+  securityContext: {appArmorProfile: {type: RuntimeDefault}}
+  containers:
+  - name: confined
+    image: ${image.reference}
+    command: ${SLEEP_UNTIL_TERM}
+  - name: open
+    image: ${image.reference}
+    command: ${SLEEP_UNTIL_TERM}
+    securityContext: {appArmorProfile: {type: Unconfined}}
+`,
+    );
+    const { sandbox } = await runningPod('apparmor');
+    const byName = new Map((await containersOf(sandbox)).map((c) => [c.metadata!.name, c.id]));
+    const attr = async (name: string) => (await readFile(`/proc/${(await world.info(byName.get(name)!)).pid}/attr/current`, 'utf8')).trim();
+    assert.equal(await attr('confined'), 'stove-default (enforce)');
+    assert.equal(await attr('open'), 'unconfined');
+    const sysrq = await world.exec(byName.get('confined')!, ['sh', '-c', 'echo h > /proc/sysrq-trigger']);
+    assert.notEqual(sysrq.exitCode, 0, 'the kubelet\'s confined container cannot trigger SysRq');
   });
 
   it('checkpoints a running container through the kubelet API, and a static pod restores it from a checkpoint image made of the archive', async function () {
