@@ -29,9 +29,12 @@ export interface RuncFeatures {
   hooks?: string[];
   /** Mount options the runtime knows, e.g. `rro` for recursive read-only mounts. */
   mountOptions?: string[];
-  linux?: Record<string, unknown>;
+  linux?: { mountExtensions?: { idmap?: { enabled?: boolean } }; [key: string]: unknown };
   annotations?: Record<string, string>;
 }
+
+/** The runtime makes idmapped mounts (`linux.mountExtensions.idmap.enabled`: runc ≥ 1.2, crun ≥ 1.9). */
+export const idmapFromFeatures = (features: RuncFeatures | undefined): boolean => features?.linux?.mountExtensions?.idmap?.enabled === true;
 
 /** A failed runtime command: which one, its exit code and the runtime's own message. */
 export class RuncError extends StoveError {
@@ -119,6 +122,7 @@ export class Runc {
   private readonly systemdCgroup: boolean;
   private readonly timeoutMs: number;
   private readonly log?: Logger;
+  private knownFeatures?: Promise<RuncFeatures | undefined>;
 
   constructor(options: RuncOptions) {
     this.binary = options.binary;
@@ -224,6 +228,18 @@ export class Runc {
       }
       throw err;
     }
+  }
+
+  /**
+   * `runc features`, asked once per runtime for what a container's create decides by; a failed
+   * command is asked again next time. Undefined for a runtime without the command.
+   */
+  cachedFeatures(): Promise<RuncFeatures | undefined> {
+    this.knownFeatures ??= this.features().catch((err: unknown) => {
+      this.knownFeatures = undefined;
+      throw err;
+    });
+    return this.knownFeatures;
   }
 
   /** Runs one subcommand; resolves with stdout, throws a RuncError naming `what`. */

@@ -8,6 +8,7 @@
  */
 import { join } from 'node:path';
 import { writeFile } from 'node:fs/promises';
+import { execa } from 'execa';
 
 /** Debian's runc, the daemon's default `runtime.runc`. */
 export const DEFAULT_RUNTIME = '/usr/bin/runc';
@@ -22,4 +23,10 @@ export const runtimeChosen = (): boolean => TEST_RUNTIME !== DEFAULT_RUNTIME;
 export async function writeRuntimeDropIn(configDir: string): Promise<void> {
   if (!runtimeChosen()) return;
   await writeFile(join(configDir, '00-oci-runtime.toml'), `# STOVE_TEST_RUNTIME\n[runtime]\nrunc = ${JSON.stringify(TEST_RUNTIME)}\n`);
+}
+
+/** `<runtime> features` of the runtime under test as JSON; undefined when it has no such command (crun < 1.9). */
+export async function testRuntimeFeatures(): Promise<{ linux?: { mountExtensions?: { idmap?: { enabled?: boolean } } } } | undefined> {
+  const r = await execa(TEST_RUNTIME, ['features'], { reject: false });
+  return r.exitCode === 0 ? (JSON.parse(r.stdout) as { linux?: { mountExtensions?: { idmap?: { enabled?: boolean } } } }) : undefined;
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Runc, RuncError, runtimeErrorKind, runtimeMessage } from '../../../src/runtime/runc.js';
+import { idmapFromFeatures, Runc, RuncError, runtimeErrorKind, runtimeMessage } from '../../../src/runtime/runc.js';
 
 /** A runtime that records its argv and stdin, then behaves as told by the subcommand. */
 const FAKE_RUNTIME = `#!/bin/sh
@@ -82,6 +82,15 @@ describe('runtime/runc', () => {
   it('list of nothing is empty; features of a runtime without the command is undefined', async () => {
     assert.deepEqual(await runc.list(), []);
     assert.equal(await runc.features(), undefined);
+    assert.equal(await runc.cachedFeatures(), undefined);
+  });
+
+  it('idmapped mounts come from the features document, not the version', () => {
+    // runc 1.5.3 and crun 1.19 say so; runc 1.1.5 has no mountExtensions, crun 1.8 no features at all.
+    assert.equal(idmapFromFeatures({ linux: { mountExtensions: { idmap: { enabled: true } } } }), true);
+    assert.equal(idmapFromFeatures({ linux: { mountExtensions: { idmap: { enabled: false } } } }), false);
+    assert.equal(idmapFromFeatures({ ociVersionMax: '1.0.2-dev', linux: { namespaces: ['user'] } }), false);
+    assert.equal(idmapFromFeatures(undefined), false);
   });
 
   it('a hung command is killed: DeadlineExceeded', async () => {
