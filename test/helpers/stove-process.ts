@@ -82,7 +82,9 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   const clients = await (async () => {
     try {
-      await waitUntilServing('the stove socket', child, () => out, async () => access(socket).then(() => true, () => false), 20_000);
+      // Generous: a daemon that exits is seen at once; one in an emulated guest beside other guests and
+      // builds has taken over 20 s to come up.
+      await waitUntilServing('the stove socket', child, () => out, async () => access(socket).then(() => true, () => false), 60_000);
       const started = criClients(socket);
       await waitUntilServing('stove to answer Version', child, () => out, async () => started.runtime.version({ version: 'v1' }).then(() => true, () => false), 20_000).catch((err: unknown) => {
         started.close();
