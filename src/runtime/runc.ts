@@ -3,6 +3,9 @@
  * Containers are created through conmon (monitor/conmon.ts); everything else about a container's
  * lifecycle goes through here. Errors carry the runtime's own message, taken from its JSON log lines.
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { runCommand } from '../platform/processes.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -109,7 +112,8 @@ function logfmtMessage(line: string): string | undefined {
 export function runtimeErrorKind(message: string): ErrorKind {
   // runc: "container does not exist"; crun: "error opening file `<root>/<id>/status`: No such file or directory".
   if (/does not exist|container .*not found|status`: No such file or directory/i.test(message)) return 'NotFound';
-  if (/not running|is paused|is stopped|stopped container|already (?:stopped|exited)|process already finished/i.test(message)) {
+  // crun: "kill container: No such process" for a container whose process is gone.
+  if (/not running|is paused|is stopped|stopped container|already (?:stopped|exited)|process already finished|No such process/i.test(message)) {
     return 'FailedPrecondition';
   }
   return 'Internal';
@@ -177,9 +181,20 @@ export class Runc {
     }
   }
 
-  /** `runc update --resources -`: applies an OCI `linux.resources` object to a live container. */
+  /**
+   * `runc update --resources <file>`: applies an OCI `linux.resources` object to a live container. A
+   * file, not `-` (stdin): crun opens `-` as `/dev/stdin`, which fails on the socket the daemon's spawn
+   * helper gives a child as stdin (ENXIO).
+   */
   async update(id: string, resources: unknown): Promise<void> {
-    await this.run(['update', '--resources', '-', id], `update resources of container "${id}"`, JSON.stringify(resources));
+    const dir = await mkdtemp(join(tmpdir(), 'stove-update-'));
+    try {
+      const file = join(dir, 'resources.json');
+      await writeFile(file, JSON.stringify(resources), { mode: 0o600 });
+      await this.run(['update', '--resources', file, id], `update resources of container "${id}"`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   }
 
   /** `runc pause` (freezes every process of the container). */

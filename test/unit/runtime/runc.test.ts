@@ -16,7 +16,7 @@ case "$sub" in
       *missing*) echo '{"level":"error","msg":"container does not exist","time":"2026-01-01T00:00:00Z"}' >&2; exit 1;;
     esac
     echo '{"ociVersion":"1.0.2","id":"c1","pid":42,"status":"running","bundle":"/b"}';;
-  update) cat > "$dir/stdin";;
+  update) for a in "$@"; do case "$prev" in --resources) cp "$a" "$dir/stdin";; esac; prev=$a; done;;
   delete)
     case "$*" in *missing*) echo '{"level":"error","msg":"container does not exist"}' >&2; exit 1;; esac;;
   kill)
@@ -73,9 +73,11 @@ describe('runtime/runc', () => {
     assert.match((await lastCall())!, /kill --all c1 KILL$/);
   });
 
-  it('update sends the resources as JSON on stdin', async () => {
+  it('update sends the resources as JSON in a file it removes afterwards (crun cannot read - from a socket)', async () => {
     await runc.update('c1', { cpu: { shares: 512 } });
-    assert.match((await lastCall())!, /update --resources - c1$/);
+    const file = /update --resources (\S+) c1$/.exec((await lastCall())!)?.[1];
+    assert.ok(file && file !== '-', 'a file');
+    await assert.rejects(readFile(file), { code: 'ENOENT' });
     assert.deepEqual(JSON.parse(await readFile(join(dir, 'stdin'), 'utf8')), { cpu: { shares: 512 } });
   });
 
@@ -125,6 +127,7 @@ describe('runtime/runc', () => {
     assert.equal(runtimeErrorKind('container does not exist'), 'NotFound');
     assert.equal(runtimeErrorKind('error opening file `/run/crun/x/status`: No such file or directory'), 'NotFound');
     assert.equal(runtimeErrorKind('cannot exec in a stopped container'), 'FailedPrecondition');
+    assert.equal(runtimeErrorKind('kill container: No such process'), 'FailedPrecondition');
     assert.equal(runtimeErrorKind('exec: "x": executable file not found in $PATH'), 'Internal');
   });
 });
