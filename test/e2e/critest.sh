@@ -94,7 +94,7 @@ fi
 OCI_RUNTIME_VERSION=$("$OCI_RUNTIME" --version | head -1)
 for tool in conmon ip iptables; do command -v "$tool" >/dev/null || skip "$tool is not installed"; done
 mirror_hostport=${MIRROR#*://}; mirror_hostport=${mirror_hostport%%/*}
-"$NODE" -e "fetch('$MIRROR/v2/', {signal: AbortSignal.timeout(3000)}).then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))" \
+"$NODE" -e "fetch('$MIRROR/v2/', {signal: AbortSignal.timeout(15000)}).then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))" \
   || skip "no registry answers at $MIRROR (the conformance kit: registry.sh start && python3 mkimages.py)"
 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
