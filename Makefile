@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-vm bench bench-pod-start clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-vm bench bench-pod-start clean
 
 setup:
 	@scripts/setup.sh
@@ -20,12 +20,20 @@ build: rootfs relay mount-helper spawn-helper
 bundle:
 	@if [ -d node_modules/esbuild ]; then $(NODE) scripts/bundle.mjs; else rm -rf dist/bundle; echo 'bundle: esbuild is missing (run make setup): stove serve runs dist/src unbundled'; fi
 
+# One test file seconds after an edit, without lint or type checks (scripts/test-one.mjs: esbuild
+# transpiles only the files newer than their dist/ output; `make build` checks them afterwards):
+#   make test-one FILE=test/unit/images/reference.test.ts [ARGS="-g 'pattern'"]
+test-one: rootfs relay mount-helper spawn-helper
+	@$(NODE) scripts/test-one.mjs $(FILE) $(ARGS)
+
 # typescript-eslint with type information (src/gen excluded), then knip for exports, files and
-# dependencies nothing uses, then the import rules of docs/architecture.md (no cycles, layers one way).
+# dependencies nothing uses, then the import rules of docs/architecture.md (no cycles, layers one way),
+# and no plain Error in src/ outside the documented list in test/lint/plain-errors.ts.
 # tsc's own checks (noUnused*, strict) run in `build`.
 lint:
 	@test -d node_modules/eslint -a -d node_modules/knip || { echo 'lint: eslint or knip is missing: run make setup'; exit 1; }
 	@$(NODE) test/lint/import-rules.ts
+	@$(NODE) test/lint/plain-errors.ts
 	@$(NODE) node_modules/eslint/bin/eslint.js --cache --cache-location dist/.eslintcache 'src/**/*.ts' 'test/**/*.ts' 'bench/**/*.ts'
 	@$(NODE) node_modules/knip/bin/knip.js --no-progress
 

@@ -21,7 +21,7 @@ import { CriuProbe } from './checkpoint/criu.js';
 import { SEARCH_ONLY_DIR, tightenPodDirs, tightenStateTrees } from './persist/tree-modes.js';
 import { Quarantine } from './persist/quarantine.js';
 import { podRootGid } from './sandbox/model.js';
-import { ImageService } from './images/image-service.js';
+import { ImageService, imageParts, type ImageServiceOptions } from './images/image-service.js';
 import { ImageStores } from './images/image-stores.js';
 import { Monitor } from './monitor/monitor.js';
 import { ExitWatcher } from './monitor/exits.js';
@@ -45,12 +45,15 @@ import { LifecycleEvents } from './pod/events.js';
 import { PodLifecycle } from './pod/lifecycle.js';
 import { StreamingServer, streamingOptionsFromConfig } from './streaming/server.js';
 import { CriStreamingBackend, streamingLookup } from './streaming/container-backend.js';
-import { CdiRegistry } from './cdi/index.js';
+import { CdiRegistry, runtimeSupportFrom } from './cdi/index.js';
 import { OciHookRegistry } from './oci-hooks/index.js';
 import { cdiEditor, ociHooksEditor } from './container/spec-editors.js';
 import { startObservability, type Observability } from './observability/start.js';
 import { metrics } from './observability/hooks.js';
-import { messageOf } from './common/errors.js';
+import { failedPrecondition, messageOf } from './common/errors.js';
+import { DEFAULT_SPAWN_HELPER, helperBinariesMissing } from './platform/spawn-helper.js';
+import { DEFAULT_MOUNT_HELPER } from './platform/mount-helper.js';
+import { DEFAULT_RELAY_PATH } from './monitor/attach.js';
 import { installPath } from './common/install-dir.js';
 
 /** Stove's version, from package.json. */
@@ -101,6 +104,9 @@ export interface Daemon {
 
 /** Builds every service, recovers state from disk, and serves the CRI on the configured socket. */
 export async function startDaemon(config: Config, log: RootLogger): Promise<Daemon> {
+  // The programs `make build` makes beside the daemon: without them it would start and fail later.
+  const missing = helperBinariesMissing([DEFAULT_SPAWN_HELPER, DEFAULT_MOUNT_HELPER, DEFAULT_RELAY_PATH]);
+  if (missing.length) throw failedPrecondition(`helper programs missing: ${missing.join(', ')} (make build builds them)`);
   await mkdir(config.state, { recursive: true, mode: SEARCH_ONLY_DIR });
   // Before recovery touches anything: refuse while another daemon owns this state dir or socket.
   const lock = await lockStateDir(config.state);
@@ -148,8 +154,8 @@ async function openQuarantine({ paths, log }: BuildContext): Promise<Quarantine>
  * runtime handler configured with an `image_store` of its own.
  */
 async function openImages({ config, paths, log }: BuildContext, quarantine: Quarantine): Promise<ImageStores> {
-  const open = (imagesDir: string, runtimeHandler: string) =>
-    ImageService.open({
+  const open = (imagesDir: string, runtimeHandler: string) => {
+    const options: ImageServiceOptions = {
       quarantine,
       imagesDir,
       stateDir: config.state,
@@ -166,7 +172,9 @@ async function openImages({ config, paths, log }: BuildContext, quarantine: Quar
       registries: config.registries,
       pinnedImages: config.images.pinned,
       log: log.child({ module: 'images', ...(runtimeHandler ? { runtimeHandler } : {}) }),
-    });
+    };
+    return ImageService.open(options, imageParts(options));
+  };
   const shared = await open(paths.imagesDir, '');
   const own = new Map<string, ImageService>();
   for (const [name, handler] of Object.entries(config.runtime.handlers)) {
@@ -200,6 +208,8 @@ async function buildRuntime({ config, paths, log }: BuildContext) {
       pidsLimit: config.runtime.pidsLimit,
       defaultUlimits: config.runtime.defaultUlimits,
       allowedAnnotations: config.runtime.allowedAnnotations,
+      imageVolumes: config.runtime.imageVolumes,
+      deviceOwnershipFromSecurityContext: config.runtime.deviceOwnershipFromSecurityContext,
     },
     log.child({ module: 'spec' }),
   );
@@ -255,7 +265,13 @@ async function buildContainers(
   const nriLifecycle = config.nri.enable
     ? new (await import('./nri/lifecycle.js')).NriLifecycle(
         sandboxes,
-        { cgroups: specSettings.cgroups, injectCdiDevices: async (spec, names) => void (await cdi.inject(spec, names)) },
+        {
+          cgroups: specSettings.cgroups,
+          injectCdiDevices: async (spec, names, handler) => {
+            const runtime = runtimes.get(handler);
+            await cdi.inject(spec, names, runtimeSupportFrom(runtime.binary, await runtime.features().catch(() => undefined)));
+          },
+        },
         log.child({ module: 'nri' }),
       )
     : undefined;
@@ -406,6 +422,8 @@ function applyLiveKeys(
     pidsLimit: next.runtime.pidsLimit,
     defaultUlimits: next.runtime.defaultUlimits,
     allowedAnnotations: next.runtime.allowedAnnotations,
+    imageVolumes: next.runtime.imageVolumes,
+    deviceOwnershipFromSecurityContext: next.runtime.deviceOwnershipFromSecurityContext,
   });
   live.containers.setLogSizeMax(next.runtime.logSizeMax);
   live.podNetwork.rescanConfig();

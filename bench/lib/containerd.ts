@@ -1,7 +1,8 @@
 /**
  * Debian's containerd (1.6) with its CRI plugin, started for a benchmark on its own socket, root and
- * state under a temp dir (nothing touches /var/lib/containerd or /run/containerd). Registries on
- * loopback are reached over plain http through the CRI plugin's mirror settings; pods get the given
+ * state under a temp dir (nothing touches /var/lib/containerd or /run/containerd), with the config the
+ * cluster and critest use too (test/e2e/containerd/config.toml). Registries on loopback are reached
+ * over plain http through certs.d hosts files; pods get the given
  * sandbox (pause) image, CNI conf dir and plugins, and runc state under the temp dir.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -10,6 +11,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile, access } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { criClients, type CriClients } from '../../test/helpers/cri-client.js';
+import { REPO_ROOT } from '../../test/helpers/stove-process.js';
 import { descendantsOf } from '../../src/monitor/exec-sync.js';
 import { unmountUnder } from './mounts.js';
 
@@ -72,52 +74,31 @@ export interface ContainerdOptions {
   maxConcurrentDownloads?: number;
 }
 
-function config(dir: string, o: ContainerdOptions): string {
+/** test/e2e/containerd/config.toml, the one containerd config of the cluster, critest and the benchmarks. */
+const CONFIG_TEMPLATE = join(REPO_ROOT, 'test/e2e/containerd/config.toml');
+
+/** The config with its @NAME@ fields filled in; a field left without a value is an error. */
+export async function containerdConfig(fields: Record<string, string>): Promise<string> {
+  let text = (await readFile(CONFIG_TEMPLATE, 'utf8'))
+    .split('\n')
+    .filter((line) => !line.startsWith('#'))
+    .join('\n');
+  for (const [name, value] of Object.entries(fields)) text = text.replaceAll(`@${name}@`, value);
+  const left = /@[A-Z_]+@/.exec(text);
+  if (left) throw new Error(`${CONFIG_TEMPLATE}: no value for ${left[0]}`);
+  return text;
+}
+
+/** certs.d/<host>/hosts.toml: plain http for the registries on loopback, and the mirrors. */
+async function writeHosts(certsDir: string, o: ContainerdOptions): Promise<void> {
   const hosts = new Set(o.registries ?? []);
   if (o.sandboxImage) hosts.add(o.sandboxImage.split('/')[0]!);
-  const mirrors = [...hosts]
-    .map((host) => [host, `http://${host}`])
-    .concat(Object.entries(o.mirrors ?? {}))
-    .map(([host, endpoint]) => `        [plugins."io.containerd.grpc.v1.cri".registry.mirrors."${host}"]\n          endpoint = ["${endpoint}"]\n`)
-    .join('');
-  return `version = 2
-root = "${dir}/root"
-state = "${dir}/state"
-oom_score = 0
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = "${dir}/containerd.sock"
-[ttrpc]
-  address = "${dir}/containerd.sock.ttrpc"
-[debug]
-  level = "warn"
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "${dir}/opt"
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "${o.sandboxImage ?? '127.0.0.1:1/pause:3.10'}"
-    max_concurrent_downloads = ${o.maxConcurrentDownloads ?? 3}
-    disable_apparmor = true
-    restrict_oom_score_adj = true
-    enable_unprivileged_ports = true
-    enable_unprivileged_icmp = true
-    tolerate_missing_hugetlb_controller = true
-    disable_hugetlb_controller = true
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          BinaryName = "/usr/sbin/runc"
-          Root = "${dir}/state/runc"
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "${o.cniBinDir ?? '/usr/lib/cni'}"
-      conf_dir = "${o.cniConfDir ?? `${dir}/cni`}"
-      max_conf_num = 1
-    [plugins."io.containerd.grpc.v1.cri".registry]
-      [plugins."io.containerd.grpc.v1.cri".registry.mirrors]
-${mirrors}`;
+  const entries: [string, string, string][] = [...hosts].map((host) => [host, `http://${host}`, `http://${host}`]);
+  for (const [host, endpoint] of Object.entries(o.mirrors ?? {})) entries.push([host, `https://${host}`, endpoint]);
+  for (const [host, server, endpoint] of entries) {
+    await mkdir(join(certsDir, host), { recursive: true });
+    await writeFile(join(certsDir, host, 'hosts.toml'), `server = "${server}"\n[host."${endpoint}"]\n  capabilities = ["pull", "resolve"]\n`);
+  }
 }
 
 /** `containerd github.com/containerd/containerd 1.6.x`, for report headings. */
@@ -129,7 +110,19 @@ export function containerdVersion(): string {
 export async function startContainerd(options: ContainerdOptions = {}): Promise<Containerd> {
   const dir = await mkdtemp(join(tmpdir(), 'stove-bench-containerd-'));
   if (!options.cniConfDir) await mkdir(join(dir, 'cni'));
-  await writeFile(join(dir, 'config.toml'), config(dir, options));
+  await writeHosts(join(dir, 'certs.d'), options);
+  const config = await containerdConfig({
+    ROOT: join(dir, 'root'),
+    STATE: join(dir, 'state'),
+    SOCKET: join(dir, 'containerd.sock'),
+    SANDBOX_IMAGE: options.sandboxImage ?? '127.0.0.1:1/pause:3.10',
+    MAX_CONCURRENT_DOWNLOADS: String(options.maxConcurrentDownloads ?? 3),
+    RUNC: '/usr/sbin/runc',
+    CNI_BIN_DIR: options.cniBinDir ?? '/usr/lib/cni',
+    CNI_CONF_DIR: options.cniConfDir ?? join(dir, 'cni'),
+    CERTS_DIR: join(dir, 'certs.d'),
+  });
+  await writeFile(join(dir, 'config.toml'), config);
   let out = '';
   // The shims and runc are looked up on PATH, whatever the caller's.
   const env = { ...process.env, PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };

@@ -1,5 +1,7 @@
 /** What every benchmark script does around its measurements: options, the report heading, the exit. */
 import { cpus } from 'node:os';
+import { basename } from 'node:path';
+import { recordResults } from './results.js';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { containerdVersion } from './containerd.js';
 
@@ -32,7 +34,8 @@ export function heading(title: string, details: string, containerd = containerdV
 /**
  * Runs a benchmark's main; a failure prints its stack and exits with 1. With `cleanup` (what main's
  * `finally` runs), SIGINT or SIGTERM runs it and exits with 130: a bench stopped midway must not leave
- * pods, mounts, bridges or iptables rules behind.
+ * pods, mounts, bridges or iptables rules behind. With `STOVE_BENCH_RESULTS` set to bench/RESULTS.md,
+ * what main printed goes there too once it succeeded (results.ts).
  */
 export function runBench(main: () => Promise<void>, cleanup?: () => Promise<void>): void {
   if (cleanup) {
@@ -48,7 +51,24 @@ export function runBench(main: () => Promise<void>, cleanup?: () => Promise<void
       });
     }
   }
-  main().catch((err: unknown) => {
+  const resultsFile = process.env.STOVE_BENCH_RESULTS;
+  let printed = '';
+  if (resultsFile) {
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+      printed += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+      return write(chunk, ...rest);
+    }) as typeof process.stdout.write;
+  }
+  const name = basename(process.argv[1] ?? 'bench', '.js');
+  const run = async () => {
+    await main();
+    if (resultsFile) {
+      await recordResults(resultsFile, name, printed);
+      process.stderr.write(`bench: the report is in ${resultsFile} (between <!-- bench:${name} --> markers)\n`);
+    }
+  };
+  run().catch((err: unknown) => {
     process.stderr.write(`bench: ${(err as Error).stack ?? String(err)}\n`);
     process.exit(1);
   });

@@ -9,6 +9,7 @@ import { lstat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { splitDevT, type OciHook as Hook, type OciDevice as LinuxDevice, type OciMount as Mount, type Spec } from '../oci/index.js';
 import type { CdiDeviceNode, ContainerEdits } from './spec-file.js';
+import { failedPrecondition } from '../common/errors.js';
 
 /** A device node with everything the OCI spec needs. */
 export interface CompleteDeviceNode extends CdiDeviceNode {
@@ -24,8 +25,9 @@ export interface ResolvedEdits extends Omit<ContainerEdits, 'deviceNodes'> {
 
 /** Concatenates edits in order; the last intelRdt wins. */
 export function mergeEdits(list: readonly ContainerEdits[]): ContainerEdits {
-  const out: ContainerEdits = { env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: [] };
+  const out: ContainerEdits = { env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: [], netDevices: [] };
   for (const e of list) {
+    out.netDevices.push(...e.netDevices);
     out.env.push(...e.env);
     out.deviceNodes.push(...e.deviceNodes);
     out.mounts.push(...e.mounts);
@@ -66,7 +68,7 @@ export function completeNode(node: CdiDeviceNode, host: HostNode | Error): Compl
   const hostPath = node.hostPath ?? node.path;
   const minimal = !!node.type && (!!node.major || node.type === 'p');
   if (host instanceof Error) {
-    if (!minimal) throw new Error(`failed to stat CDI host device "${hostPath}": ${host.message}`);
+    if (!minimal) throw failedPrecondition(`failed to stat CDI host device "${hostPath}": ${host.message}`);
     return { ...node, type: node.type!, major: node.major ?? 0, minor: node.minor ?? 0 };
   }
   const out = { ...node, fileMode: node.fileMode ?? host.fileMode };
@@ -74,7 +76,7 @@ export function completeNode(node: CdiDeviceNode, host: HostNode | Error): Compl
   // "u" (unbuffered character device) is what a char node may be called.
   const type = node.type ?? host.type;
   if ((type === 'u' ? 'c' : type) !== host.type) {
-    throw new Error(`CDI device ("${node.path}", "${hostPath}"): host type mismatch (${type}, ${host.type})`);
+    throw failedPrecondition(`CDI device ("${node.path}", "${hostPath}"): host type mismatch (${type}, ${host.type})`);
   }
   if (type === 'p') return { ...out, type, major: 0, minor: 0 };
   return node.major ? { ...out, type, major: node.major, minor: node.minor ?? 0 } : { ...out, type, major: host.major, minor: host.minor };
@@ -96,6 +98,12 @@ export function applyEdits(spec: Spec, edits: ResolvedEdits): string[] {
   if (edits.intelRdt) {
     spec.linux ??= {};
     spec.linux.intelRdt = { ...edits.intelRdt };
+  }
+  for (const n of edits.netDevices) {
+    const devices = ((spec.linux ??= {}).netDevices ??= {});
+    const old = devices[n.hostInterfaceName];
+    if (old && old.name !== n.name) conflicts.push(`net device ${n.hostInterfaceName}: "${old.name ?? ''}" replaced by "${n.name}"`);
+    devices[n.hostInterfaceName] = { name: n.name };
   }
   const user = (spec.process ??= { user: { uid: 0, gid: 0 }, args: [], cwd: '/' }).user;
   for (const gid of edits.additionalGids) {

@@ -17,6 +17,7 @@ import { ConfigDirs, readSmallFile } from '../platform/config-dirs.js';
 import type { Spec } from '../oci/index.js';
 import { applyEdits, mergeEdits, resolveEdits, type HostNode } from './edits.js';
 import { qualifiedName } from './names.js';
+import { unsupportedEdit, type RuntimeSupport } from './runtime-support.js';
 // The parser (and its YAML library) is imported with the first spec file: most nodes have none.
 import type { CdiDevice, CdiSpec, ContainerEdits } from './spec-file.js';
 
@@ -94,9 +95,11 @@ export class CdiRegistry {
   /**
    * Applies the edits of `devices` (qualified names) and of their specs to `spec`: each spec's own
    * edits once, before its first device's. Any unknown device is InvalidArgument naming every one; a
-   * device node missing on the host is FailedPrecondition. `spec` is untouched on failure.
+   * device node missing on the host, or an edit the container's runtime cannot do (`support`,
+   * runtime-support.ts; absent: not known, so no edit that needs a newer runtime is applied), is
+   * FailedPrecondition naming the device and the field. `spec` is untouched on failure.
    */
-  async inject(spec: Spec, devices: readonly string[]): Promise<CdiInjection> {
+  async inject(spec: Spec, devices: readonly string[], support?: RuntimeSupport): Promise<CdiInjection> {
     if (!devices.length) return { devices: [], conflicts: [] };
     const view = await this.current();
     const unresolved = devices.filter((d) => !view.devices.has(d));
@@ -110,6 +113,8 @@ export class CdiRegistry {
         edits.push(entry.spec.edits);
       }
       edits.push(entry.device.edits);
+      const unsupported = unsupportedEdit(name, mergeEdits([entry.spec.edits, entry.device.edits]), support);
+      if (unsupported) throw failedPrecondition(unsupported);
     }
     let resolved;
     try {

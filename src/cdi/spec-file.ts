@@ -9,16 +9,18 @@
  *   0.6.0  annotations (spec or device); dots in the class of `kind`
  *   0.7.0  intelRdt; additionalGids
  *   0.8.0, 1.0.0  no new fields (library changes only)
+ *   1.1.0  netDevices; intelRdt schemata and enableMonitoring (and intelRdt's enableCMT and enableMBM
+ *          are gone: a 1.1.0 spec using them is refused)
  *
- * 1.1.0 (netDevices, intelRdt schemata/enableMonitoring) needs a runtime newer than runc 1.1 and is
- * rejected like any unknown version.
+ * Whether the OCI runtime can do what a device's edits ask (netDevices, the 1.1.0 intelRdt fields) is
+ * checked when the device is injected (registry.ts), not here: the file is valid either way.
  */
 import { parse as parseYaml } from 'yaml';
 import type { OciHookStage as HookStage, LinuxIntelRdt } from '../oci/index.js';
 import { deviceNameProblem, splitKind, vendorOrClassProblem } from './names.js';
 
 /** The versions Stove reads, oldest first. */
-export const CDI_VERSIONS = ['0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '1.0.0'] as const;
+export const CDI_VERSIONS = ['0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '1.0.0', '1.1.0'] as const;
 export type CdiVersion = (typeof CDI_VERSIONS)[number];
 
 /** Spec files larger than this are rejected unread (real ones are a few KiB). */
@@ -47,6 +49,13 @@ export interface CdiMount {
   type?: string;
 }
 
+/** A host network interface moved into the container (1.1.0). */
+export interface CdiNetDevice {
+  hostInterfaceName: string;
+  /** Its name in the container. */
+  name: string;
+}
+
 export interface CdiHook {
   hookName: HookStage;
   path: string;
@@ -63,6 +72,7 @@ export interface ContainerEdits {
   hooks: CdiHook[];
   additionalGids: number[];
   intelRdt?: LinuxIntelRdt;
+  netDevices: CdiNetDevice[];
 }
 
 export interface CdiDevice {
@@ -127,6 +137,12 @@ export function checkSpec(data: unknown): CdiSpec {
     names.add(d.name);
   }
   const spec: CdiSpec = { version: version as CdiVersion, kind, ...split, annotations, devices, edits };
+  if (spec.version === '1.1.0') {
+    for (const [where, e] of [['containerEdits', edits], ...devices.map((d) => [`device "${d.name}"`, d.edits] as const)] as const) {
+      const dropped = (['enableCMT', 'enableMBM'] as const).find((k) => e.intelRdt?.[k]);
+      if (dropped) throw new SpecFileError(`${where}: intelRdt.${dropped} is not in cdiVersion 1.1.0 (use enableMonitoring)`);
+    }
+  }
   const needed = requiredVersion(spec);
   if (CDI_VERSIONS.indexOf(needed.version) > CDI_VERSIONS.indexOf(spec.version)) {
     throw new SpecFileError(`cdiVersion ${spec.version} is too old for ${needed.because}: it needs at least ${needed.version}`);
@@ -137,6 +153,9 @@ export function checkSpec(data: unknown): CdiSpec {
 /** The oldest version whose fields a spec uses, and the first field that needs it. */
 export function requiredVersion(spec: CdiSpec): { version: CdiVersion; because: string } {
   const all = [spec.edits, ...spec.devices.map((d) => d.edits)];
+  if (all.some((e) => e.netDevices.length)) return { version: '1.1.0', because: 'netDevices' };
+  if (all.some((e) => e.intelRdt?.schemata)) return { version: '1.1.0', because: 'intelRdt.schemata' };
+  if (all.some((e) => e.intelRdt?.enableMonitoring)) return { version: '1.1.0', because: 'intelRdt.enableMonitoring' };
   if (all.some((e) => e.intelRdt)) return { version: '0.7.0', because: 'intelRdt' };
   if (all.some((e) => e.additionalGids.length)) return { version: '0.7.0', because: 'additionalGids' };
   if (Object.keys(spec.annotations).length || spec.devices.some((d) => Object.keys(d.annotations).length)) {
@@ -161,20 +180,53 @@ function device(data: unknown, where: string): CdiDevice {
 }
 
 function isEmpty(e: ContainerEdits): boolean {
-  return !e.env.length && !e.deviceNodes.length && !e.mounts.length && !e.hooks.length && !e.additionalGids.length && !e.intelRdt;
+  return !e.env.length && !e.deviceNodes.length && !e.mounts.length && !e.hooks.length && !e.additionalGids.length && !e.intelRdt && !e.netDevices.length;
 }
 
 function containerEdits(data: unknown, where: string): ContainerEdits {
-  if (data === undefined || data === null) return { env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: [] };
-  const fields = object(data, where, ['env', 'deviceNodes', 'mounts', 'hooks', 'additionalGids', 'intelRdt']);
+  if (data === undefined || data === null) return { env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: [], netDevices: [] };
+  const fields = object(data, where, ['env', 'deviceNodes', 'mounts', 'hooks', 'additionalGids', 'intelRdt', 'netDevices']);
   const env = envList(fields.env, `${where}.env`);
   const deviceNodes = list(fields.deviceNodes, `${where}.deviceNodes`).map((d, i) => deviceNode(d, `${where}.deviceNodes[${i}]`));
   const mounts = list(fields.mounts, `${where}.mounts`).map((m, i) => mount(m, `${where}.mounts[${i}]`));
   const hooks = list(fields.hooks, `${where}.hooks`).map((h, i) => hook(h, `${where}.hooks[${i}]`));
   const additionalGids = list(fields.additionalGids, `${where}.additionalGids`).map((g, i) => integer(g, `${where}.additionalGids[${i}]`, 0xffffffff));
-  const edits: ContainerEdits = { env, deviceNodes, mounts, hooks, additionalGids };
+  const netDevices = list(fields.netDevices, `${where}.netDevices`).map((n, i) => netDevice(n, `${where}.netDevices[${i}]`));
+  checkNetDevicesUnique(netDevices, `${where}.netDevices`);
+  const edits: ContainerEdits = { env, deviceNodes, mounts, hooks, additionalGids, netDevices };
   if (fields.intelRdt !== undefined && fields.intelRdt !== null) edits.intelRdt = intelRdt(fields.intelRdt, `${where}.intelRdt`);
   return edits;
+}
+
+/** Linux's rule for an interface name (dev_valid_name): 1 to 15 bytes, not "." or "..", no "/", ":" or blank. */
+function interfaceNameProblem(name: string): string | undefined {
+  if (Buffer.byteLength(name) > 15) return 'longer than 15 bytes';
+  if (name === '.' || name === '..') return 'not a name';
+  if (/[/:\s]/.test(name)) return 'contains "/", ":" or white space';
+  return undefined;
+}
+
+function netDevice(data: unknown, where: string): CdiNetDevice {
+  const fields = object(data, where, ['hostInterfaceName', 'name']);
+  const hostInterfaceName = requiredString(fields, 'hostInterfaceName', where);
+  const name = requiredString(fields, 'name', where);
+  for (const [key, value] of [['hostInterfaceName', hostInterfaceName], ['name', name]] as const) {
+    const problem = interfaceNameProblem(value);
+    if (problem) throw new SpecFileError(`${where}.${key}: "${value.slice(0, 64)}" is not a network interface name (${problem})`);
+  }
+  return { hostInterfaceName, name };
+}
+
+/** The reference's check: one entry per host interface and per name in one set of edits. */
+function checkNetDevicesUnique(devices: readonly CdiNetDevice[], where: string): void {
+  const hosts = new Set<string>();
+  const names = new Set<string>();
+  for (const d of devices) {
+    if (hosts.has(d.hostInterfaceName)) throw new SpecFileError(`${where}: host interface "${d.hostInterfaceName}" named twice`);
+    if (names.has(d.name)) throw new SpecFileError(`${where}: interface name "${d.name}" used twice`);
+    hosts.add(d.hostInterfaceName);
+    names.add(d.name);
+  }
 }
 
 function deviceNode(data: unknown, where: string): CdiDeviceNode {
@@ -229,13 +281,18 @@ function hook(data: unknown, where: string): CdiHook {
 }
 
 function intelRdt(data: unknown, where: string): LinuxIntelRdt {
-  const fields = object(data, where, ['closID', 'l3CacheSchema', 'memBwSchema', 'enableCMT', 'enableMBM']);
+  const fields = object(data, where, ['closID', 'l3CacheSchema', 'memBwSchema', 'enableCMT', 'enableMBM', 'schemata', 'enableMonitoring']);
   const rdt: LinuxIntelRdt = {};
   for (const key of ['closID', 'l3CacheSchema', 'memBwSchema'] as const) {
     const v = optionalString(fields, key, where);
     if (v) rdt[key] = v;
   }
-  for (const key of ['enableCMT', 'enableMBM'] as const) {
+  if (fields.schemata !== undefined && fields.schemata !== null) {
+    const schemata = stringList(fields.schemata, `${where}.schemata`);
+    if (schemata.length > 64 || schemata.some((l) => l.length > 4096 || l.includes('\n'))) throw new SpecFileError(`${where}.schemata: want at most 64 lines of at most 4096 characters, without newlines`);
+    rdt.schemata = schemata; // present, even empty, needs 1.1.0 (as the reference has it)
+  }
+  for (const key of ['enableCMT', 'enableMBM', 'enableMonitoring'] as const) {
     if (fields[key] === undefined || fields[key] === null) continue;
     if (typeof fields[key] !== 'boolean') throw new SpecFileError(`${where}.${key}: want true or false`);
     if (fields[key]) rdt[key] = true;

@@ -3,6 +3,7 @@
  * Required checks make the command exit non-zero; advisory ones only warn.
  */
 import { access, constants, readFile, statfs } from 'node:fs/promises';
+import { release } from 'node:os';
 import { join } from 'node:path';
 import type { Config } from '../config/schema.js';
 import { pathsFor } from '../config/paths.js';
@@ -77,11 +78,43 @@ async function checkCniConfig(config: Config): Promise<CheckResult> {
     : { name: 'cni config', status: 'warn', detail: lookup.reason, fix: `put a .conflist in ${config.network.cniConfDir} (make run installs a default one); pods cannot start until then` };
 }
 
-async function checkOverlay(): Promise<CheckResult> {
-  const fs = await readFile('/proc/filesystems', 'utf8').catch(() => '');
-  return /\boverlay\b/.test(fs)
-    ? { name: 'overlayfs', status: 'ok', detail: 'overlay filesystem available' }
-    : { name: 'overlayfs', status: 'fail', detail: 'overlay not in /proc/filesystems', fix: 'modprobe overlay' };
+/** Where checkOverlay looks: the kernel's filesystems and its module directory (`uname -r`). */
+export interface OverlaySources {
+  filesystems: string;
+  modulesDir: string;
+}
+
+const OVERLAY_SOURCES: OverlaySources = { filesystems: '/proc/filesystems', modulesDir: `/lib/modules/${release()}` };
+
+/** A module path as modules.dep and modules.builtin name it: kernel/fs/overlayfs/overlay.ko[.xz|.zst|.gz]. */
+const OVERLAY_MODULE = /^(kernel\/fs\/overlayfs\/overlay\.ko(?:\.[a-z]+)?)(?::|$)/m;
+
+/**
+ * overlayfs: registered with the kernel (ok), a module the kernel loads on the first overlay mount (warn:
+ * a fresh node has not mounted one yet, which is healthy), or neither (fail: images cannot be mounted).
+ */
+export async function checkOverlay(sources: OverlaySources): Promise<CheckResult> {
+  const name = 'overlayfs';
+  const fs = await readFile(sources.filesystems, 'utf8').catch(() => '');
+  if (/\boverlay\b/.test(fs)) return { name, status: 'ok', detail: 'overlay filesystem available' };
+  const builtin = await readFile(join(sources.modulesDir, 'modules.builtin'), 'utf8').catch(() => '');
+  if (OVERLAY_MODULE.test(builtin)) return { name, status: 'ok', detail: `overlay built into the kernel (${sources.modulesDir}/modules.builtin)` };
+  const dep = await readFile(join(sources.modulesDir, 'modules.dep'), 'utf8').catch(() => '');
+  const module = OVERLAY_MODULE.exec(dep)?.[1];
+  if (module && (await access(join(sources.modulesDir, module)).then(() => true, () => false))) {
+    return {
+      name,
+      status: 'warn',
+      detail: `overlay module not loaded yet: ${join(sources.modulesDir, module)} (the kernel loads it on the first overlay mount)`,
+      fix: 'nothing is needed; modprobe overlay loads it now',
+    };
+  }
+  return {
+    name,
+    status: 'fail',
+    detail: `overlay not in ${sources.filesystems} and no overlay module in ${sources.modulesDir}`,
+    fix: 'use a kernel with CONFIG_OVERLAY_FS (built in or as a module), or install its modules package',
+  };
 }
 
 /** The v2 controllers Stove's limits and stats use; a node without one of them cannot honour a CRI field. */
@@ -228,7 +261,7 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkBinary('conmon', config.runtime.conmon, 'conmon'),
     checkCniPlugins(config),
     checkCniConfig(config),
-    checkOverlay(),
+    checkOverlay(OVERLAY_SOURCES),
     checkCgroups(),
     checkCgroupDriver(config),
     checkIptables(),

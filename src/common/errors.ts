@@ -32,6 +32,8 @@ export const notFound = (message: string, cause?: unknown) => new StoveError('No
 export const alreadyExists = (message: string, cause?: unknown) => new StoveError('AlreadyExists', message, { cause });
 export const failedPrecondition = (message: string, cause?: unknown) =>
   new StoveError('FailedPrecondition', message, { cause });
+export const unavailable = (message: string, cause?: unknown) => new StoveError('Unavailable', message, { cause });
+export const cancelled = (message: string, cause?: unknown) => new StoveError('Cancelled', message, { cause });
 export const unimplemented = (message: string, cause?: unknown) => new StoveError('Unimplemented', message, { cause });
 export const internal = (message: string, cause?: unknown) => new StoveError('Internal', message, { cause });
 

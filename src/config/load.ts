@@ -14,6 +14,7 @@ import {
   defaultRegistryConfig,
   DEFAULT_CONFIG_DIR,
   DEFAULT_CONFIG_PATH,
+  IMAGE_VOLUMES_MODES,
   type Config,
   type RegistryConfig,
   type RuntimeHandlerConfig,
@@ -113,6 +114,8 @@ function validate(config: Config, source: string): void {
     throw new ConfigError(`${source}: "log_level" must be one of ${LOG_LEVELS.join(', ')}, got "${config.logLevel}"`);
   if (config.runtime.cgroupDriver !== 'cgroupfs' && config.runtime.cgroupDriver !== 'systemd')
     throw new ConfigError(`${source}: "runtime.cgroup_driver" must be "cgroupfs" or "systemd", got ${JSON.stringify(config.runtime.cgroupDriver)}`);
+  if (!IMAGE_VOLUMES_MODES.includes(config.runtime.imageVolumes))
+    throw new ConfigError(`${source}: "runtime.image_volumes" must be one of ${IMAGE_VOLUMES_MODES.map((m) => `"${m}"`).join(', ')}, got ${JSON.stringify(config.runtime.imageVolumes)}`);
   for (const key of ['socket', 'root', 'state'] as const) {
     if (!config[key].startsWith('/')) throw new ConfigError(`${source}: "${key}" must be an absolute path, got "${config[key]}"`);
   }

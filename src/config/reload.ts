@@ -17,6 +17,8 @@ export const LIVE_KEYS: readonly string[] = [
   'runtime.pids_limit',
   'runtime.allowed_annotations',
   'runtime.log_size_max',
+  'runtime.image_volumes',
+  'runtime.device_ownership_from_security_context',
   'metrics.',
   'tracing.',
 ];

@@ -64,7 +64,19 @@ export interface RuntimeConfig {
    * (besides `<root>/checkpoints`, always allowed); the kubelet's by default.
    */
   checkpointDirs: string[];
+  /**
+   * What an image's declared `VOLUME`s get (docs/cri.md): `copy` (containerd's default) a writable
+   * directory of the container's own holding the image's content there; `mkdir` (CRI-O's default) the
+   * directory made in the root filesystem; `ignore` nothing.
+   */
+  imageVolumes: ImageVolumesMode;
+  /** CRI devices owned by the container's runAsUser/runAsGroup instead of the host node's owner. */
+  deviceOwnershipFromSecurityContext: boolean;
 }
+
+/** `runtime.image_volumes`. */
+export type ImageVolumesMode = 'copy' | 'mkdir' | 'ignore';
+export const IMAGE_VOLUMES_MODES: readonly ImageVolumesMode[] = ['copy', 'mkdir', 'ignore'];
 
 export interface CdiConfig {
   /** CDI spec directories, in increasing priority (a later dir's device replaces an earlier one's). */
@@ -226,6 +238,8 @@ export function defaultConfig(): Config {
       allowedAnnotations: [],
       hooksDirs: ['/usr/share/containers/oci/hooks.d', '/etc/containers/oci/hooks.d'],
       checkpointDirs: ['/var/lib/kubelet/checkpoints'],
+      imageVolumes: 'copy',
+      deviceOwnershipFromSecurityContext: false,
     },
     network: {
       cniConfDir: '/etc/cni/net.d',

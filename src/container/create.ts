@@ -2,7 +2,7 @@
  * CreateContainer as named steps (containerd `CreateContainer`, CRI-O `createSandboxContainer`):
  *
  *   check sandbox and request → resolve image → reserve name → bundle dir → overlay rootfs
- *   → host preparation (user from the image's passwd/group, mounts, devices, seccomp) → OCI spec
+ *   → image volumes, the image's declared VOLUMEs (copies beside the writable layer) → host preparation (user from the image's passwd/group, mounts, devices, seccomp) → OCI spec
  *   → spec editors (CDI devices, OCI hooks)
  *   → log dir → conmon + runc create → record written
  *
@@ -25,16 +25,19 @@ import { makePodDir } from '../persist/tree-modes.js';
 import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { applySpecEditors } from './spec-editors.js';
+import { runtimeSupportFrom } from '../cdi/index.js';
 import { destroyRuntimeContainer } from './teardown.js';
 import { containerName, type ContainerRecord, type ImageVolumeRecord } from './model.js';
 import { effectiveStopSignal } from './stop-signal.js';
 import { checkImageMounts, hasImageVolumes, mountImageVolumes } from './image-volumes.js';
+import { copyDeclaredVolumes, declaredVolumes, hostOwner, makeDeclaredVolumeDirs } from './declared-volumes.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
 import { prepareLogFile, removeMade } from './log-file.js';
 import { StepTimer } from '../observability/steps.js';
 import type { CheckpointMetadata } from '../checkpoint/archive.js';
 import { applyWritableLayer, CRIU_CONFIG_ANNOTATION, restoreLog, writeRestoreCriuConfig } from '../checkpoint/restore.js';
 import type { CreatedContainer } from '../monitor/conmon.js';
+import type { IdShift } from '../storage/idshift.js';
 
 /** What a restored container has until StartContainer runs `runc restore`: no process, no monitor. */
 const NOT_YET_RESTORED: CreatedContainer = { pid: 0, pidStartTime: 0n, conmonPid: 0, conmonStartTime: 0n };
@@ -230,7 +233,18 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
       specPlan = { ...plan, config: { ...config, mounts: mounted.mounts } };
       lap('image volumes');
     }
-    ({ spec, host, edits, adjustedResources } = await writeBundle(options, specPlan, bundleDir, rootfsDir));
+    // The image's declared VOLUMEs (runtime.image_volumes, read once per create): copies beside the
+    // writable layer, removed with it by the cleanup above; or dirs made in the root filesystem.
+    const volumesMode = options.specSettings.imageVolumes ?? 'copy';
+    const what = `image "${plan.imageName}"`;
+    const declared = volumesMode === 'ignore' ? [] : declaredVolumes(image.config.Volumes, config.mounts, what);
+    if (volumesMode === 'copy' && declared.length) {
+      const copies = await copyDeclaredVolumes(rootfsDir, declared, options.images.declaredVolumesDir(id), hostOwner(0, 0, idShift), what);
+      specPlan = { ...specPlan, config: { ...specPlan.config, mounts: [...specPlan.config.mounts, ...copies] } };
+      lap('declared volumes');
+    }
+    const mkdirVolumes = volumesMode === 'mkdir' && declared.length ? { paths: declared, idShift, what } : undefined;
+    ({ spec, host, edits, adjustedResources } = await writeBundle(options, specPlan, bundleDir, rootfsDir, mkdirVolumes));
     lap('spec');
     gate.resolve();
   } catch (err) {
@@ -286,6 +300,7 @@ async function writeBundle(
   plan: CreatePlan,
   bundleDir: string,
   rootfsDir: string,
+  mkdirVolumes?: { paths: string[]; idShift: IdShift | undefined; what: string },
 ): Promise<{ spec: Spec; host: ContainerHostInputs; edits: Record<string, unknown>; adjustedResources?: LinuxContainerResources }> {
   const { config, sandbox, image } = plan;
   let host: ContainerHostInputs;
@@ -294,6 +309,8 @@ async function writeBundle(
   } catch (err) {
     throw wrap(err, 'failed to prepare the container');
   }
+  // CRI-O's `mkdir`: owned by the container's user, in its writable layer (removed with it).
+  if (mkdirVolumes) await makeDeclaredVolumeDirs(rootfsDir, mkdirVolumes.paths, hostOwner(host.user.uid, host.user.gid, mkdirVolumes.idShift), mkdirVolumes.what);
   const spec = buildContainerSpec({
     id: plan.id,
     config,
@@ -312,7 +329,8 @@ async function writeBundle(
     targetPid: plan.targetPid,
     settings: options.specSettings,
   });
-  const edits = await applySpecEditors(options.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig });
+  const runtime = async () => runtimeSupportFrom(plan.runtime.binary, await plan.runtime.features().catch(() => undefined));
+  const edits = await applySpecEditors(options.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig, runtime });
   // The one point where extensions (NRI plugins) see and adjust the finished spec.
   const adjustedResources = options.lifecycle ? await options.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec }) : undefined;
   // Last, so that no request annotation or extension sets what CRIU is told for the restore.

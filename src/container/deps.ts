@@ -37,7 +37,7 @@ export interface SandboxLookup {
  */
 export type ContainerImages = Pick<
   ImageStores,
-  'getImage' | 'manifestFacts' | 'hasOwnStore' | 'mountRootfs' | 'mountImageVolume' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage' | 'holders' | 'unpackArchive' | 'upperDirOf'
+  'getImage' | 'manifestFacts' | 'hasOwnStore' | 'mountRootfs' | 'mountImageVolume' | 'declaredVolumesDir' | 'removeRootfs' | 'rootfsUsage' | 'heldImage' | 'holdImage' | 'holders' | 'unpackArchive' | 'upperDirOf'
 >;
 
 /** The OCI runtime for a pod's runtime handler ('' = runc). */

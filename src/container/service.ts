@@ -22,7 +22,7 @@ import type { Logger } from '../common/logger.js';
 import { writeFileAtomic } from '../persist/atomic-file.js';
 import { execProcess } from '../monitor/exec-dir.js';
 import { MonitorError } from '../monitor/errors.js';
-import { EXEC_SYNC_MAX_OUTPUT } from '../monitor/exec-sync.js';
+import { EXEC_SYNC_MAX_OUTPUT, execSync } from '../monitor/exec-sync.js';
 import { exitReason, wasOomKilled, type ExitRecord } from '../monitor/exits.js';
 import { readOomKills, readParentOomKills, removeCgroup } from '../platform/cgroups.js';
 import { RuncError, type Runc } from '../runtime/runc.js';
@@ -653,7 +653,7 @@ export class ContainerService {
     const proc = execProcess(r.process, cmd, false);
     let result;
     try {
-      result = await this.options.monitor.execSync(this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name, signal });
+      result = await execSync(this.options.monitor.config, this.runtimeOf(r), r.id, proc, timeoutSeconds, { name: r.name, signal });
       metrics().execSync(result.exitCode === 0 ? 'ok' : 'nonzero_exit');
     } catch (err) {
       metrics().execSync(isKind(err, 'DeadlineExceeded') ? 'timeout' : 'error');

@@ -6,7 +6,7 @@
  */
 import type { ContainerConfig, PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { Logger } from '../common/logger.js';
-import { requestedDevices, type CdiRegistry } from '../cdi/index.js';
+import { requestedDevices, type CdiRegistry, type RuntimeSupport } from '../cdi/index.js';
 import type { OciHookRegistry } from '../oci-hooks/index.js';
 import type { Spec } from '../oci/index.js';
 
@@ -15,6 +15,8 @@ export interface SpecEditRequest {
   id: string;
   config: ContainerConfig;
   podConfig: PodSandboxConfig;
+  /** What the container's OCI runtime can do (asked only by an editor that needs it). */
+  runtime?: () => Promise<RuntimeSupport>;
 }
 
 export interface SpecEditor {
@@ -38,13 +40,13 @@ export async function applySpecEditors(editors: readonly SpecEditor[], spec: Spe
 export function cdiEditor(cdi: Pick<CdiRegistry, 'inject'>, log: Logger): SpecEditor {
   return {
     key: 'cdiDevices',
-    async edit(spec, { id, config }) {
+    async edit(spec, { id, config, runtime }) {
       const devices = requestedDevices(
         config.CDIDevices.map((d) => d.name),
         config.annotations,
       );
       if (!devices.length) return undefined;
-      const injected = await cdi.inject(spec, devices);
+      const injected = await cdi.inject(spec, devices, runtime ? await runtime() : undefined);
       for (const conflict of injected.conflicts) log.warn('CDI edit replaced an earlier one', { container: id, conflict });
       log.info('CDI devices injected', { container: id, devices: injected.devices });
       return injected.devices;

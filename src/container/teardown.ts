@@ -1,5 +1,5 @@
 /** Removing a container from its runtime and monitor, tolerating whatever is already gone. */
-import { setTimeout as delay } from 'node:timers/promises';
+import { pollUntil } from '../common/poll.js';
 import type { Monitor } from '../monitor/monitor.js';
 import { isSameProcessAlive, signalProcess } from '../monitor/process.js';
 import type { Runc } from '../runtime/runc.js';
@@ -21,14 +21,11 @@ const CONMON_EXIT_WAIT_MS = 3000;
 export async function destroyRuntimeContainer(monitor: Monitor, runtime: Runc, id: string, conmon: ConmonRef | undefined): Promise<void> {
   await runtime.delete(id, true);
   if (conmon && conmon.pid > 0) {
-    const deadline = Date.now() + CONMON_EXIT_WAIT_MS;
-    while (await isSameProcessAlive(conmon.pid, conmon.startTime)) {
-      if (Date.now() > deadline) {
-        signalProcess(conmon.pid, 'SIGKILL');
-        break;
-      }
-      await delay(10);
-    }
+    const gone = await pollUntil(async () => !(await isSameProcessAlive(conmon.pid, conmon.startTime)), {
+      timeoutMs: CONMON_EXIT_WAIT_MS,
+      maxIntervalMs: 50,
+    });
+    if (!gone) signalProcess(conmon.pid, 'SIGKILL');
   }
   await monitor.removeContainerFiles(id);
 }

@@ -114,6 +114,43 @@ export interface FsUsage {
   inodes: bigint;
 }
 
+/**
+ * The stores and clients an ImageService works with. daemon.ts builds them with imageParts() and hands
+ * them in; a test may put a fake in any place (a registry client that answers what the test wants).
+ */
+export interface ImageParts {
+  blobs: BlobStore;
+  layers: LayerStore;
+  store: ImageStore;
+  certs: CertsDirs;
+  policies: PolicyStore;
+  client: RegistryClient;
+  pool: UnpackPool;
+}
+
+/** The real parts for `options`' dirs, registries, certs, policies and download limits. */
+export function imageParts(options: ImageServiceOptions): ImageParts {
+  const certs = new CertsDirs(options.certsDirs ?? []);
+  return {
+    blobs: new BlobStore(options.imagesDir),
+    layers: new LayerStore(options.imagesDir),
+    store: new ImageStore(options.imagesDir),
+    certs,
+    policies: new PolicyStore({
+      policyFile: options.signaturePolicy ?? '',
+      policyDir: options.signaturePolicyDir ?? '',
+      log: options.log.child({ module: 'signature-policy' }),
+    }),
+    client: new RegistryClient({
+      registries: options.registries,
+      stallTimeoutMs: options.stallTimeoutSeconds * 1000,
+      log: options.log.child({ module: 'registry' }),
+      certs,
+    }),
+    pool: new UnpackPool({ size: Math.max(1, options.maxConcurrentDownloads) }),
+  };
+}
+
 export class ImageService {
   private readonly blobs: BlobStore;
   private readonly layers: LayerStore;
@@ -134,26 +171,14 @@ export class ImageService {
   /** What records Stove could not read may reference (gc-protection.ts); none until `open` reads them. */
   private protection: GcProtection = { hexes: new Set(), heldImages: new Set(), blockers: [] };
 
-  private constructor(private readonly options: ImageServiceOptions) {
+  private constructor(
+    private readonly options: ImageServiceOptions,
+    parts: ImageParts,
+  ) {
     this.log = options.log;
-    this.blobs = new BlobStore(options.imagesDir);
-    this.layers = new LayerStore(options.imagesDir);
-    this.store = new ImageStore(options.imagesDir);
+    ({ blobs: this.blobs, layers: this.layers, store: this.store, certs: this.certs, policies: this.policies, client: this.client, pool: this.pool } = parts);
     this.holdsDir = join(options.imagesDir, 'holds');
     this.pinned = new PinnedImages(options.pinnedImages ?? []);
-    this.certs = new CertsDirs(options.certsDirs ?? []);
-    this.policies = new PolicyStore({
-      policyFile: options.signaturePolicy ?? '',
-      policyDir: options.signaturePolicyDir ?? '',
-      log: options.log.child({ module: 'signature-policy' }),
-    });
-    this.client = new RegistryClient({
-      registries: options.registries,
-      stallTimeoutMs: options.stallTimeoutSeconds * 1000,
-      log: options.log.child({ module: 'registry' }),
-      certs: this.certs,
-    });
-    this.pool = new UnpackPool({ size: Math.max(1, options.maxConcurrentDownloads) });
     this.puller = new Puller({
       blobs: this.blobs,
       layers: this.layers,
@@ -176,8 +201,8 @@ export class ImageService {
   }
 
   /** Opens the store: loads images, layers and holds, and removes leftovers of interrupted work. */
-  static async open(options: ImageServiceOptions): Promise<ImageService> {
-    const service = new ImageService(options);
+  static async open(options: ImageServiceOptions, parts: ImageParts): Promise<ImageService> {
+    const service = new ImageService(options, parts);
     await mkdir(options.imagesDir, { recursive: true, mode: 0o700 });
     // A runtime handler's own store may be a dir the operator made: images are root's alone.
     if (((await stat(options.imagesDir)).mode & 0o777) !== 0o700) await chmod(options.imagesDir, 0o700);
@@ -661,16 +686,29 @@ export class ImageService {
     return join(this.fsDir(containerId), 'upper');
   }
 
-  /** Bytes and inodes of a container's writable layer. */
+  /**
+   * Where a container's copies of its image's declared VOLUMEs go (`<n>` each): beside its writable
+   * layer, so they are counted with it and removed with it (`removeRootfs`).
+   */
+  declaredVolumesDir(containerId: string): string {
+    return join(this.fsDir(containerId), 'volumes');
+  }
+
+  /** Bytes and inodes of a container's writable layer and its declared volumes' copies. */
   async rootfsUsage(containerId: string): Promise<DiskUsage> {
-    const upper = join(this.fsDir(containerId), 'upper');
+    const fs = this.fsDir(containerId);
+    const [upper, volumes] = await Promise.all([this.usageOf(join(fs, 'upper'), containerId), this.usageOf(join(fs, 'volumes'), containerId)]);
+    return { bytes: upper.bytes + volumes.bytes, inodes: upper.inodes + volumes.inodes };
+  }
+
+  private async usageOf(dir: string, containerId: string): Promise<DiskUsage> {
     try {
-      await stat(upper);
+      await stat(dir);
     } catch {
       return { bytes: 0n, inodes: 0n };
     }
-    return diskUsage(upper).catch((err: unknown) => {
-      this.log.debug('measuring a writable layer failed', { containerId, error: messageOf(err) });
+    return diskUsage(dir).catch((err: unknown) => {
+      this.log.debug('measuring a writable layer failed', { containerId, dir, error: messageOf(err) });
       return { bytes: 0n, inodes: 0n };
     });
   }

@@ -148,6 +148,10 @@ export class ImageStores {
     return this.ofContainer(containerId).removeRootfs(containerId);
   }
 
+  declaredVolumesDir(containerId: string): string {
+    return this.ofContainer(containerId).declaredVolumesDir(containerId);
+  }
+
   rootfsUsage(containerId: string): Promise<DiskUsage> {
     return this.ofContainer(containerId).rootfsUsage(containerId);
   }

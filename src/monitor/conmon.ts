@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { invalidArgument, messageOf } from '../common/errors.js';
+import { pollUntil } from '../common/poll.js';
 import type { Logger } from '../common/logger.js';
 import { startProcess, type SpawnedProcess } from '../platform/processes.js';
 import { runtimeMessage, type Runc } from '../runtime/runc.js';
@@ -285,7 +286,7 @@ async function stopConmon(pidFile: string, id: string): Promise<void> {
   const pid = await readPidFile(pidFile);
   if (!pid || !(await isConmonFor(pid, id))) return;
   signalProcess(pid, 'SIGKILL');
-  for (let i = 0; i < 100 && (await processStartTime(pid)) !== undefined; i++) await delay(20);
+  await pollUntil(async () => (await processStartTime(pid)) === undefined, { timeoutMs: 2000, maxIntervalMs: 100 });
 }
 
 /** True when pid is a conmon whose command line names this container. */

@@ -2,14 +2,19 @@
  * conmon's control FIFO `<bundle>/ctl`: text lines `<type> <a> <b>\n`; `1 <height> <width>` resizes the
  * terminal, `2 0 0` reopens the log file (conmon ctrl.c).
  *
- * conmon's parser handles only the first message of each read correctly, so writes to one FIFO are
- * serialised with a short pause between them. The FIFO is opened non-blocking: a blocking open would
- * hang forever once conmon is gone (it fails with ENXIO instead).
+ * conmon's parser handles only the first message of each read correctly (it parses every line of a
+ * read from the buffer's start), so two messages must never wait in the FIFO together: writes to one
+ * FIFO are serialised, and a write that follows the previous one within MESSAGE_GAP_MS first waits out
+ * the rest of that gap, the time conmon's main loop takes to read a message. conmon says nothing when
+ * it has read one (a resize has no visible effect outside its terminal), so the gap is the one wait
+ * left; a lone write, the usual case, returns at once. The FIFO is opened non-blocking: a blocking open
+ * would hang forever once conmon is gone (it fails with ENXIO instead).
  */
 import { constants } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { KeyedMutex } from '../common/locks.js';
+import { poll } from '../common/poll.js';
 import { MonitorError } from './errors.js';
 
 const RESIZE = 1;
@@ -18,10 +23,14 @@ const REOPEN_LOGS = 2;
 const MESSAGE_GAP_MS = 15;
 
 const writers = new KeyedMutex();
+/** When the last message went to each FIFO (performance.now()), while it may still be unread. */
+const lastWrite = new Map<string, number>();
 
 /** Writes one control message to a ctl FIFO. `id` is only for error messages. */
 export async function writeCtl(ctlPath: string, type: number, a: number, b: number, id: string): Promise<void> {
   await writers.run(ctlPath, async () => {
+    const since = performance.now() - (lastWrite.get(ctlPath) ?? -Infinity);
+    if (since < MESSAGE_GAP_MS) await delay(MESSAGE_GAP_MS - since);
     let handle;
     try {
       handle = await open(ctlPath, constants.O_WRONLY | constants.O_NONBLOCK);
@@ -37,7 +46,11 @@ export async function writeCtl(ctlPath: string, type: number, a: number, b: numb
     } finally {
       await handle.close();
     }
-    await delay(MESSAGE_GAP_MS);
+    const at = performance.now();
+    lastWrite.set(ctlPath, at);
+    setTimeout(() => {
+      if (lastWrite.get(ctlPath) === at) lastWrite.delete(ctlPath);
+    }, MESSAGE_GAP_MS).unref();
   });
 }
 
@@ -57,15 +70,14 @@ export async function resizeTerminal(ctlPath: string, width: number, height: num
 export async function reopenLog(ctlPath: string, logPath: string, id: string, timeoutMs = 5000): Promise<void> {
   const before = await inode(logPath);
   await writeCtl(ctlPath, REOPEN_LOGS, 0, 0, id);
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const now = await inode(logPath);
-    if (now !== undefined && now !== before) return;
-    if (Date.now() >= deadline) {
-      throw new MonitorError('DeadlineExceeded', `container "${id}" did not reopen its log file ${logPath} within ${timeoutMs} ms`, id);
-    }
-    await delay(10);
-  }
+  const reopened = await poll(
+    async () => {
+      const now = await inode(logPath);
+      return now !== undefined && now !== before ? true : undefined;
+    },
+    { timeoutMs, maxIntervalMs: 50 },
+  );
+  if (!reopened) throw new MonitorError('DeadlineExceeded', `container "${id}" did not reopen its log file ${logPath} within ${timeoutMs} ms`, id);
 }
 
 async function inode(path: string): Promise<bigint | undefined> {

@@ -13,6 +13,7 @@
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { StoveError, messageOf } from '../common/errors.js';
+import { pollUntil } from '../common/poll.js';
 import { runtimeErrorKind, runtimeMessage, type Runc } from '../runtime/runc.js';
 import { detachConmon, releaseConmon, spawnConmon, type ConmonConfig } from './conmon.js';
 import { parseCriLog } from './cri-log.js';
@@ -194,9 +195,11 @@ class ExecDeadline {
    * or after GONE_TIMEOUT_MS.
    */
   async waitGone(): Promise<void> {
-    const until = Date.now() + GONE_TIMEOUT_MS;
+    const until = performance.now() + GONE_TIMEOUT_MS;
     for (const [pid, started] of this.killed) {
-      while ((await isSameProcessAlive(pid, started)) && Date.now() < until) await delay(10);
+      const timeoutMs = until - performance.now();
+      if (timeoutMs <= 0) return;
+      await pollUntil(async () => !(await isSameProcessAlive(pid, started)), { timeoutMs, maxIntervalMs: 50 });
     }
   }
 }

@@ -9,7 +9,7 @@ import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
-import { setTimeout as delay } from 'node:timers/promises';
+import { poll } from '../common/poll.js';
 
 /** One recorded exit. */
 export interface ExitRecord {
@@ -50,12 +50,7 @@ export async function readExit(exitsDir: string, id: string): Promise<ExitRecord
  * written it; CRI-O waits the same way). Undefined when it never appears.
  */
 export async function waitForExit(exitsDir: string, id: string, timeoutMs = 5000): Promise<ExitRecord | undefined> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const record = await readExit(exitsDir, id);
-    if (record || Date.now() >= deadline) return record;
-    await delay(25);
-  }
+  return poll(() => readExit(exitsDir, id), { timeoutMs, intervalMs: 5, maxIntervalMs: 50 });
 }
 
 /** Every exit file in the dir, for recovery at start. */

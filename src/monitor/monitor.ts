@@ -13,9 +13,8 @@ import {
   type CreateContainerOptions,
   type CreatedContainer,
 } from './conmon.js';
-import { reopenLog, resizeTerminal } from './ctl.js';
+import { reopenLog } from './ctl.js';
 import { execStreaming, type ExecSession, type ExecStreamOptions } from './exec-stream.js';
-import { execSync, type ExecSyncOptions, type ExecSyncResult } from './exec-sync.js';
 import type { OciProcess } from './exec-dir.js';
 import { readExit, waitForExit, type ExitRecord } from './exits.js';
 import { isSameProcessAlive } from './process.js';
@@ -58,11 +57,6 @@ export class Monitor {
     return isSameProcessAlive(created.conmonPid, created.conmonStartTime);
   }
 
-  /** Runs a process to completion in the container (CRI ExecSync). */
-  execSync(runtime: Runc, id: string, proc: OciProcess, timeoutSeconds: number, options?: ExecSyncOptions): Promise<ExecSyncResult> {
-    return execSync(this.config, runtime, id, proc, timeoutSeconds, options);
-  }
-
   /** Starts an interactive process in the container (CRI Exec through the streaming server). */
   exec(runtime: Runc, id: string, proc: OciProcess, opts: ExecStreamOptions): Promise<ExecSession> {
     return execStreaming(this.config, this.relayPath, runtime, id, proc, opts);
@@ -71,11 +65,6 @@ export class Monitor {
   /** Attaches to the container's stdio (CRI Attach). */
   attach(id: string, io: SessionIo): Promise<AttachSession> {
     return attachContainer(this.config.attachDir, this.relayPath, id, io, this.config.log);
-  }
-
-  /** Resizes the container's terminal. */
-  resize(id: string, width: number, height: number): Promise<void> {
-    return resizeTerminal(this.ctlPath(id), width, height, id);
   }
 
   /** Makes conmon reopen the container's log (after the caller renamed it); returns once the new file exists. */

@@ -4,6 +4,7 @@
  * the same without `version`. Stove converts results so every plugin of a list (and every cached
  * result handed to DEL/CHECK) sees the list's own version, as libcni's GetAsVersion does.
  */
+import { internal } from '../common/errors.js';
 
 /** The newest spec version Stove speaks (ADD/DEL/CHECK/VERSION; STATUS and GC are not used). */
 export const MAX_SUPPORTED_VERSION = '1.1.0';
@@ -100,7 +101,7 @@ function fromLegacy(raw: Record<string, unknown>): CniResult {
  * 0.1.0/0.2.0 is not supported (those versions have no chaining), so the input comes back as is.
  */
 export function convertResult(raw: unknown, toVersion: string): CniResult {
-  if (typeof raw !== 'object' || raw === null) throw new Error('result is not a JSON object');
+  if (typeof raw !== 'object' || raw === null) throw internal('result is not a JSON object');
   const input = raw as Record<string, unknown>;
   const from = typeof input.cniVersion === 'string' ? input.cniVersion : '0.1.0';
   if (!versionAtLeast(toVersion, '0.3.0')) return input as CniResult;

@@ -12,7 +12,7 @@
  */
 import { ContainerState, type Container, type ContainerAdjustment, type PodSandbox } from '../gen/nri/api.js';
 import type { ContainerConfig, LinuxContainerResources } from '../gen/runtime/v1/api.js';
-import { messageOf } from '../common/errors.js';
+import { messageOf, notFound } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import type { ContainerLifecycle } from '../container/deps.js';
 import type { ContainerRecord } from '../container/model.js';
@@ -66,7 +66,7 @@ export class NriLifecycle implements ContainerLifecycle {
       snapshot: () => this.snapshot(containers),
       updateContainer: async (update) => {
         const record = containers.find(update.containerId);
-        if (!record) throw new Error(`container "${update.containerId}" not found`);
+        if (!record) throw notFound(`container "${update.containerId}" not found`);
         await containers.updateResources(record.id, nriResourcesToCri(update.linux?.resources), { fromExtension: true });
       },
     };
@@ -90,7 +90,7 @@ export class NriLifecycle implements ContainerLifecycle {
       spec: c.spec,
     });
     const adjust = await this.nri.createContainer(pod, container);
-    await applyAdjustment(c.spec, adjust, { ...this.adjustHost, warn: (m) => this.log.warn(m, { container: c.id }) });
+    await applyAdjustment(c.spec, adjust, { ...this.adjustHost, runtimeHandler: c.sandbox.runtimeHandler, warn: (m) => this.log.warn(m, { container: c.id }) });
     this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id }));
     return adjust.linux?.resources || adjust.linux?.oomScoreAdj ? recordedResources(c.config.linux?.resources, c.spec, adjust) : undefined;
   }

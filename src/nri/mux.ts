@@ -7,6 +7,7 @@
 import type { Duplex } from 'node:stream';
 import { ByteQueue } from './byte-queue.js';
 import { TTRPC_HEADER_LENGTH, TTRPC_MAX_MESSAGE } from './ttrpc-frame.js';
+import { unavailable } from '../common/errors.js';
 
 export const MUX_HEADER_LENGTH = 8;
 /** The largest chunk either side writes or accepts: one whole ttrpc message. */
@@ -49,7 +50,7 @@ export class Mux {
 
   /** Writes bytes on a logical connection, cut into chunks no larger than the limit. */
   write(connId: number, data: Buffer): void {
-    if (this.closed) throw new Error('connection closed');
+    if (this.closed) throw unavailable('connection closed');
     let off = 0;
     do {
       this.trunk.write(encodeMuxChunk(connId, data.subarray(off, off + MUX_MAX_PAYLOAD)));

@@ -31,6 +31,7 @@ import type { SpawnedProcess } from '../platform/processes.js';
 import { Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN } from './mux.js';
 import { callMethod, Code, serveMethod, TtrpcChannel, TtrpcFatalError, TtrpcHandlerError } from './ttrpc.js';
 import { TTRPC_MAX_MESSAGE } from './ttrpc-frame.js';
+import { failedPrecondition } from '../common/errors.js';
 
 /** Every event a plugin can subscribe to: bits 0..10 (event n is bit n-1). */
 export const VALID_EVENTS = (1 << 11) - 1;
@@ -186,9 +187,9 @@ export class NriPlugin {
       },
       this.options.timeouts.requestMs,
     ).catch((err: Error) => {
-      throw new Error(`failed to configure plugin: ${err.message}`);
+      throw failedPrecondition(`failed to configure plugin: ${err.message}`);
     });
-    if (rpl.events & ~VALID_EVENTS) throw new Error(`invalid plugin events: 0x${(rpl.events & ~VALID_EVENTS).toString(16)}`);
+    if (rpl.events & ~VALID_EVENTS) throw failedPrecondition(`invalid plugin events: 0x${(rpl.events & ~VALID_EVENTS).toString(16)}`);
     this.events = rpl.events === 0 ? VALID_EVENTS : rpl.events;
   }
 
@@ -206,7 +207,7 @@ export class NriPlugin {
       );
       if (more && (rpl.update.length > 0 || rpl.more !== more)) {
         this.close('plugin does not handle split sync requests');
-        throw new Error('plugin does not handle split sync requests');
+        throw failedPrecondition('plugin does not handle split sync requests');
       }
       updates = rpl.update;
     }

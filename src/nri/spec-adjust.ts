@@ -12,8 +12,13 @@ import { removalKey } from './result.js';
 /** What the host offers for the parts of an adjustment that need more than the spec. */
 export interface AdjustHost {
   cgroups: ResourceHost;
-  /** Injects CDI devices by fully qualified name; absent when Stove has no CDI registry. */
-  injectCdiDevices?: (spec: Spec, names: string[]) => Promise<void>;
+  /**
+   * Injects CDI devices by fully qualified name, for a container of a pod of `runtimeHandler` (whose OCI
+   * runtime decides which CDI edits can be applied); absent when Stove has no CDI registry.
+   */
+  injectCdiDevices?: (spec: Spec, names: string[], runtimeHandler: string) => Promise<void>;
+  /** The runtime handler of the container's pod ('' = the default). */
+  runtimeHandler?: string;
   /** Told of settings accepted but not applied. */
   warn?: (message: string) => void;
 }
@@ -27,7 +32,7 @@ export async function applyAdjustment(spec: Spec, adjust: ContainerAdjustment | 
   if (adjust.CDIDevices?.length) {
     const names = adjust.CDIDevices.map((d) => d.name);
     if (!host.injectCdiDevices) throw invalidArgument(`CDI devices ${names.join(', ')} requested, but Stove has no CDI device registry`);
-    await host.injectCdiDevices(spec, names);
+    await host.injectCdiDevices(spec, names, host.runtimeHandler ?? '');
   }
   const linux = adjust.linux;
   if (linux) {

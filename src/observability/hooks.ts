@@ -2,6 +2,11 @@
  * The narrow calls the rest of Stove makes to report what it does: metrics and trace spans. Until
  * `[metrics]` or `[tracing]` turns one on (start.ts installs the real ones), they do nothing, so an
  * idle daemon with both off loads neither prom-client nor OpenTelemetry.
+ *
+ * This is Stove's one registry object for process-wide state (docs/architecture.md, "Process-wide
+ * state"): the recorder and tracer are installed once, by observability/start.ts at start-up (tests
+ * install fakes with installObservability), and read through metrics() and tracer() where an event
+ * happens, instead of being passed through every constructor between daemon.ts and that place.
  */
 
 /** How an ExecSync ended, for `stove_exec_sync_total{result}`. */

@@ -3,14 +3,15 @@
  * sandbox's facts, the image config and what the host preparation found (host-prepare.ts). Reads like
  * containerd's `buildLinuxSpec`: a list of named steps applied to an empty spec.
  *
- * Not in the spec (conmon's business): stdin, stdin_once, log_path. The image's declared Volumes are
- * ignored, as containerd does by default.
+ * Not in the spec (conmon's business): stdin, stdin_once, log_path. The image's declared Volumes come
+ * in as CRI mounts (or directories made in the root filesystem) from the container module
+ * (container/declared-volumes.ts), by `runtime.image_volumes`.
  */
 import { NamespaceMode, type ContainerConfig, type Mount as CriMount, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { invalidArgument } from '../common/errors.js';
 import { containerAnnotations, withCriAnnotations } from './annotations.js';
 import { withAllCapabilities, withCapabilities } from './caps.js';
-import { withAllDevicesAllowed, withDevices, type ResolvedDevice } from './devices.js';
+import { devicesOwnedByRunAs, withAllDevicesAllowed, withDevices, type ResolvedDevice } from './devices.js';
 import { withContainerMounts, type PodFiles } from './mounts.js';
 import { containerNamespaces, podNamespaceModes, withNamespaces, type PodNamespaceModes } from './namespaces.js';
 import { applyOpts, emptySpec, type SpecOpt } from './opts.js';
@@ -111,7 +112,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Spec {
       readonlyRootfs,
     }),
     withMaskedPaths(sc?.maskedPaths ?? [], sc?.readonlyPaths ?? [], privileged),
-    withDevices(host.devices),
+    withDevices(settings.deviceOwnershipFromSecurityContext ? devicesOwnedByRunAs(host.devices, sc?.runAsUser?.value, sc?.runAsGroup?.value) : host.devices),
     withCapabilities(settings.defaultCapabilities, sc?.capabilities, settings.allCapabilities),
     ...(privileged
       ? [withAllCapabilities(settings.allCapabilities), withWritableSysfsAndCgroupfs, withDevices(host.hostDevices), withAllDevicesAllowed]

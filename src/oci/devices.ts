@@ -51,6 +51,20 @@ export const withDevices = (devices: readonly ResolvedDevice[]): SpecOpt => (spe
   resourcesOf(spec).devices = rules;
 };
 
+/**
+ * `runtime.device_ownership_from_security_context`: the container's CRI devices owned by its
+ * runAsUser and runAsGroup instead of the host node's owner and group, each only where it is set and
+ * not 0 (containerd `WithDevices`, CRI-O `specAddContainerConfigDevices`). A privileged container's host
+ * devices and CDI devices keep theirs, as in both peers.
+ */
+export function devicesOwnedByRunAs(devices: readonly ResolvedDevice[], runAsUser: bigint | undefined, runAsGroup: bigint | undefined): ResolvedDevice[] {
+  const id = (v: bigint | undefined) => (v !== undefined && v > 0n && v <= 0xffffffffn ? Number(v) : undefined);
+  const uid = id(runAsUser);
+  const gid = id(runAsGroup);
+  if (uid === undefined && gid === undefined) return [...devices];
+  return devices.map((d) => ({ ...d, ...(uid !== undefined ? { uid } : {}), ...(gid !== undefined ? { gid } : {}) }));
+}
+
 /** Privileged: every device allowed by the cgroup (containerd `WithAllDevicesAllowed`). */
 export const withAllDevicesAllowed: SpecOpt = (spec) => {
   resourcesOf(spec).devices = [{ allow: true, access: 'rwm' }];

@@ -28,7 +28,15 @@ export interface SpecSettingsConfig {
   defaultUlimits?: readonly string[];
   /** Config `runtime.allowed_annotations`. */
   allowedAnnotations?: readonly string[];
+  /** Config `runtime.image_volumes`. */
+  imageVolumes?: 'copy' | 'mkdir' | 'ignore';
+  /** Config `runtime.device_ownership_from_security_context`. */
+  deviceOwnershipFromSecurityContext?: boolean;
 }
+
+/** The keys of SpecSettingsConfig a reload may change. */
+type LiveConfig = Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits' | 'allowedAnnotations' | 'imageVolumes' | 'deviceOwnershipFromSecurityContext'>;
+type LiveSettings = Pick<SpecSettings, 'pidsLimit' | 'defaultRlimits' | 'allowedAnnotations' | 'imageVolumes' | 'deviceOwnershipFromSecurityContext'>;
 
 /** The pause container's root filesystem: `rootfs/pause` of the install directory (built by `make rootfs`). */
 export const PAUSE_ROOTFS = installPath('rootfs/pause');
@@ -52,10 +60,10 @@ export function kernelSupportsRro(kernelRelease: string): boolean {
 }
 
 /** The settings a config reload may change (for containers created after it). */
-function liveSpecSettings(
-  config: Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits' | 'allowedAnnotations'>,
-): Pick<SpecSettings, 'pidsLimit' | 'defaultRlimits' | 'allowedAnnotations'> {
+function liveSpecSettings(config: LiveConfig): LiveSettings {
   return {
+    imageVolumes: config.imageVolumes ?? 'copy',
+    deviceOwnershipFromSecurityContext: config.deviceOwnershipFromSecurityContext ?? false,
     allowedAnnotations: config.allowedAnnotations ?? [],
     pidsLimit: config.pidsLimit !== undefined && config.pidsLimit > 0 ? config.pidsLimit : undefined,
     defaultRlimits: config.defaultUlimits?.length ? parseUlimits(config.defaultUlimits) : undefined,
@@ -66,8 +74,10 @@ function liveSpecSettings(
  * Applies a reloaded configuration to the one SpecSettings object the spec builders read at each
  * create; the host facts in it stay.
  */
-export function reloadSpecSettings(settings: SpecSettings, config: Pick<SpecSettingsConfig, 'pidsLimit' | 'defaultUlimits' | 'allowedAnnotations'>): void {
+export function reloadSpecSettings(settings: SpecSettings, config: LiveConfig): void {
   const live = liveSpecSettings(config);
+  settings.imageVolumes = live.imageVolumes;
+  settings.deviceOwnershipFromSecurityContext = live.deviceOwnershipFromSecurityContext;
   settings.allowedAnnotations = live.allowedAnnotations;
   settings.pidsLimit = live.pidsLimit;
   settings.defaultRlimits = live.defaultRlimits;

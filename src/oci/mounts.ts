@@ -5,9 +5,10 @@
  * default mount under /dev. Bind mounts are added shallowest first so that none hides another.
  *
  * Host-side checks (creating missing host paths, resolving symlinks, propagation of the source mount)
- * happen before, in host-mounts.ts `prepareMounts`. The image's declared Volumes are ignored, as
- * containerd does by default: the kubelet mounts what a pod needs. `selinux_relabel` is ignored: Stove
- * runs on hosts without SELinux (no mount label is set either).
+ * happen before, in host-mounts.ts `prepareMounts`. The image's declared Volumes reach this file as CRI
+ * mounts of per-container directories (container/declared-volumes.ts, `runtime.image_volumes = "copy"`,
+ * containerd's default), behind the request's own. `selinux_relabel` is ignored: Stove runs on hosts
+ * without SELinux (no mount label is set either).
  */
 import { posix } from 'node:path';
 import { MountPropagation, Mount as CriMount } from '../gen/runtime/v1/api.js';

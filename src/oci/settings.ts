@@ -31,4 +31,8 @@ export interface SpecSettings {
   allowedAnnotations?: readonly string[];
   /** Rlimits for every app container (`runtime.default_ulimits`); absent = the runtime's own. */
   defaultRlimits?: readonly POSIXRlimit[];
+  /** What an image's declared VOLUMEs get (`runtime.image_volumes`); absent = `copy`. */
+  imageVolumes?: 'copy' | 'mkdir' | 'ignore';
+  /** CRI devices owned by runAsUser/runAsGroup (`runtime.device_ownership_from_security_context`). */
+  deviceOwnershipFromSecurityContext?: boolean;
 }

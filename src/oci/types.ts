@@ -108,15 +108,25 @@ export interface Linux {
   readonlyPaths?: string[];
   mountLabel?: string;
   intelRdt?: LinuxIntelRdt;
+  /** Host network interfaces moved into the container's network namespace, by host name (runtime-spec 1.3). */
+  netDevices?: Record<string, LinuxNetDevice>;
 }
 
-/** Intel RDT (resctrl) class of service, as runtime-spec 1.0.2 has it. */
+/** Intel RDT (resctrl) class of service: runtime-spec 1.0.2's fields, and 1.3's `schemata` and `enableMonitoring`. */
 export interface LinuxIntelRdt {
   closID?: string;
   l3CacheSchema?: string;
   memBwSchema?: string;
   enableCMT?: boolean;
   enableMBM?: boolean;
+  schemata?: string[];
+  enableMonitoring?: boolean;
+}
+
+/** A host network interface in the container (runtime-spec 1.3 `linux.netDevices` value). */
+export interface LinuxNetDevice {
+  /** Its name in the container; the host name when absent. */
+  name?: string;
 }
 
 export interface LinuxIDMapping {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { readJsonFile, writeJsonAtomic, type WriteOptions } from './atomic-file.js';
 import { resolveIdPrefix } from '../common/ids.js';
 import type { Logger } from '../common/logger.js';
-import { messageOf } from '../common/errors.js';
+import { messageOf, notFound } from '../common/errors.js';
 import type { Quarantine, QuarantineKind } from './quarantine.js';
 
 export interface Identified {
@@ -83,7 +83,7 @@ export class RecordStore<T extends Identified> {
    */
   async update(id: string, change: (record: T) => void, options?: WriteOptions): Promise<T> {
     const current = this.records.get(id);
-    if (!current) throw new Error(`${this.kind} ${id} not in store`);
+    if (!current) throw notFound(`${this.kind} ${id} not in store`);
     const next = structuredClone(current);
     change(next);
     await this.put(next, options);

@@ -11,6 +11,7 @@ import { mkdir, readdir, readFile, rmdir, writeFile, access } from 'node:fs/prom
 import { existsSync, readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import { internal, notFound, invalidArgument } from '../common/errors.js';
+import { poll } from '../common/poll.js';
 import { readMountInfo, type MountInfo } from './proc.js';
 
 /** One mounted cgroup hierarchy. */
@@ -437,21 +438,30 @@ async function subtree(top: string): Promise<string[]> {
   return out;
 }
 
+/** rmdir, again while the cgroup is busy (EBUSY) for up to retries × delayMs; gone already is fine. */
 async function rmdirRetrying(dir: string, retries: number, delayMs: number): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await rmdir(dir);
-      return;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') return;
-      if (code !== 'EBUSY' || attempt >= retries) {
-        const procs = ((await readOptional(posix.join(dir, 'cgroup.procs'))) ?? '').trim().split('\n').filter(Boolean);
-        throw internal(`failed to remove cgroup ${dir}: ${(err as Error).message}${procs.length ? ` (processes still inside: ${procs.join(' ')})` : ''}`, err);
+  let busy: unknown;
+  const removed = await poll(
+    async () => {
+      try {
+        await rmdir(dir);
+        return true;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') return true;
+        if (code !== 'EBUSY') throw await cgroupRemovalError(dir, err);
+        busy = err;
+        return undefined;
       }
-      await new Promise((r) => setTimeout(r, delayMs));
-    }
-  }
+    },
+    { timeoutMs: retries * delayMs, intervalMs: Math.min(10, delayMs), maxIntervalMs: delayMs },
+  );
+  if (!removed) throw await cgroupRemovalError(dir, busy);
+}
+
+async function cgroupRemovalError(dir: string, err: unknown): Promise<Error> {
+  const procs = ((await readOptional(posix.join(dir, 'cgroup.procs'))) ?? '').trim().split('\n').filter(Boolean);
+  return internal(`failed to remove cgroup ${dir}: ${(err as Error).message}${procs.length ? ` (processes still inside: ${procs.join(' ')})` : ''}`, err);
 }
 
 /** The cgroup path of a process in one v1 controller's hierarchy, or its v2 path (`controller` = ''). */

@@ -5,6 +5,7 @@
 import { getSystemErrorName } from 'node:util';
 import { mountHelper, SyscallError } from './mount-helper.js';
 import { commandFailure, runCommand } from './processes.js';
+import { internal } from '../common/errors.js';
 
 export interface NodeSpec {
   /** Char device, block device or fifo. */
@@ -26,7 +27,7 @@ export async function makeNode(path: string, node: NodeSpec): Promise<void> {
   const helper = mountHelper();
   if (helper) {
     await helper.mknod(path, node.type, node.mode & 0o7777, node.major, node.minor).catch((err: Error) => {
-      if (!(err instanceof SyscallError)) throw new Error(`mknod ${path}: ${err.message}`, { cause: err });
+      if (!(err instanceof SyscallError)) throw internal(`mknod ${path}: ${err.message}`, err);
       throw Object.assign(new Error(`mknod ${path}: ${err.text}`, { cause: err }), { code: getSystemErrorName(-err.errno) });
     });
     return;
@@ -35,5 +36,5 @@ export async function makeNode(path: string, node: NodeSpec): Promise<void> {
   const args = ['-m', (node.mode & 0o777).toString(8), path, node.type];
   if (node.type !== 'p') args.push(String(node.major), String(node.minor));
   const r = await runCommand('mknod', { args, timeoutMs: MKNOD_TIMEOUT_MS, maxOutputBytes: 64 * 1024 });
-  if (r.exitCode !== 0) throw new Error(`mknod ${path}: ${commandFailure(r)}`);
+  if (r.exitCode !== 0) throw internal(`mknod ${path}: ${commandFailure(r)}`);
 }

@@ -14,18 +14,19 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { installPath } from '../common/install-dir.js';
+import { StoveError, internal } from '../common/errors.js';
 
 /** Where `make build` puts the helper. */
 export const DEFAULT_MOUNT_HELPER = installPath('dist/libexec/stove-mount-helper');
 
 /** A failed system call in the helper, with its errno. */
-export class SyscallError extends Error {
+export class SyscallError extends StoveError {
   constructor(
     readonly call: string,
     readonly errno: number,
     readonly text: string,
   ) {
-    super(`${call}: ${text || `errno ${errno}`}`);
+    super('Internal', `${call}: ${text || `errno ${errno}`}`);
   }
 }
 
@@ -178,9 +179,16 @@ export class MountHelper {
 
 let shared: MountHelper | null | undefined;
 
-/** The process's helper, or undefined when it was not built (callers then use util-linux). */
+/**
+ * The process's helper; undefined only when a test chose none (setMountHelper(null): callers then use
+ * util-linux). A missing binary is an error naming it, never a silent fallback: the daemon checks for
+ * it at start-up.
+ */
 export function mountHelper(): MountHelper | undefined {
-  if (shared === undefined) shared = existsSync(DEFAULT_MOUNT_HELPER) ? new MountHelper(DEFAULT_MOUNT_HELPER) : null;
+  if (shared === undefined) {
+    if (!existsSync(DEFAULT_MOUNT_HELPER)) throw internal(`${DEFAULT_MOUNT_HELPER} is missing (make build builds it)`);
+    shared = new MountHelper(DEFAULT_MOUNT_HELPER);
+  }
   return shared ?? undefined;
 }
 

@@ -16,6 +16,25 @@ const MAX_SYMLINKS = 40;
  * would leave the root.
  */
 export async function resolveInRoot(root: string, relativePath: string, what: string): Promise<string> {
+  const { path, missing } = await resolvePrefix(root, relativePath, what);
+  if (missing) throw notFound(`${what} does not exist (no "${missing}")`);
+  return path;
+}
+
+/**
+ * As `resolveInRoot`, but a path whose last components do not exist is fine: the answer is where they
+ * would be made (`exists` false). A `..` after a missing component, which no lookup could resolve,
+ * is InvalidArgument.
+ */
+export async function resolveInRootAllowMissing(root: string, relativePath: string, what: string): Promise<{ path: string; exists: boolean }> {
+  const { path, missing, rest } = await resolvePrefix(root, relativePath, what);
+  if (!missing) return { path, exists: true };
+  if (rest.includes('..')) throw invalidArgument(`${what} leads through "${missing}", which does not exist, and then ".."`);
+  return { path: join(path, ...rest), exists: false };
+}
+
+/** Resolves as far as the tree goes: the path reached, and the first missing component with those after it. */
+async function resolvePrefix(root: string, relativePath: string, what: string): Promise<{ path: string; missing?: string; rest: string[] }> {
   let pending = components(relativePath);
   const resolved: string[] = [];
   let followed = 0;
@@ -31,9 +50,10 @@ export async function resolveInRoot(root: string, relativePath: string, what: st
     try {
       isLink = (await lstat(path)).isSymbolicLink();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') {
-        throw notFound(`${what} does not exist (no "${[...resolved, part].join('/')}")`);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        return { path: join(root, ...resolved), missing: [...resolved, part].join('/'), rest: [part, ...pending] };
       }
+      if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') throw notFound(`${what} does not exist (no "${[...resolved, part].join('/')}")`);
       throw err;
     }
     if (!isLink) {
@@ -45,7 +65,7 @@ export async function resolveInRoot(root: string, relativePath: string, what: st
     if (target.startsWith('/')) resolved.length = 0;
     pending = [...components(target), ...pending];
   }
-  return join(root, ...resolved);
+  return { path: join(root, ...resolved), rest: [] };
 }
 
 function components(path: string): string[] {

@@ -7,7 +7,7 @@
  */
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
-import { failedPrecondition } from '../common/errors.js';
+import { failedPrecondition, StoveError } from '../common/errors.js';
 
 // libuv adds O_CLOEXEC to every open.
 const { O_RDONLY, O_WRONLY, O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
@@ -33,12 +33,12 @@ export function fileTypeName(mode: number): string {
 }
 
 /** An error whose code says why an untrusted file was refused (ENOTREG is Stove's own). */
-export class UntrustedFileError extends Error {
+export class UntrustedFileError extends StoveError {
   constructor(
     message: string,
     readonly code: 'ELOOP' | 'ENOTREG' | 'EFBIG',
   ) {
-    super(message);
+    super('FailedPrecondition', message);
     this.name = 'UntrustedFileError';
   }
 }

@@ -4,14 +4,16 @@
  * child's pipes. `child_process.spawn` forks the daemon itself, which copies the page tables of its
  * whole heap, blocks the event loop until the child has exec'd and leaves the child to tear that copy
  * down: 2-3 ms per process, several times on every pod and container start. `spawnProcess` gives the
- * same interface either way and falls back to `child_process.spawn` when the helper was not built.
+ * same interface either way; `child_process.spawn` is used only where a test asks for it
+ * (setSpawnHelper(null)). Without the built helper the daemon does not start (daemon.ts names it).
  *
  * The helper is started on first use and again after it died (children it had started keep running,
  * but their pipes to the daemon are lost: each such process reports an error).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { internal } from '../common/errors.js';
 import { EventEmitter } from 'node:events';
-import { existsSync } from 'node:fs';
+import { accessSync, constants as fsConstants, existsSync } from 'node:fs';
 import { constants } from 'node:os';
 import { Duplex, type Readable, type Writable } from 'node:stream';
 import { installPath } from '../common/install-dir.js';
@@ -336,10 +338,29 @@ export class SpawnHelper {
 
 let shared: SpawnHelper | null | undefined;
 
-/** The process's helper, or undefined when it was not built (spawnProcess then forks the daemon). */
+/**
+ * The process's helper; undefined only when a test chose none (setSpawnHelper(null): spawnProcess then
+ * forks). A missing binary is an error naming it, never a silent fork: the daemon checks for it at
+ * start-up (helperBinariesMissing).
+ */
 export function spawnHelper(): SpawnHelper | undefined {
-  if (shared === undefined) shared = existsSync(DEFAULT_SPAWN_HELPER) ? new SpawnHelper(DEFAULT_SPAWN_HELPER) : null;
+  if (shared === undefined) {
+    if (!existsSync(DEFAULT_SPAWN_HELPER)) throw internal(`${DEFAULT_SPAWN_HELPER} is missing (make build builds it)`);
+    shared = new SpawnHelper(DEFAULT_SPAWN_HELPER);
+  }
   return shared ?? undefined;
+}
+
+/** The helper programs `make build` makes that are not there, for the daemon's start-up check. */
+export function helperBinariesMissing(paths: readonly string[]): string[] {
+  return paths.filter((path) => {
+    try {
+      accessSync(path, fsConstants.X_OK);
+      return false;
+    } catch {
+      return true;
+    }
+  });
 }
 
 /** Tests: use this helper binary, or none (null: child_process.spawn), instead of the built one. */

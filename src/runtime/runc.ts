@@ -234,7 +234,18 @@ export class Runc {
    * `runc features`: what the runtime supports (e.g. `mountOptions` containing `rro`). Undefined when
    * the runtime has no such command (runc < 1.1, crun < 1.9).
    */
-  async features(): Promise<RuncFeatures | undefined> {
+  features(): Promise<RuncFeatures | undefined> {
+    // Asked once per runtime (a CreateContainer with CDI devices asks too); a failure is asked again.
+    this.featuresOnce ??= this.readFeatures().catch((err: unknown) => {
+      this.featuresOnce = undefined;
+      throw err;
+    });
+    return this.featuresOnce;
+  }
+
+  private featuresOnce: Promise<RuncFeatures | undefined> | undefined;
+
+  private async readFeatures(): Promise<RuncFeatures | undefined> {
     try {
       return JSON.parse(await this.run(['features'], 'get runtime features')) as RuncFeatures;
     } catch (err) {

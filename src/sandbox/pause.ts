@@ -5,7 +5,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
+import { poll } from '../common/poll.js';
 import type { Monitor } from '../monitor/monitor.js';
 import type { ExitRecord } from '../monitor/exits.js';
 import { isSameProcessAlive, ProcessProbes, signalProcess } from '../monitor/process.js';
@@ -134,12 +134,11 @@ export class ConmonPauseRuntime implements PauseRuntime {
 
   /** conmon writes the exit record once it has reaped the pause process, then exits. */
   private async waitForExitRecord(id: string, conmon: ProcessRef): Promise<ExitRecord | undefined> {
-    const deadline = Date.now() + EXIT_RECORD_WAIT_MS;
-    for (;;) {
-      const exit = await this.monitor.readExit(id);
-      if (exit || Date.now() > deadline) return exit;
-      if (!(await isSameProcessAlive(conmon.pid, conmon.startTime))) return this.monitor.readExit(id);
-      await delay(5);
-    }
+    // null: conmon is gone, so its exit record is there now or never will be (one last read).
+    const exit = await poll(
+      async () => (await this.monitor.readExit(id)) ?? ((await isSameProcessAlive(conmon.pid, conmon.startTime)) ? undefined : null),
+      { timeoutMs: EXIT_RECORD_WAIT_MS, intervalMs: 5, maxIntervalMs: 20 },
+    );
+    return exit === null ? this.monitor.readExit(id) : exit;
   }
 }

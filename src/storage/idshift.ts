@@ -22,7 +22,8 @@ interface Xattr {
 }
 let loadedXattr: Xattr | undefined;
 /** The native xattr addon, loaded at the first shift (most nodes never shift). */
-const xattr = (): Xattr => (loadedXattr ??= createRequire(import.meta.url)('@napi-rs/xattr') as Xattr);
+export const xattrAddon = (): Xattr => (loadedXattr ??= createRequire(import.meta.url)('@napi-rs/xattr') as Xattr);
+const xattr = xattrAddon;
 
 /** File capabilities (`getcap`); the kernel drops them on chown. */
 const CAPS_XATTR = 'security.capability';

@@ -16,6 +16,7 @@ import { readJsonFile, writeJsonAtomic } from '../persist/atomic-file.js';
 import { makeNode } from '../platform/mknod.js';
 import type { LayerUsage } from './extract.js';
 import type { Quarantine } from '../persist/quarantine.js';
+import { failedPrecondition } from '../common/errors.js';
 
 export interface LayerRecord {
   chainId: string;
@@ -181,7 +182,7 @@ export class LayerStore {
       .reverse()
       .map((id) => {
         const record = this.records.get(id);
-        if (!record) throw new Error(`layer ${id} is not unpacked`);
+        if (!record) throw failedPrecondition(`layer ${id} is not unpacked`);
         return `l/${record.link}`;
       });
   }

@@ -6,6 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { answerMknod } from './mknod-bridge.js';
 import type { FailureReason, UnpackJob, UnpackResult, WorkerReply, WorkerRequest } from './unpack-protocol.js';
+import { unavailable } from '../common/errors.js';
 
 export type { UnpackJob, UnpackResult } from './unpack-protocol.js';
 
@@ -172,7 +173,7 @@ export class UnpackPool {
   }
 
   private async acquire(): Promise<PoolWorker> {
-    if (this.closed) throw new Error('unpack pool is closed');
+    if (this.closed) throw unavailable('unpack pool is closed');
     const w = this.idle.pop();
     if (w) {
       clearTimeout(w.idleTimer);

@@ -16,7 +16,7 @@
 import net from 'node:net';
 import { Duplex } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
-import { failedPrecondition, messageOf } from '../common/errors.js';
+import { failedPrecondition, messageOf, notFound, cancelled, unavailable } from '../common/errors.js';
 import { shortId } from '../common/ids.js';
 import type { Logger } from '../common/logger.js';
 import type { ExecTarget } from '../container/service.js';
@@ -127,7 +127,7 @@ export class CriStreamingBackend implements StreamingBackend {
       pending = undefined;
       if (!r.done) first = r.value;
     }
-    if (io.signal.aborted) throw new Error('the client went away');
+    if (io.signal.aborted) throw cancelled('the client went away');
     const proc = execProcess(target.process, params.cmd, io.tty);
     // runc sizes the new terminal before the process runs (a resize through conmon would come after).
     if (first && first.width > 0 && first.height > 0) proc['consoleSize'] = { width: first.width, height: first.height };
@@ -191,8 +191,8 @@ export class CriStreamingBackend implements StreamingBackend {
 
   private async runPortForward(podSandboxId: string, port: number, stream: Duplex, signal: AbortSignal): Promise<void> {
     const sandbox = this.deps.sandboxes.find(podSandboxId);
-    if (!sandbox) throw new Error(`pod sandbox "${podSandboxId}" not found`);
-    if (sandbox.state !== 'ready') throw new Error(`pod sandbox "${sandbox.id}" is not ready`);
+    if (!sandbox) throw notFound(`pod sandbox "${podSandboxId}" not found`);
+    if (sandbox.state !== 'ready') throw failedPrecondition(`pod sandbox "${sandbox.id}" is not ready`);
     const conn = sandbox.netnsPath
       ? await this.dialInNetns(sandbox.netnsPath, sandbox.id, port, signal)
       : await dialHost(port, sandbox.id);
@@ -210,13 +210,13 @@ export class CriStreamingBackend implements StreamingBackend {
       if (dialled.conn || signal.aborted) return dialled.conn;
       failures.push(`${family}: ${dialled.error}`);
     }
-    throw new Error(`failed to connect to localhost:${port} inside the network namespace of pod sandbox "${id}": ${failures.join('; ')}`);
+    throw unavailable(`failed to connect to localhost:${port} inside the network namespace of pod sandbox "${id}": ${failures.join('; ')}`);
   }
 
   /** The container if it exists and runs; a plain Error otherwise (its message reaches the client). */
   private runningTarget(id: string): ExecTarget {
     const target = this.deps.containers.execTarget(id);
-    if (target.state !== 'running') throw new Error(`container "${target.id}" is not running (${target.state.toUpperCase()})`);
+    if (target.state !== 'running') throw failedPrecondition(`container "${target.id}" is not running (${target.state.toUpperCase()})`);
     return target;
   }
 }
@@ -269,7 +269,7 @@ async function dialHost(port: number, id: string): Promise<Duplex> {
       failures.push(`${family}: ${messageOf(err)}`);
     }
   }
-  throw new Error(`failed to connect to localhost:${port} of host-network pod sandbox "${id}": ${failures.join('; ')}`);
+  throw unavailable(`failed to connect to localhost:${port} of host-network pod sandbox "${id}": ${failures.join('; ')}`);
 }
 
 /**

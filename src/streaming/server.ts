@@ -18,7 +18,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer } from 'ws';
-import { StoveError, invalidArgument, notFound, messageOf } from '../common/errors.js';
+import { StoveError, invalidArgument, notFound, messageOf, internal } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import type { StreamingConfig } from '../config/schema.js';
 import type { AttachParams, ExecParams, PortForwardParams, StreamingBackend, StreamingLookup } from './backend.js';
@@ -188,7 +188,7 @@ export class StreamingServer {
 
   /** `http://host:port` of the running server. */
   get baseUrl(): string {
-    if (!this.base) throw new Error('streaming server not started');
+    if (!this.base) throw internal('streaming server not started');
     return this.base;
   }
 

@@ -41,6 +41,11 @@ CONTAINERD=${CONTAINERD:-/usr/bin/containerd}
 OCI_RUNTIME=${OCI_RUNTIME:-$(command -v runc)}
 EXPECTED_FAILURES=${EXPECTED_FAILURES:-'public image with digest should be pulled and removed'}
 
+# shellcheck source=stop-pid.sh
+. "$REPO/test/e2e/stop-pid.sh"
+# shellcheck source=containerd/config.sh
+. "$REPO/test/e2e/containerd/config.sh"
+
 skip() { echo "critest e2e skipped: $*"; exit 0; }
 die() { echo "critest e2e: $*" >&2; exit 1; }
 
@@ -137,17 +142,13 @@ cleanup() {
   echo "cleaning up $WORK" >&2
   if [[ -n $CRITEST_PID ]] && kill -0 "$CRITEST_PID" 2>/dev/null; then
     # ginkgo runs the current spec's cleanup on SIGTERM, then reports and exits.
-    kill -TERM "$CRITEST_PID" 2>/dev/null
-    for _ in $(seq 300); do kill -0 "$CRITEST_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$CRITEST_PID" 2>/dev/null
+    stop_pid "$CRITEST_PID" 30
   fi
   if [[ -n $DAEMON_PID ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
     # Pods outlive the daemon by design: remove them through the CRI while it runs.
     cri "for (const p of (await rt.listPodSandbox({})).items) await rt.removePodSandbox({ podSandboxId: p.id }).catch((e) => console.error('remove pod', p.id, e.details));" \
       2>&1 | sed 's/^/  /' >&2
-    kill -TERM "$DAEMON_PID" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$DAEMON_PID" 2>/dev/null
+    stop_pid "$DAEMON_PID" 10
   fi
   # Safety net for a daemon that died early: conmons (or containerd's shims) and containers of this
   # run, then mounts.
@@ -224,9 +225,8 @@ EOF
   RUNTIME_VERSION=$("$REPO/bin/stove" version 2>/dev/null | head -1)
 }
 
-# containerd with its CRI plugin: config version 2 (1.6 reads it, 2.x migrates it), registries mirrored
-# through certs.d hosts files (both read them), runc's state, shims' sockets and everything else under
-# $WORK, NRI off (2.x would make /var/run/nri).
+# containerd with its CRI plugin (test/e2e/containerd/config.toml: version 2, which 1.6 reads and 2.x
+# migrates), registries mirrored through certs.d hosts files, everything else under $WORK.
 start_containerd() {
   local host
   for host in registry.k8s.io gcr.io k8s.gcr.io "$mirror_hostport"; do
@@ -234,44 +234,9 @@ start_containerd() {
     printf 'server = "https://%s"\n[host."%s"]\n  capabilities = ["pull", "resolve"]\n' "$host" "$MIRROR" \
       >"$WORK/certs.d/$host/hosts.toml"
   done
-  cat >"$WORK/containerd.toml" <<EOF
-version = 2
-root = "$WORK/root"
-state = "$WORK/state"
-oom_score = 0
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$WORK/opt"
-[plugins."io.containerd.nri.v1.nri"]
-  disable = true
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.10"
-  disable_apparmor = true
-  enable_unprivileged_ports = true
-  enable_unprivileged_icmp = true
-  stream_server_address = "127.0.0.1"
-  tolerate_missing_hugetlb_controller = true
-  disable_hugetlb_controller = true
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "$OCI_RUNTIME"
-        Root = "$WORK/state/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$WORK/cni"
-    max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "$WORK/certs.d"
-EOF
+  containerd_config "$WORK/containerd.toml" ROOT="$WORK/root" STATE="$WORK/state" SOCKET="$SOCK" \
+    SANDBOX_IMAGE=registry.k8s.io/pause:3.10 MAX_CONCURRENT_DOWNLOADS=3 RUNC="$OCI_RUNTIME" \
+    CNI_BIN_DIR=/usr/lib/cni CNI_CONF_DIR="$WORK/cni" CERTS_DIR="$WORK/certs.d" || die "no containerd config"
   # The shims and runc are looked up on PATH; containerd-shim-runc-v2 sits beside containerd.
   PATH="$(dirname "$CONTAINERD"):/usr/sbin:/usr/bin:/sbin:/bin" setsid "$CONTAINERD" --config "$WORK/containerd.toml" \
     >"$WORK/containerd.log" 2>&1 </dev/null &

@@ -2,7 +2,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ImageService, type ImageServiceOptions } from '../../src/images/image-service.js';
+import { ImageService, imageParts, type ImageServiceOptions } from '../../src/images/image-service.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { unmount, mountPoints } from '../../src/platform/mount.js';
 import { startRegistry, type TestRegistry } from './registry.js';
@@ -32,10 +32,10 @@ export async function openService(overrides: Partial<ImageServiceOptions> = {}):
   const fixture: ServiceFixture = {
     dir,
     options,
-    images: await ImageService.open(options),
+    images: await ImageService.open(options, imageParts(options)),
     async reopen() {
       await fixture.images.close();
-      fixture.images = await ImageService.open(options);
+      fixture.images = await ImageService.open(options, imageParts(options));
       return fixture.images;
     },
     async cleanup() {

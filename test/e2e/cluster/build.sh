@@ -7,13 +7,22 @@
 #   coredns     coredns
 #   containerd  containerd and containerd-shim-runc-v2 (2.x), the runtime up.sh can run in Stove's place
 # Environment: STOVE_E2E_CACHE (default /var/cache/stove-e2e) holds Go's module and build caches and
-# bin/<key>/; GO is the go command (default /usr/local/go/bin/go).
+# bin/<key>/; GO is the go command (default /usr/local/go/bin/go). Two runs at once take turns on
+# $cache/build.lock (flock, up to an hour and a half), so that neither removes the other's temp dirs and
+# the second finds what the first built.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${STOVE_E2E_CACHE:-/var/cache/stove-e2e}"
 go="${GO:-/usr/local/go/bin/go}"
 [ -x "$go" ] || { echo "build.sh: no Go at $go (Go 1.26 is needed to build Kubernetes v1.36)" >&2; exit 1; }
 components=("$@"); [ ${#components[@]} -gt 0 ] || components=(kubernetes etcd coredns)
+
+mkdir -p "$cache"
+exec 9>"$cache/build.lock"
+if ! flock -n 9; then
+  echo "build.sh: another build.sh holds $cache/build.lock; waiting for it" >&2
+  flock -w 5400 9 || { echo "build.sh: $cache/build.lock still held after 5400 s" >&2; exit 1; }
+fi
 
 export GOMODCACHE="$cache/gomod" GOCACHE="$cache/gocache" GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0
 # The key changes whenever a pin or this script changes, so a stale build is never reused.

@@ -1,5 +1,9 @@
 # Shared by up.sh and down.sh: the cluster's names, addresses and ports, and small helpers.
 # shellcheck shell=bash
+# shellcheck source=../stop-pid.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../stop-pid.sh"
+# shellcheck source=../containerd/config.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../containerd/config.sh"
 W="${CLUSTER_DIR:-/var/lib/stove-cluster}"
 RUNTIME="${CLUSTER_RUNTIME:-$(cat "$W/runtime" 2>/dev/null || echo stove)}"
 NODE_NAME=stove-node
@@ -69,14 +73,13 @@ coredns_version() { awk '$1 == "github.com/coredns/coredns" { print $2; exit }' 
 # stop_process NAME [SIGNAL] — signals NAME's process (default TERM), waits up to 10 s, then kills it.
 stop_process() {
   local pid; pid=$(cat "$W/pids/$1" 2>/dev/null) || return 0
-  kill -"${2:-TERM}" "$pid" 2>/dev/null || { rm -f "$W/pids/$1"; return 0; }
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
+  stop_pid "$pid" 10 "${2:-TERM}"
   rm -f "$W/pids/$1"
 }
 
 # containerd 2.x in Stove's place (CLUSTER_RUNTIME=containerd): its root, state, socket, CNI config and
-# registry config all under $W, runc with the cgroupfs driver, the pause image from the cluster registry.
+# registry config all under $W, runc with the cgroupfs driver, the pause image from the cluster registry
+# (the config is test/e2e/containerd/config.toml, shared with critest.sh and the benchmarks).
 start_containerd() {
   local bin; bin="$(cat "$W/bin-dir")"
   [ -x "$bin/containerd" ] || bin="$("$here/build.sh" containerd | tail -1)"
@@ -84,46 +87,9 @@ start_containerd() {
   mkdir -p "$W/containerd/certs.d/$REGISTRY_ADDR"
   printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REGISTRY_ADDR" "$REGISTRY_ADDR" \
     >"$W/containerd/certs.d/$REGISTRY_ADDR/hosts.toml"
-  cat >"$W/containerd/config.toml" <<EOT
-version = 3
-root = "$W/containerd/root"
-state = "$W/containerd/state"
-[grpc]
-  address = "$SOCKET"
-[ttrpc]
-  address = "$SOCKET.ttrpc"
-[debug]
-  address = "$W/containerd/debug.sock"
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = 'overlayfs'
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = '$PAUSE_IMAGE'
-  [plugins.'io.containerd.cri.v1.images'.registry]
-    config_path = '$W/containerd/certs.d'
-[plugins.'io.containerd.cri.v1.runtime']
-  enable_selinux = false
-  # this machine withholds CAP_SYS_RESOURCE even from root: a sandbox's -998 cannot be written
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  [plugins.'io.containerd.cri.v1.runtime'.containerd]
-    default_runtime_name = 'runc'
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-      runtime_type = 'io.containerd.runc.v2'
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = '/usr/bin/runc'
-        Root = '$W/containerd/runc'
-        SystemdCgroup = false
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ['/usr/lib/cni']
-    conf_dir = '$W/cni/net.d'
-[plugins.'io.containerd.grpc.v1.cri']
-  stream_server_address = '127.0.0.1'
-  stream_server_port = '0'
-[plugins.'io.containerd.internal.v1.opt']
-  path = '$W/containerd/opt'
-[plugins.'io.containerd.nri.v1.nri']
-  disable = true
-EOT
+  containerd_config "$W/containerd/config.toml" ROOT="$W/containerd/root" STATE="$W/containerd/state" SOCKET="$SOCKET" \
+    SANDBOX_IMAGE="$PAUSE_IMAGE" MAX_CONCURRENT_DOWNLOADS=3 RUNC=/usr/bin/runc CNI_BIN_DIR=/usr/lib/cni \
+    CNI_CONF_DIR="$W/cni/net.d" CERTS_DIR="$W/containerd/certs.d"
   # The runc v2 shim is found on PATH.
   start containerd env PATH="$bin:/usr/sbin:/usr/bin:/sbin:/bin" "$bin/containerd" --config "$W/containerd/config.toml" --log-level warn
 }

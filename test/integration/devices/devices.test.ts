@@ -14,7 +14,7 @@ import { runStoveCli } from '../../helpers/stove-process.js';
 import { ContainerWorld, containerSuite, rejectsWith } from '../container/world.js';
 
 const VENDOR = 'stove-test.example.com';
-const VERSIONS = ['0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '1.0.0'] as const;
+const VERSIONS = ['0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '1.0.0', '1.1.0'] as const;
 /** `v030` for 0.3.0: the class of that version's fixture spec. */
 const tag = (version: string) => `v${version.replaceAll('.', '')}`;
 
@@ -149,6 +149,28 @@ describe('devices: CDI and OCI hooks (real runc containers)', function () {
     // The suite then checks that no record, dir, mount, runtime container or conmon is left.
   });
 
+  it('refuses a 1.1.0 device whose netDevices runc 1.1.5 cannot move, naming the device and the field, leaving nothing behind', async () => {
+    const path = join(etcCdi, 'nic.json');
+    const spec = {
+      cdiVersion: '1.1.0',
+      kind: `${VENDOR}/nic`,
+      devices: [{ name: 'vf0', containerEdits: { env: ['NIC=vf0'], netDevices: [{ hostInterfaceName: 'stovevf0', name: 'net1' }] } }],
+    };
+    await writeFile(path, JSON.stringify(spec));
+    try {
+      const pod = await world.pod();
+      await rejectsWith(
+        world.create(pod, world.config('sleeper', { CDIDevices: [{ name: `${VENDOR}/v110=dev` }, { name: `${VENDOR}/nic=vf0` }] })),
+        'FAILED_PRECONDITION',
+        new RegExp(`CDI device "${VENDOR}/nic=vf0" needs netDevices \\(host interface "stovevf0" as "net1"\\), which the OCI runtime \\S*runc does not`),
+      );
+      const { containers } = await world.daemon.clients.runtime.listContainers({ filter: undefined });
+      assert.equal(containers.length, 0);
+    } finally {
+      await rm(path, { force: true });
+    }
+  });
+
   it('honours a spec written after the daemon started, from a dir that did not exist', async () => {
     const pod = await world.pod();
     const late = `${VENDOR}/late=gpu`;
@@ -185,7 +207,7 @@ describe('devices: CDI and OCI hooks (real runc containers)', function () {
       for (const v of VERSIONS) assert.match(check.stdout, new RegExp(`device +${VENDOR}/${tag(v)}=dev`));
       assert.match(check.stdout, new RegExp(`rejected ${broken}: not valid JSON or YAML`));
       assert.match(check.stdout, new RegExp(`rejected ${tooNew}: cdiVersion 0\\.3\\.0 is too old for annotations: it needs at least 0\\.6\\.0`));
-      assert.match(check.stdout, /^warn +cdi +7 device\(s\) from 7 spec file\(s\)/m);
+      assert.match(check.stdout, new RegExp(`^warn +cdi +${VERSIONS.length} device\\(s\\) from ${VERSIONS.length} spec file\\(s\\)`, 'm'));
     } finally {
       await rm(broken, { force: true });
       await rm(tooNew, { force: true });

@@ -7,7 +7,7 @@ import { access, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pushBusyboxImage, type PushedImage } from '../../helpers/image-builder.js';
 import { imageSuite } from '../../helpers/image-service.js';
-import { ImageService } from '../../../src/images/image-service.js';
+import { ImageService, imageParts } from '../../../src/images/image-service.js';
 import { Quarantine } from '../../../src/persist/quarantine.js';
 import { createLogger } from '../../../src/common/logger.js';
 import { isKind } from '../../../src/common/errors.js';
@@ -30,7 +30,8 @@ describe('images: garbage collection around records in quarantine', function () 
     const log = createLogger('debug', (line) => void lines.push(line));
     const quarantine = new Quarantine(join(env.fx.dir, 'quarantine'), log);
     await quarantine.load();
-    env.fx.images = await ImageService.open({ ...env.fx.options, quarantine, log });
+    const options = { ...env.fx.options, quarantine, log };
+    env.fx.images = await ImageService.open(options, imageParts(options));
     return lines;
   }
 

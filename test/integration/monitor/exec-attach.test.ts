@@ -5,10 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { readFile, readdir, rename, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { execProcess } from '../../../src/monitor/exec-dir.js';
-import { EXEC_SYNC_MAX_OUTPUT } from '../../../src/monitor/exec-sync.js';
+import { EXEC_SYNC_MAX_OUTPUT, execSync } from '../../../src/monitor/exec-sync.js';
 import { MonitorError } from '../../../src/monitor/errors.js';
+import { resizeTerminal } from '../../../src/monitor/ctl.js';
 import { isKind } from '../../../src/common/errors.js';
 import { isSameProcessAlive } from '../../../src/monitor/process.js';
 import { suiteHooks } from '../../helpers/suite.js';
@@ -76,18 +78,18 @@ describe('monitor: exec and attach through conmon', function () {
 
   describe('ExecSync', () => {
     it('returns stdout, stderr (partial lines kept as they were) and the exit code', async () => {
-      const r = await fx.monitor.execSync(fx.runc, sleeper.id, proc(['sh', '-c', 'echo out1; echo err1 >&2; printf nonl; exit 3']), 10);
+      const r = await execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['sh', '-c', 'echo out1; echo err1 >&2; printf nonl; exit 3']), 10);
       assert.equal(r.stdout.toString(), 'out1\nnonl');
       assert.equal(r.stderr.toString(), 'err1\n');
       assert.equal(r.exitCode, 3);
       assert.equal(r.truncated, false);
-      const ok = await fx.monitor.execSync(fx.runc, sleeper.id, proc(['true']), 0);
+      const ok = await execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['true']), 0);
       assert.deepEqual([ok.exitCode, ok.stdout.length, ok.stderr.length], [0, 0, 0]);
     });
 
     it('a timeout is DeadlineExceeded "command timed out"', async () => {
       const started = Date.now();
-      const err = await fx.monitor.execSync(fx.runc, sleeper.id, proc(['sleep', '10']), 1).then(() => undefined, (e: unknown) => e);
+      const err = await execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['sleep', '10']), 1).then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof MonitorError, String(err));
       assert.equal(err.kind, 'DeadlineExceeded');
       assert.equal(err.message, 'command timed out');
@@ -101,7 +103,7 @@ describe('monitor: exec and attach through conmon', function () {
       const name = `busybox${Math.random().toString(36).slice(2, 8)}`; // busybox runs its first argument as the applet
       const c = await fx.run({ args: ['sleep', '1000'] });
       const script = `cp /bin/busybox /tmp/${name}m && cp /bin/busybox /tmp/${name}c && { /tmp/${name}c sleep 4322 & exec /tmp/${name}m sleep 4321; }`;
-      const err = await fx.monitor.execSync(fx.runc, c.id, execProcess(c.bundle.spec.process, ['sh', '-c', script], false), 1).then(() => undefined, (e: unknown) => e);
+      const err = await execSync(fx.monitor.config, fx.runc, c.id, execProcess(c.bundle.spec.process, ['sh', '-c', script], false), 1).then(() => undefined, (e: unknown) => e);
       assert.ok(isKind(err, 'DeadlineExceeded'), String(err));
       // The exec'd process was reaped by conmon: not even a zombie is left.
       assert.deepEqual(await processesNamed(`${name}m`), []);
@@ -113,7 +115,7 @@ describe('monitor: exec and attach through conmon', function () {
 
     it('runs 20 concurrent execs in one container', async () => {
       const results = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => fx.monitor.execSync(fx.runc, sleeper.id, proc(['sh', '-c', `echo n${i}; echo e${i} >&2; exit ${i}`]), 30)),
+        Array.from({ length: 20 }, (_, i) => execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['sh', '-c', `echo n${i}; echo e${i} >&2; exit ${i}`]), 30)),
       );
       results.forEach((r, i) => {
         assert.equal(r.stdout.toString(), `n${i}\n`);
@@ -123,7 +125,7 @@ describe('monitor: exec and attach through conmon', function () {
     });
 
     it('a command that cannot start is an error with the runtime message', async () => {
-      const err = await fx.monitor.execSync(fx.runc, sleeper.id, proc(['/no/such/cmd']), 5).then(() => undefined, (e: unknown) => e);
+      const err = await execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['/no/such/cmd']), 5).then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof MonitorError, String(err));
       // runc: "… no such file or directory"; crun: "executable file `…` not found in $PATH: No such file or directory".
       assert.match(err.message, /^failed to exec in container "[0-9a-f]+": .*no such file or directory/i);
@@ -131,7 +133,7 @@ describe('monitor: exec and attach through conmon', function () {
     });
 
     it('caps the output at 16 MiB and says so', async () => {
-      const r = await fx.monitor.execSync(fx.runc, sleeper.id, proc(['sh', '-c', 'yes 0123456789012345678901234567890123456789012345678901234567890123 | head -c 20000000']), 30);
+      const r = await execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['sh', '-c', 'yes 0123456789012345678901234567890123456789012345678901234567890123 | head -c 20000000']), 30);
       assert.equal(r.truncated, true);
       assert.equal(r.stdout.length, EXEC_SYNC_MAX_OUTPUT);
       assert.match(r.stdout.subarray(0, 130).toString(), /^(0123456789012345678901234567890123456789012345678901234567890123\n){2}/);
@@ -139,7 +141,7 @@ describe('monitor: exec and attach through conmon', function () {
 
     it('in a terminal container: output on stdout with the terminal\'s line endings', async () => {
       const c = await fx.run({ args: ['sleep', '1000'], tty: true });
-      const r = await fx.monitor.execSync(fx.runc, c.id, execProcess(c.bundle.spec.process, ['sh', '-c', 'echo hi; echo err >&2; exit 1'], true), 10);
+      const r = await execSync(fx.monitor.config, fx.runc, c.id, execProcess(c.bundle.spec.process, ['sh', '-c', 'echo hi; echo err >&2; exit 1'], true), 10);
       assert.equal(r.stdout.toString(), 'hi\r\nerr\r\n');
       assert.equal(r.stderr.length, 0);
       assert.equal(r.exitCode, 1);
@@ -148,7 +150,7 @@ describe('monitor: exec and attach through conmon', function () {
     it('fails for a stopped container', async () => {
       const c = await fx.run({ args: ['true'] });
       await fx.monitor.waitForExit(c.id, 5000);
-      const err = await fx.monitor.execSync(fx.runc, c.id, proc(['true']), 5).then(() => undefined, (e: unknown) => e);
+      const err = await execSync(fx.monitor.config, fx.runc, c.id, proc(['true']), 5).then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof MonitorError, String(err));
       assert.ok(isKind(err, 'FailedPrecondition'), err.message);
     });
@@ -218,7 +220,7 @@ describe('monitor: exec and attach through conmon', function () {
       killed.kill();
       assert.deepEqual(await Promise.all([plain.exitCode, term.exitCode, killed.exitCode]), [0, 2, 137]);
       await assert.rejects(fx.monitor.exec(fx.runc, sleeper.id, proc(['/no/such/cmd']), { tty: false, stdout: new Collector() }));
-      await fx.monitor.execSync(fx.runc, sleeper.id, proc(['true']), 5);
+      await execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['true']), 5);
       const sessionDirs = async () => readdir(fx.monitor.config.execDir).catch(() => [] as string[]);
       await eventually('the exec session dirs removed', async () => (await sessionDirs()).length === 0, 10_000).catch(async (err: unknown) => {
         throw new Error(`${(err as Error).message}: ${(await sessionDirs()).join(' ')}`);
@@ -280,7 +282,8 @@ describe('monitor: exec and attach through conmon', function () {
       await session.resize(101, 33);
       stdin.write('stty size\n');
       await stdout.waitFor('33 101');
-      await fx.monitor.resize(c.id, 120, 40);
+      // A second writer of the same ctl FIFO right after the session's own resize.
+      await resizeTerminal(join(fx.monitor.config.attachDir, c.id, 'ctl'), 120, 40, c.id);
       stdin.write('stty size\n');
       await stdout.waitFor('40 120');
       session.close();

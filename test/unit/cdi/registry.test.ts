@@ -1,3 +1,4 @@
+import { runtimeSupportFrom } from '../../../src/cdi/runtime-support.js';
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -57,7 +58,8 @@ describe('cdi edits', () => {
         { hookName: 'poststop', path: '/bin/hook2' },
       ],
       additionalGids: [0, 44, 44, 45],
-      intelRdt: { closID: 'gold' },
+      intelRdt: { closID: 'gold', schemata: ['L3:0=ff'], enableMonitoring: true },
+      netDevices: [{ hostInterfaceName: 'eth1', name: 'net0' }],
     };
     const conflicts = applyEdits(spec, edits);
     assert.deepEqual(spec.process!.env, ['PATH=/bin', 'GPU=0', 'VENDOR=1']);
@@ -81,7 +83,8 @@ describe('cdi edits', () => {
     assert.deepEqual(spec.mounts![1], { destination: '/gpu', source: '/lib' });
     assert.deepEqual(spec.hooks, { createContainer: [{ path: '/bin/hook', args: ['hook', 'a'], timeout: 5 }], poststop: [{ path: '/bin/hook2' }] });
     assert.deepEqual(spec.process!.user.additionalGids, [44, 45]);
-    assert.deepEqual(spec.linux!.intelRdt, { closID: 'gold' });
+    assert.deepEqual(spec.linux!.intelRdt, { closID: 'gold', schemata: ['L3:0=ff'], enableMonitoring: true });
+    assert.deepEqual(spec.linux!.netDevices, { eth1: { name: 'net0' } });
   });
 
   it('replaces a device node or mount at the same path and reports it', () => {
@@ -93,6 +96,7 @@ describe('cdi edits', () => {
       mounts: [{ hostPath: '/other', containerPath: '/etc/hosts' }],
       hooks: [],
       additionalGids: [],
+      netDevices: [],
     });
     assert.equal(spec.linux!.devices!.length, 1);
     assert.equal(spec.linux!.devices![0]!.major, 1);
@@ -102,10 +106,10 @@ describe('cdi edits', () => {
 
   it('merges edits in order; the last intelRdt wins', () => {
     const m = mergeEdits([
-      { env: ['A=1'], deviceNodes: [], mounts: [], hooks: [], additionalGids: [1], intelRdt: { closID: 'a' } },
-      { env: ['A=2'], deviceNodes: [{ path: '/dev/x' }], mounts: [], hooks: [], additionalGids: [2], intelRdt: { closID: 'b' } },
+      { env: ['A=1'], deviceNodes: [], mounts: [], hooks: [], additionalGids: [1], intelRdt: { closID: 'a' }, netDevices: [{ hostInterfaceName: 'eth1', name: 'net0' }] },
+      { env: ['A=2'], deviceNodes: [{ path: '/dev/x' }], mounts: [], hooks: [], additionalGids: [2], intelRdt: { closID: 'b' }, netDevices: [] },
     ]);
-    assert.deepEqual(m, { env: ['A=1', 'A=2'], deviceNodes: [{ path: '/dev/x' }], mounts: [], hooks: [], additionalGids: [1, 2], intelRdt: { closID: 'b' } });
+    assert.deepEqual(m, { env: ['A=1', 'A=2'], deviceNodes: [{ path: '/dev/x' }], mounts: [], hooks: [], additionalGids: [1, 2], intelRdt: { closID: 'b' }, netDevices: [{ hostInterfaceName: 'eth1', name: 'net0' }] });
   });
 });
 
@@ -137,7 +141,7 @@ describe('cdi registry', () => {
     assert.deepEqual([...view.devices.keys()].sort(), ['other.org/nic=eth', 'vendor.com/gpu=0', 'vendor.com/gpu=1']);
     assert.deepEqual(
       view.rejected.map((r) => [r.path.slice(low.length + 1), r.reason.replace(/:.*/, '')]),
-      [['broken.json', 'not valid JSON or YAML'], ['old.json', 'cdiVersion "0.2.0" is not one Stove reads (0.3.0 to 1.0.0)']],
+      [['broken.json', 'not valid JSON or YAML'], ['old.json', 'cdiVersion "0.2.0" is not one Stove reads (0.3.0 to 1.1.0)']],
     );
   });
 
@@ -177,6 +181,36 @@ describe('cdi registry', () => {
     assert.deepEqual(spec.process!.env, ['PATH=/bin', 'GPU=none', 'SPEC=gpu', 'DEV=0', 'ONE=1']);
     assert.deepEqual(result.conflicts, ['env DEV: "DEV=spec" replaced by "DEV=1"', 'env DEV: "DEV=1" replaced by "DEV=0"']);
     assert.deepEqual(spec.linux!.devices![0], { path: '/dev/nic', type: 'c', major: 1, minor: 3, fileMode: spec.linux!.devices![0]!.fileMode, uid: 1000, gid: 1000 });
+  });
+
+  it('injects 1.1.0 net devices and intelRdt fields only into a runtime whose features have them, naming device and field otherwise', async () => {
+    await writeFile(
+      join(low, 'nic.json'),
+      JSON.stringify({
+        cdiVersion: '1.1.0',
+        kind: 'vendor.com/nic',
+        devices: [
+          { name: 'vf0', containerEdits: { netDevices: [{ hostInterfaceName: 'ens1f0v0', name: 'net1' }] } },
+          { name: 'rdt', containerEdits: { intelRdt: { closID: 'gold', schemata: ['L3:0=f'] } } },
+          { name: 'mon', containerEdits: { intelRdt: { enableMonitoring: true } } },
+        ],
+      }),
+    );
+    // Debian 12's runc 1.1.5: its features document has no netDevices nor intelRdt section.
+    const old = runtimeSupportFrom('/usr/bin/runc', { linux: { namespaces: ['network'], seccomp: { enabled: true } } });
+    const current = runtimeSupportFrom('/opt/runc-1.5/runc', { linux: { netDevices: { enabled: true }, intelRdt: { enabled: true, schemata: true, monitoring: true } } });
+    const spec = baseSpec();
+    const before = JSON.stringify(spec);
+    const refused = (names: string[], support: typeof old | undefined, re: RegExp) =>
+      assert.rejects(registry.inject(spec, names, support), (err: Error & { kind?: string }) => err.kind === 'FailedPrecondition' && re.test(err.message));
+    await refused(['vendor.com/nic=vf0'], old, /^CDI device "vendor\.com\/nic=vf0" needs netDevices \(host interface "ens1f0v0" as "net1"\), which the OCI runtime \/usr\/bin\/runc does not \(its "features" lists no linux\.netDevices/);
+    await refused(['vendor.com/nic=rdt'], old, /"vendor\.com\/nic=rdt" needs intelRdt\.schemata, which the OCI runtime \/usr\/bin\/runc does not/);
+    await refused(['vendor.com/nic=mon'], old, /needs intelRdt\.enableMonitoring/);
+    await refused(['vendor.com/nic=vf0'], undefined, /the OCI runtime is not known where this injection happens/);
+    assert.equal(JSON.stringify(spec), before);
+    await registry.inject(spec, ['vendor.com/nic=vf0', 'vendor.com/nic=rdt', 'vendor.com/nic=mon'], current);
+    assert.deepEqual(spec.linux!.netDevices, { ens1f0v0: { name: 'net1' } });
+    assert.deepEqual(spec.linux!.intelRdt, { enableMonitoring: true });
   });
 
   it('names every unknown device and leaves the spec untouched', async () => {

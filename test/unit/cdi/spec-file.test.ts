@@ -22,7 +22,7 @@ const reason = (text: string) => {
 };
 
 describe('cdi spec files', () => {
-  it('reads every version from 0.3.0 to 1.0.0, with or without a leading v', () => {
+  it('reads every version from 0.3.0 to 1.1.0, with or without a leading v', () => {
     for (const v of CDI_VERSIONS) {
       assert.equal(parseSpecText(spec(v)).version, v);
       assert.equal(parseSpecText(spec(`v${v}`)).version, v);
@@ -30,7 +30,7 @@ describe('cdi spec files', () => {
   });
 
   it('rejects versions it does not read: older, newer, malformed', () => {
-    for (const v of ['0.1.0', '0.2.0', '1.1.0', '2.0.0', '1.0', 'latest']) assert.match(reason(spec(v)), /is not one Stove reads \(0\.3\.0 to 1\.0\.0\)/);
+    for (const v of ['0.1.0', '0.2.0', '1.2.0', '2.0.0', '1.0', 'latest']) assert.match(reason(spec(v)), /is not one Stove reads \(0\.3\.0 to 1\.1\.0\)/);
     assert.match(reason(JSON.stringify({ kind: 'a.com/b', devices: [] })), /required field "cdiVersion"/);
   });
 
@@ -63,10 +63,38 @@ devices:
     assert.equal(requiredVersion(parseSpecText(spec('1.0.0'))).version, '0.3.0');
   });
 
-  it('rejects unknown fields, 1.1.0 fields included', () => {
+  it('rejects unknown fields', () => {
     assert.match(reason(spec('1.0.0', { extra: 1 })), /spec: unknown field "extra"/);
-    assert.match(reason(spec('1.0.0', {}, { containerEdits: { netDevices: [] } })), /unknown field "netDevices"/);
-    assert.match(reason(spec('1.0.0', {}, { containerEdits: { intelRdt: { schemata: [] } } })), /unknown field "schemata"/);
+    assert.match(reason(spec('1.1.0', {}, { containerEdits: { netDevices: [{ hostInterfaceName: 'eth1', name: 'n', mtu: 9000 }] } })), /unknown field "mtu"/);
+  });
+
+  it('reads 1.1.0: netDevices, intelRdt schemata and enableMonitoring; refuses them in older versions', () => {
+    const s = parseSpecText(
+      spec('1.1.0', { containerEdits: { netDevices: [{ hostInterfaceName: 'eth1', name: 'net1' }] } }, { containerEdits: { intelRdt: { closID: 'gold', schemata: ['L3:0=ff', 'MB:0=50'], enableMonitoring: true } } }),
+    );
+    assert.deepEqual(s.edits.netDevices, [{ hostInterfaceName: 'eth1', name: 'net1' }]);
+    assert.deepEqual(s.devices[0]!.edits.intelRdt, { closID: 'gold', schemata: ['L3:0=ff', 'MB:0=50'], enableMonitoring: true });
+    // A device whose only edit is a net device is a device.
+    assert.equal(parseSpecText(JSON.stringify({ cdiVersion: '1.1.0', kind: 'a.com/nic', devices: [{ name: 'x', containerEdits: { netDevices: [{ hostInterfaceName: 'eth2', name: 'eth0' }] } }] })).devices.length, 1);
+    assert.match(reason(spec('1.0.0', {}, { containerEdits: { netDevices: [{ hostInterfaceName: 'eth1', name: 'n' }] } })), /1\.0\.0 is too old for netDevices: it needs at least 1\.1\.0/);
+    assert.match(reason(spec('1.0.0', {}, { containerEdits: { intelRdt: { schemata: [] } } })), /too old for intelRdt\.schemata: it needs at least 1\.1\.0/);
+    assert.match(reason(spec('0.7.0', {}, { containerEdits: { intelRdt: { enableMonitoring: true } } })), /too old for intelRdt\.enableMonitoring/);
+    // 1.1.0 dropped enableCMT and enableMBM; older versions keep them.
+    assert.match(reason(spec('1.1.0', {}, { containerEdits: { intelRdt: { enableCMT: true } } })), /intelRdt\.enableCMT is not in cdiVersion 1\.1\.0/);
+    assert.equal(parseSpecText(spec('1.0.0', {}, { containerEdits: { intelRdt: { enableMBM: true } } })).devices[0]!.edits.intelRdt!.enableMBM, true);
+    assert.equal(requiredVersion(parseSpecText(spec('1.1.0'))).version, '0.3.0');
+  });
+
+  it('checks net devices: interface names as Linux has them, each host interface and name once', () => {
+    const nd = (...netDevices: object[]) => spec('1.1.0', {}, { containerEdits: { netDevices } });
+    assert.match(reason(nd({ hostInterfaceName: '', name: 'a' })), /required field "hostInterfaceName"/);
+    assert.match(reason(nd({ hostInterfaceName: 'eth1' })), /required field "name"/);
+    assert.match(reason(nd({ hostInterfaceName: 'a-very-long-name0', name: 'a' })), /hostInterfaceName: "a-very-long-name0" is not a network interface name \(longer than 15 bytes\)/);
+    assert.match(reason(nd({ hostInterfaceName: 'eth1', name: '../x' })), /name: "\.\.\/x" is not a network interface name/);
+    assert.match(reason(nd({ hostInterfaceName: 'eth1', name: 'a b' })), /white space/);
+    assert.match(reason(nd({ hostInterfaceName: 'eth1', name: '..' })), /not a name/);
+    assert.match(reason(nd({ hostInterfaceName: 'eth1', name: 'a' }, { hostInterfaceName: 'eth1', name: 'b' })), /host interface "eth1" named twice/);
+    assert.match(reason(nd({ hostInterfaceName: 'eth1', name: 'a' }, { hostInterfaceName: 'eth2', name: 'a' })), /interface name "a" used twice/);
   });
 
   it('checks names: kind, device names, and unique devices', () => {

@@ -87,6 +87,15 @@ describe('config: node defaults', () => {
     assert.throws(() => parseConfig('[images]\nstall_timeout_seconds = -1\n', 'f.toml'), /non-negative integer/);
   });
 
+  it('reads runtime.image_volumes (copy by default) and device_ownership_from_security_context, refusing other modes', () => {
+    assert.equal(defaultConfig().runtime.imageVolumes, 'copy');
+    assert.equal(defaultConfig().runtime.deviceOwnershipFromSecurityContext, false);
+    const c = parseConfig('[runtime]\nimage_volumes = "mkdir"\ndevice_ownership_from_security_context = true\n', 'f.toml');
+    assert.equal(c.runtime.imageVolumes, 'mkdir');
+    assert.equal(c.runtime.deviceOwnershipFromSecurityContext, true);
+    assert.throws(() => parseConfig('[runtime]\nimage_volumes = "bind"\n', 'f.toml'), /f\.toml: "runtime\.image_volumes" must be one of "copy", "mkdir", "ignore", got "bind"/);
+  });
+
   it('refuses a pinned pattern with a * anywhere but at the end', () => {
     assert.deepEqual(parseConfig('[images]\npinned = ["registry.k8s.io/pause:*"]\n', 'f.toml').images.pinned, ['registry.k8s.io/pause:*']);
     assert.throws(() => parseConfig('[images]\npinned = ["registry.k8s.io/*/pause"]\n', 'f.toml'), /"images\.pinned": "registry\.k8s\.io\/\*\/pause"/);
@@ -105,5 +114,12 @@ describe('config: reload plan', () => {
     const plan = planReload(before, after);
     assert.deepEqual(plan.live, ['images.pinned', 'log_level', 'registries.docker.io.auth', 'registries.docker.io.identity_token', 'registries.docker.io.insecure', 'registries.docker.io.mirrors', 'registries.docker.io.password', 'registries.docker.io.username']);
     assert.deepEqual(plan.restart, ['runtime.cgroup_parent', 'socket']);
+  });
+
+  it('applies runtime.image_volumes and device_ownership_from_security_context live', () => {
+    const after = defaultConfig();
+    after.runtime.imageVolumes = 'ignore';
+    after.runtime.deviceOwnershipFromSecurityContext = true;
+    assert.deepEqual(planReload(defaultConfig(), after), { live: ['runtime.device_ownership_from_security_context', 'runtime.image_volumes'], restart: [] });
   });
 });

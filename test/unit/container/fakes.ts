@@ -111,6 +111,10 @@ export class FakeImages implements ContainerImages {
   async rootfsUsage() {
     return { bytes: 4096n, inodes: 1n };
   }
+  /** Under the test's temp dir: the copies of declared VOLUMEs (none of the fake images declares one). */
+  declaredVolumesDir(id: string): string {
+    return join(tmpdir(), 'stove-fake-volumes', id);
+  }
   heldImage(id: string) {
     return this.holds.has(id) ? IMAGE_ID : undefined;
   }

@@ -415,6 +415,34 @@ describe('buildContainerSpec', () => {
       assert.deepEqual(spec.linux!.devices, [{ path: '/dev/xnull', type: 'c', major: 1, minor: 3, fileMode: 0o666, uid: 0, gid: 0 }]);
       assert.deepEqual(spec.linux!.resources!.devices, [{ allow: false, access: 'rwm' }, { allow: true, type: 'c', major: 1, minor: 3, access: 'rw' }]);
     });
+
+    describe('device_ownership_from_security_context', () => {
+      const dev = { containerPath: '/dev/gpu0', hostPath: '/dev/gpu0', type: 'c' as const, major: 195, minor: 0, fileMode: 0o660, uid: 0, gid: 44, permissions: 'rw' };
+      const owners = (sc: object, on: boolean, privileged = false) => {
+        const spec = build({
+          config: containerConfig({ linux: { securityContext: { ...sc, privileged } } }),
+          ...(privileged ? { pod: privilegedPod() } : {}),
+          host: { devices: [dev], hostDevices: privileged ? [{ ...dev, containerPath: '/dev/sda', hostPath: '/dev/sda', type: 'b', major: 8, gid: 6 }] : [] },
+          settings: testSettings({ deviceOwnershipFromSecurityContext: on }),
+        });
+        return spec.linux!.devices!.map((d) => `${d.path} ${d.uid}:${d.gid}`);
+      };
+      const both = { runAsUser: { value: 1000n }, runAsGroup: { value: 2000n } };
+
+      it('off (the default): the host owner', () => {
+        assert.deepEqual(owners(both, false), ['/dev/gpu0 0:44']);
+      });
+      it('on: runAsUser and runAsGroup, each where set and not 0 (containerd, CRI-O)', () => {
+        assert.deepEqual(owners(both, true), ['/dev/gpu0 1000:2000']);
+        assert.deepEqual(owners({ runAsUser: { value: 1000n } }, true), ['/dev/gpu0 1000:44']);
+        assert.deepEqual(owners({ runAsGroup: { value: 2000n } }, true), ['/dev/gpu0 0:2000']);
+        assert.deepEqual(owners({ runAsUser: { value: 0n }, runAsGroup: { value: 0n } }, true), ['/dev/gpu0 0:44']);
+        assert.deepEqual(owners({}, true), ['/dev/gpu0 0:44']);
+      });
+      it("on: a privileged container's host devices keep the host owner", () => {
+        assert.deepEqual(owners(both, true, true), ['/dev/gpu0 1000:2000', '/dev/sda 0:6']);
+      });
+    });
   });
 
   describe('seccomp', () => {
