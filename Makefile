@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-cluster test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density clean
 
 setup:
 	@scripts/setup.sh
@@ -83,6 +83,7 @@ stop:
 test: setup lint
 	@test/integration/nri/plugin-v012/build-plugin.sh >/dev/null || { echo 'test: the v0.12 NRI test plugin did not build (test/integration/nri/plugin-v012/build-plugin.sh)'; exit 1; }
 	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
+	@$(MAKE) --no-print-directory test-runc15
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory test-vm
 
@@ -105,6 +106,19 @@ test-conformance: build
 # Needs crictl (BUILD_ONLY=1 test/e2e/critest.sh builds it). Not part of `make test`.
 test-cluster3: build
 	@$(MOCHA) --file dist/test/e2e/cluster3/setup.js dist/test/e2e/cluster3/scenarios.test.js
+
+# The integration tests that drive the OCI runtime hardest again with runc 1.5 (the runtime of
+# containerd 2.4's bundles; test/e2e/runc/build.sh builds it from test/e2e/runc/go.mod into
+# /var/cache/stove-e2e once, about 1.5 min), beside Debian's runc 1.1.5 above: pods, container
+# lifecycle and specs, exec/attach/port-forward, conmon, and user namespaces (idmapped image layers with
+# 1.5, chowned root filesystems with 1.1.5). Where runc 1.5 cannot be built (no Go or libseccomp-dev)
+# it says so and skips.
+RUNC15_SUITES := sandbox/sandbox container/lifecycle container/spec streaming-e2e/streaming conformance/user-namespaces platform/specs-runc monitor/conmon monitor/exec-attach
+test-runc15: build
+	@set -o pipefail; runc="$$(test/e2e/runc/build.sh | tail -1)" || \
+	  { echo 'test-runc15: runc 1.5 cannot be built (test/e2e/runc/build.sh: Go at /usr/local/go, libseccomp-dev): skipped'; exit 0; }; \
+	  echo "test-runc15: $$("$$runc" --version | head -1) ($$runc)"; \
+	  STOVE_TEST_RUNTIME="$$runc" $(MOCHA) $(foreach s,$(RUNC15_SUITES),dist/test/integration/$(s).test.js)
 
 test-unit: build lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js'

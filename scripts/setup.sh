@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  runc conmon crun containernetworking-plugins iptables iproute2 zstd
+  runc conmon crun containernetworking-plugins iptables iproute2 zstd libseccomp-dev pkg-config
   docker-registry busybox-static socat util-linux gcc libc6-dev make ca-certificates openssl curl
   prometheus
 )

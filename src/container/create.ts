@@ -15,10 +15,11 @@ import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandbo
 import type { CleanupStack } from '../common/cleanup.js';
 import { settleAll } from '../common/settle.js';
 import { nowNs } from '../common/clock.js';
+import { shortId } from '../common/ids.js';
 import { failedPrecondition, invalidArgument, isKind, notFound, wrap } from '../common/errors.js';
 import type { ImageInfo } from '../images/image-service.js';
 import { removeCgroup } from '../platform/cgroups.js';
-import type { Runc } from '../runtime/runc.js';
+import { idmapFromFeatures, type Runc } from '../runtime/runc.js';
 import { isReady, podRootGid, type SandboxRecord } from '../sandbox/model.js';
 import { makePodDir } from '../persist/tree-modes.js';
 import { buildContainerSpec, cgroupsPathFor, prepareContainerHost, specToJson, type ContainerHostInputs, type Spec } from '../oci/index.js';
@@ -209,14 +210,16 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
   let adjustedResources: LinuxContainerResources | undefined;
   try {
     // In a pod with its own user namespace the runtime sets the container up as the pod's mapped root,
-    // which must own the root filesystem to make mount points in it and to write to it. Its owners are
-    // chowned into the pod's range (storage/idshift.ts) because Debian 12's runc 1.1.5 has no idmapped
-    // mounts and crun 1.8, which has them, refuses this host's hybrid cgroups. With a runtime that has
-    // them (runc >= 1.2: `mountExtensions.idmap` in `runc features`), the root filesystem would instead be
-    // an idmapped mount of the same overlay (the kernel shifts ids on access, nothing is chowned or
-    // copied up), as containerd 2 and CRI-O do.
+    // which must own the root filesystem to make mount points in it and to write to it. With a runtime
+    // that makes idmapped mounts (`mountExtensions.idmap` in its `runc features`: runc >= 1.2), the
+    // image's layers are idmapped under the overlay, as containerd 2 and CRI-O do: the kernel shifts ids
+    // on access, nothing is chowned or copied up. With one that does not (Debian 12's runc 1.1.5, crun
+    // 1.8), or a kernel that cannot idmap the layers, their owners are chowned into the pod's range on
+    // the overlay (storage/idshift.ts).
     const idShift = sandbox.userns ? { uids: sandbox.userns.uidMappings, gids: sandbox.userns.gidMappings } : undefined;
-    await options.images.mountRootfs(image.id, id, rootfsDir, { runtimeHandler: sandbox.runtimeHandler, ...(idShift ? { idShift } : {}) });
+    const idmap = idShift ? idmapFromFeatures(await plan.runtime.cachedFeatures().catch(() => undefined)) : false;
+    const ids = await options.images.mountRootfs(image.id, id, rootfsDir, { runtimeHandler: sandbox.runtimeHandler, ...(idShift ? { idShift, idmap } : {}) });
+    if (ids !== 'host') options.log.debug('root filesystem in the pod user namespace', { container: shortId(id), ids });
     lap('rootfs');
     if (plan.restore) {
       await applyWritableLayer(rootfsDir, plan.restore.dir, plan.restore.metadata, (p, d, policy) => options.images.unpackArchive(p, d, policy));

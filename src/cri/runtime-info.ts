@@ -57,8 +57,10 @@ export class RuntimeInfo {
 /**
  * The runtime handlers Status advertises, the default ('') first, with what each supports. The kubelet
  * refuses user-namespaced pods and recursive read-only mounts on a handler that does not claim them.
- * User namespaces work with runc 1.1 without idmapped mounts: the sandbox module gives the pod's mapped
- * root access to its files, so every handler Stove runs claims them.
+ * User namespaces work with every runtime: with idmapped mounts (`mountExtensions.idmap` in its
+ * features) the image layers are idmapped, without them (runc 1.1, crun 1.8) the root filesystem is
+ * chowned into the pod's range and the sandbox module gives the mapped root access to its files, so
+ * every handler Stove runs claims them.
  */
 export async function describeRuntimeHandlers(runtimes: RuntimeHandlerSet): Promise<RuntimeHandler[]> {
   const described: RuntimeHandler[] = [];

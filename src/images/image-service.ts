@@ -22,7 +22,7 @@ import { BlobStore } from '../storage/blobs.js';
 import { LayerStore } from '../storage/layers.js';
 import { LayerJobError, UnpackPool } from '../storage/unpack-pool.js';
 import type { EntryPolicy } from '../storage/extract.js';
-import { diskUsage, mountOverlay, mountReadOnlyOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
+import { diskUsage, mountIdmappedOverlay, mountOverlay, mountReadOnlyOverlay, unmountOverlay, type DiskUsage } from '../storage/rootfs.js';
 import { shiftOwnership, type IdShift } from '../storage/idshift.js';
 import { ImageStore, type ImageRecord, type LayerRef } from './image-store.js';
 import type { Quarantine } from '../persist/quarantine.js';
@@ -98,9 +98,17 @@ interface Hold {
   target?: string;
   /** The owners were shifted into a user namespace's range (the overlay is mounted `metacopy=on`). */
   idShifted?: boolean;
+  /** The overlay's lower dirs were idmapped into a user namespace's range (nothing chowned). */
+  idmapped?: boolean;
   /** The dir of the container's upper and work dirs (absent in holds of an older Stove: `<container dir>/fs`). */
   fsDir?: string;
 }
+
+/**
+ * How a container's root filesystem shows its owners: as in the image (`host`), or, in a pod with its
+ * own user namespace, through idmapped layers (`idmapped`) or chowned on the overlay (`shifted`).
+ */
+export type RootfsIds = 'host' | 'idmapped' | 'shifted';
 
 export interface FsUsage {
   mountpoint: string;
@@ -555,26 +563,41 @@ export class ImageService {
   /**
    * Mounts a container's root filesystem at `target`: overlay of the image's layers with the
    * container's own upper/work dirs (created on first use, kept across mounts). Holds the image.
-   * With `idShift` (a pod with its own user namespace), every file's owner is moved to the host ids
-   * the namespace maps it to (idshift.ts); the layers themselves stay untouched.
+   * With `idShift` (a pod with its own user namespace), the files must look owned by the host ids the
+   * namespace maps their owners to: with `idmap` (the OCI runtime has idmapped mounts, so the node's
+   * kernel is asked for them too) the layers are idmapped under the overlay (rootfs.ts), nothing
+   * chowned; without it, or where the kernel or filesystem cannot idmap them, every file's owner is moved
+   * on the overlay (idshift.ts). The layers themselves stay untouched. Resolves with how it was done.
    */
-  async mountRootfs(imageSpec: string, containerId: string, target: string, options: { idShift?: IdShift } = {}): Promise<void> {
+  async mountRootfs(imageSpec: string, containerId: string, target: string, options: { idShift?: IdShift; idmap?: boolean } = {}): Promise<RootfsIds> {
     const image = this.checkHold(imageSpec, containerId);
     const record = this.store.get(image.id)!;
     const lower = record.layers.length ? this.layers.lowerDirs(record.layers.map((l) => l.chainId)) : [this.layers.emptyDir];
     const fs = this.fsDir(containerId);
+    const overlay = { baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target };
+    if (options.idShift && options.idmap && !this.holds.get(containerId)?.idShifted) {
+      const hold = this.saveHold({ containerId, imageId: image.id, target, fsDir: fs, idmapped: true });
+      let mounted: boolean;
+      try {
+        mounted = await mountIdmappedOverlay(overlay, options.idShift, hold);
+      } catch (err) {
+        await hold.catch(() => {});
+        throw wrap(err, `failed to mount the root filesystem of container "${containerId}"`);
+      }
+      if (mounted) return 'idmapped';
+      this.log.info('the kernel cannot idmap the image layers: the root filesystem is chowned into the user namespace instead', { container: shortId(containerId) });
+    }
     const idShifted = options.idShift !== undefined || this.holds.get(containerId)?.idShifted === true;
     // One hold, written before the mount with the target it goes on: a mount that fails, or a daemon
     // killed in between, leaves a hold that unmounting and removal handle (not mounted is fine).
     const hold = this.saveHold({ containerId, imageId: image.id, target, fsDir: fs, ...(idShifted ? { idShifted } : {}) });
     try {
-      const overlay = { baseDir: this.options.imagesDir, lowerDirs: lower, upperDir: join(fs, 'upper'), workDir: join(fs, 'work'), target, metacopy: idShifted };
-      await mountOverlay(overlay, hold);
+      await mountOverlay({ ...overlay, metacopy: idShifted }, hold);
     } catch (err) {
       await hold.catch(() => {}); // settled before the caller cleans up
       throw wrap(err, `failed to mount the root filesystem of container "${containerId}"`);
     }
-    if (!options.idShift) return;
+    if (!options.idShift) return 'host';
     const started = performance.now();
     try {
       const result = await shiftOwnership(target, options.idShift);
@@ -582,6 +605,7 @@ export class ImageService {
     } catch (err) {
       throw wrap(err, `failed to shift the owners of the root filesystem of container "${containerId}" into its user namespace`);
     }
+    return 'shifted';
   }
 
   /**
@@ -616,7 +640,7 @@ export class ImageService {
     const hold = this.holds.get(containerId);
     if (!hold?.target) return;
     await unmountOverlay(hold.target);
-    await this.saveHold({ containerId, imageId: hold.imageId, ...(hold.idShifted ? { idShifted: true } : {}), ...(hold.fsDir ? { fsDir: hold.fsDir } : {}) });
+    await this.saveHold({ containerId, imageId: hold.imageId, ...(hold.idShifted ? { idShifted: true } : {}), ...(hold.idmapped ? { idmapped: true } : {}), ...(hold.fsDir ? { fsDir: hold.fsDir } : {}) });
   }
 
   /** Unmounts, deletes the writable layer, and releases the image; the same for the image volumes. */

@@ -13,7 +13,7 @@ import { invalidArgument } from '../common/errors.js';
 import type { IdShift } from '../storage/idshift.js';
 import type { RegistryConfig } from '../config/schema.js';
 import type { DiskUsage } from '../storage/rootfs.js';
-import type { FsUsage, ImageInfo, ImageService, ManifestFacts } from './image-service.js';
+import type { FsUsage, ImageInfo, ImageService, ManifestFacts, RootfsIds } from './image-service.js';
 
 /** A store and the handler its images are reported under (`''`: the shared store). */
 export interface HandlerStore {
@@ -123,7 +123,7 @@ export class ImageStores {
     return this.forHandler(runtimeHandler).service.manifestFacts(imageId);
   }
 
-  mountRootfs(spec: string, containerId: string, target: string, options: { idShift?: IdShift; runtimeHandler: string }): Promise<void> {
+  mountRootfs(spec: string, containerId: string, target: string, options: { idShift?: IdShift; idmap?: boolean; runtimeHandler: string }): Promise<RootfsIds> {
     const { runtimeHandler, ...rest } = options;
     return this.forHandler(runtimeHandler).service.mountRootfs(spec, containerId, target, rest);
   }

@@ -10,6 +10,8 @@
  * loads the text with apparmor_parser.
  */
 
+import { failedPrecondition } from '../common/errors.js';
+
 /** The name Stove loads its default profile under. */
 export const STOVE_APPARMOR_PROFILE = 'stove-default';
 
@@ -51,7 +53,8 @@ export function daemonProfileFrom(attrCurrent: string): string {
 
 /** The text of the default profile, for `apparmor_parser -Kr` on stdin. */
 export function renderAppArmorProfile(f: AppArmorProfileFacts): string {
-  if (!isPlainProfileName(f.name)) throw new Error(`not a plain AppArmor profile name: ${JSON.stringify(f.name)}`);
+  // The name comes from runtime.apparmor_default_profile, checked when the configuration loads.
+  if (!isPlainProfileName(f.name)) throw failedPrecondition(`runtime.apparmor_default_profile ${JSON.stringify(f.name)} is not a plain AppArmor profile name`);
   const lines: string[] = [
     `# ${f.name}: Stove's default AppArmor profile for containers (RuntimeDefault, or no profile asked for).`,
     '# Loaded by stove serve with apparmor_parser -Kr when the kernel does not have it; see docs/security.md.',

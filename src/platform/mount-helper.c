@@ -15,6 +15,12 @@
  *                                                 this process never leaves its own namespace
  *   "D" id path type mode major minor             mknod(path, type | mode, makedev(major, minor)) with
  *                                                 umask 0; type c, b or p; mode in octal
+ *   "I" id uidmap gidmap cwd sources targets      idmapped bind mounts: a user namespace with these
+ *                                                 maps (uid_map/gid_map text) is made in a forked child,
+ *                                                 then each source (newline-separated, relative to cwd)
+ *                                                 is cloned (open_tree), idmapped with it (mount_setattr
+ *                                                 MOUNT_ATTR_IDMAP) and attached on its target (an
+ *                                                 existing dir); all or nothing
  *
  *   answer: id errno text    (errno in decimal, 0 = done; text = strerror)
  *
@@ -35,6 +41,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +88,98 @@ static int do_mount(char **f) {
   unsigned long flags = strtoul(f[5], NULL, 10);
   int rc = mount(f[2], f[3], f[4][0] ? f[4] : NULL, flags, f[6][0] ? f[6] : NULL);
   int err = rc < 0 ? errno : 0;
+  if (chdir("/") < 0 && err == 0) err = errno;
+  return err;
+}
+
+/*
+ * A user namespace with the given maps, as an fd: a child is cloned straight into a new user
+ * namespace and waits on a pipe while the maps are written and its namespace is opened. Returns an
+ * errno; *out is the fd.
+ */
+static int write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int err = write_full(fd, text, strlen(text)) < 0 ? (errno ? errno : EIO) : 0;
+  close(fd);
+  return err;
+}
+
+static int userns_fd(const char *uidmap, const char *gidmap, int *out) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0) return errno;
+  pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+  if (pid < 0) {
+    int err = errno;
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return err;
+  }
+  if (pid == 0) {
+    char c;
+    close(pipefd[1]);
+    (void)!read(pipefd[0], &c, 1); /* EOF once the parent is done */
+    _exit(0);
+  }
+  close(pipefd[0]);
+  char path[64];
+  int err;
+  snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+  err = write_file(path, uidmap);
+  if (!err) {
+    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+    err = write_file(path, gidmap);
+  }
+  if (!err) {
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    *out = open(path, O_RDONLY | O_CLOEXEC);
+    if (*out < 0) err = errno;
+  }
+  close(pipefd[1]);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  return err;
+}
+
+static int do_idmap(char **f) {
+  const char *cwd = f[4][0] ? f[4] : "/";
+  int userns = -1;
+  int err = userns_fd(f[2], f[3], &userns);
+  if (err) return err;
+  if (chdir(cwd) < 0) {
+    err = errno;
+    close(userns);
+    return err;
+  }
+  char *src_save = NULL, *dst_save = NULL;
+  char *targets[512];
+  int attached = 0;
+  char *src = strtok_r(f[5], "\n", &src_save), *dst = strtok_r(f[6], "\n", &dst_save);
+  for (; src && dst; src = strtok_r(NULL, "\n", &src_save), dst = strtok_r(NULL, "\n", &dst_save)) {
+    if (attached == (int)(sizeof targets / sizeof targets[0])) {
+      err = E2BIG;
+      break;
+    }
+    int tree = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (tree < 0) {
+      err = errno;
+      break;
+    }
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+    if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ||
+        move_mount(tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+      err = errno;
+      close(tree);
+      break;
+    }
+    close(tree);
+    targets[attached++] = dst;
+  }
+  if (!err && (src || dst)) err = EINVAL; /* as many sources as targets */
+  if (err) {
+    while (attached > 0) umount2(targets[--attached], MNT_DETACH);
+  }
+  close(userns);
   if (chdir("/") < 0 && err == 0) err = errno;
   return err;
 }
@@ -164,6 +263,7 @@ int main(void) {
     else if (strcmp(f[0], "U") == 0 && nf == 4) err = do_umount(f);
     else if (strcmp(f[0], "N") == 0 && nf == 3) err = do_netns(f);
     else if (strcmp(f[0], "D") == 0 && nf == 7) err = do_mknod(f);
+    else if (strcmp(f[0], "I") == 0 && nf == 7) err = do_idmap(f);
     else err = EINVAL;
     answer(f[1], err);
   }

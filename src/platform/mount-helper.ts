@@ -1,7 +1,7 @@
 /**
  * The client of `stove-mount-helper` (mount-helper.c, built by `make build` into dist/libexec): one
- * long-lived child process that runs mount(2), umount2(2), mknod(2) and network-namespace pins for this
- * process.
+ * long-lived child process that runs mount(2), umount2(2), mknod(2), idmapped bind mounts and
+ * network-namespace pins for this process.
  * A call costs a pipe round trip instead of a fork of the whole daemon plus util-linux's start-up.
  *
  * Helpers are started on first use and again after one died (a request in flight then fails). Each
@@ -77,6 +77,17 @@ export class MountHelper {
   /** mknod(2) of a char (c) or block (b) device or a fifo (p) with exactly `mode` (umask 0). */
   mknod(path: string, type: 'c' | 'b' | 'p', mode: number, major: number, minor: number): Promise<void> {
     return this.call('mknod', ['D', path, type, mode.toString(8), String(major), String(minor)]);
+  }
+
+  /**
+   * Idmapped bind mounts: each of `sources` (relative to `cwd`) cloned, idmapped with a user namespace of
+   * these maps (`uid_map`/`gid_map` lines, `inside outside count`) and attached on the target of the same
+   * index (an existing dir). All or nothing: a failure detaches what was attached.
+   */
+  idmapMounts(uidMap: string, gidMap: string, cwd: string, sources: string[], targets: string[]): Promise<void> {
+    if (sources.length !== targets.length || sources.length === 0) return Promise.reject(new SyscallError('idmap mount', 22, 'as many sources as targets, at least one'));
+    for (const p of [...sources, ...targets]) if (p.includes('\n') || p === '') return Promise.reject(new SyscallError('idmap mount', 22, `path ${JSON.stringify(p)} is empty or holds a newline`));
+    return this.call('idmap mount', ['I', uidMap, gidMap, cwd, sources.join('\n'), targets.join('\n')]);
   }
 
   /** Helper processes running now (for tests and diagnostics). */

@@ -83,6 +83,26 @@ export async function bindMount(source: string, target: string, readOnly = false
   if (readOnly) await mount({ type: 'none', source: 'none', target, options: ['remount', 'bind', 'ro'] });
 }
 
+/** One range of an id map (`inside outside count`, as /proc/<pid>/uid_map reads). */
+export interface IdMapRange {
+  containerId: number;
+  hostId: number;
+  size: number;
+}
+
+/**
+ * Idmapped bind mounts of `sources` (relative to `cwd`) on `targets` (existing dirs), with a user
+ * namespace of these maps: a file owned by id N in a source shows up owned by the id N maps to. Needs
+ * the mount helper (util-linux 2.38 has no idmap option): undefined when there is none. Throws a
+ * SyscallError with the kernel's errno (EINVAL, ENOSYS: the kernel or the filesystem cannot idmap).
+ */
+export function idmapMounts(uids: IdMapRange[], gids: IdMapRange[], cwd: string, sources: string[], targets: string[]): Promise<void> | undefined {
+  const helper = mountHelper();
+  if (!helper) return undefined;
+  const text = (ranges: IdMapRange[]) => ranges.map((r) => `${r.containerId} ${r.hostId} ${r.size}\n`).join('');
+  return helper.idmapMounts(text(uids), text(gids), cwd, sources, targets);
+}
+
 /** Unmounts `target`. Not mounted is not an error; `lazy` detaches a busy mount (MNT_DETACH). */
 export async function unmount(target: string, lazy = false): Promise<void> {
   const helper = mountHelper();

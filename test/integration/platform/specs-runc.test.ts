@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
+import { TEST_RUNTIME } from '../../helpers/oci-runtime.js';
 import { ContainerConfig, NamespaceMode, PodSandboxConfig, SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js';
 import { CONTAINERD_DEFAULT_CAPABILITIES } from '../../../src/config/schema.js';
 import { silentLogger } from '../../../src/common/logger.js';
@@ -65,12 +66,12 @@ describe('specs run by runc', function () {
   let runcRoot: string;
   let settings: SpecSettings;
 
-  const runc = (...args: string[]) => execa('runc', ['--root', runcRoot, ...args], { reject: false, stdin: 'ignore' });
+  const runc = (...args: string[]) => execa(TEST_RUNTIME, ['--root', runcRoot, ...args], { reject: false, stdin: 'ignore' });
 
   /** `runc run -d` with stdio ignored (a piped stdio would be held open by the container). */
   async function runDetached(id: string, bundle: string): Promise<number> {
     const log = join(bundle, 'runc.log');
-    const r = await execa('runc', ['--root', runcRoot, '--log', log, 'run', '-d', '--pid-file', join(bundle, 'pid'), id], {
+    const r = await execa(TEST_RUNTIME, ['--root', runcRoot, '--log', log, 'run', '-d', '--pid-file', join(bundle, 'pid'), id], {
       cwd: bundle,
       stdio: 'ignore',
       reject: false,
@@ -103,7 +104,7 @@ describe('specs run by runc', function () {
       console.log('    skipped: running containers needs root');
       this.skip();
     }
-    for (const tool of ['runc', 'ip', 'nsenter']) {
+    for (const tool of [TEST_RUNTIME, 'ip', 'nsenter']) {
       if ((await execa('sh', ['-c', `command -v ${tool}`], { reject: false })).exitCode !== 0) {
         console.log(`    skipped: ${tool} is not installed`);
         this.skip();
@@ -115,7 +116,7 @@ describe('specs run by runc', function () {
     await chmod(work, 0o755);
     runcRoot = join(work, 'runc-state');
     await execa('ip', ['netns', 'add', netns]);
-    const features = await execa('runc', ['features'], { reject: false });
+    const features = await execa(TEST_RUNTIME, ['features'], { reject: false });
     settings = await detectSpecSettings(
       { defaultCapabilities: CONTAINERD_DEFAULT_CAPABILITIES, cgroupDriver: 'cgroupfs', seccompProfile: '', runtimeSupportsRro: rroFromRuncFeatures(features.stdout) },
       silentLogger,

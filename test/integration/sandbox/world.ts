@@ -13,6 +13,7 @@ import { PodSandboxConfig, type DeepPartial } from '../../../src/gen/runtime/v1/
 import { detectCgroups, dirIn } from '../../../src/platform/cgroups.js';
 import { mountPoints, unmount } from '../../../src/platform/mount.js';
 import { REPO_ROOT, startStove, type StoveProcess } from '../../helpers/stove-process.js';
+import { TEST_RUNTIME } from '../../helpers/oci-runtime.js';
 import { cgroupNameOf, makeParent, parentPath, removeParent, systemdSkipReason, testCgroupDriver, unitsMatching } from '../../helpers/cgroup-driver.js';
 import { DEBIAN_CNI_DIR, iptablesLinesMentioning, skipReason as netSkipReason, TestNet } from '../network/host-net.js';
 
@@ -22,7 +23,7 @@ export { iptablesLinesMentioning, TestNet };
 export function skipReason(): string | undefined {
   const net = netSkipReason();
   if (net) return net;
-  for (const bin of ['/usr/bin/runc', '/usr/bin/conmon', '/bin/busybox']) {
+  for (const bin of [TEST_RUNTIME, '/usr/bin/conmon', '/bin/busybox']) {
     if (!existsSync(bin)) return `${bin} is missing`;
   }
   if (!existsSync(join(REPO_ROOT, 'rootfs/pause/bin/pause'))) return 'rootfs/pause is not built (make rootfs)';
@@ -153,7 +154,7 @@ export class PodWorld {
     }
     const mounts = [...(await mountPoints())].filter((m) => m.startsWith(dir + '/'));
     if (mounts.length) out.push(`mounts: ${mounts.join(' ')}`);
-    const runc = await execa('runc', ['--root', join(state, 'runc'), 'list', '-q'], { reject: false });
+    const runc = await execa(TEST_RUNTIME, ['--root', join(state, 'runc'), 'list', '-q'], { reject: false });
     if (runc.stdout.trim()) out.push(`runc containers: ${runc.stdout.trim().split('\n').join(' ')}`);
     const conmons = await conmonsUnder(dir);
     if (conmons.length) out.push(`conmon processes: ${conmons.join(' ')}`);
@@ -188,7 +189,7 @@ export class PodWorld {
           // gone
         }
       }
-      await execa('sh', ['-c', `for c in $(runc --root ${join(this.daemon.state, 'runc')} list -q); do runc --root ${join(this.daemon.state, 'runc')} delete -f $c; done`], { reject: false });
+      await execa('sh', ['-c', `for c in $(${TEST_RUNTIME} --root ${join(this.daemon.state, 'runc')} list -q); do ${TEST_RUNTIME} --root ${join(this.daemon.state, 'runc')} delete -f $c; done`], { reject: false });
       const mounts = [...(await mountPoints())].filter((m) => m.startsWith(this.daemon.dir + '/')).sort((a, b) => b.length - a.length);
       for (const m of mounts) await unmount(m, true).catch(() => {});
     }

@@ -1,6 +1,7 @@
 /**
- * The streaming server against the real crictl (v1.32, the Go client-go/spdystream stack the kubelet
- * uses): a small gRPC server answers Version/Status and hands out URLs from a StreamingServer whose
+ * The streaming server against the real crictl (v1.32 and v1.36, the Go client-go/spdystream stack the
+ * kubelet uses): a small gRPC server answers Version/Status (and ImageFsInfo, which crictl 1.36 asks
+ * first) and hands out URLs from a StreamingServer whose
  * backend runs processes on the host (test/helpers/host-backend.ts). Everything stays on loopback.
  * Skipped with a printed reason where crictl is not installed (as on CI).
  */
@@ -11,8 +12,8 @@ import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RuntimeServiceService, StatusResponse, VersionResponse } from '../../../src/gen/runtime/v1/api.js';
-import { implement } from '../../../src/api/services.js';
+import { ImageFsInfoResponse, StatusResponse, VersionResponse } from '../../../src/gen/runtime/v1/api.js';
+import { criServices } from '../../../src/api/services.js';
 import { serveGrpc, type GrpcEndpoint } from '../../../src/api/server.js';
 import type { RuntimeHandlers } from '../../../src/api/handlers.js';
 import { silentLogger } from '../../../src/common/logger.js';
@@ -65,7 +66,8 @@ describe('streaming server with the real crictl', function () {
       attach: (r) => attach(streaming, r),
       portForward: (r) => portForward(streaming, r),
     };
-    grpc = await serveGrpc(sock, [{ definition: RuntimeServiceService, implementation: implement(RuntimeServiceService, handlers, silentLogger, NO_TELEMETRY) }], silentLogger);
+    // crictl 1.36 checks the image API (ImageFsInfo) of the endpoint before any command.
+    grpc = await serveGrpc(sock, criServices(handlers, { imageFsInfo: async () => ImageFsInfoResponse.fromPartial({}) }, silentLogger, NO_TELEMETRY), silentLogger);
   });
 
   after(async () => {
@@ -94,7 +96,8 @@ describe('streaming server with the real crictl', function () {
   it('execs a command and reports its output and exit code', async () => {
     const r = await crictl(['exec', 'ctr1', 'sh', '-c', 'echo hi; echo oops >&2; exit 3']);
     assert.equal(r.stdout, 'hi\n');
-    assert.equal(r.stderr, 'oops\nexecing command in container ctr1: command terminated with exit code 3\n');
+    // crictl 1.32 prints the error as is, 1.36 as a logrus line (`time=… level=fatal msg="…"`).
+    assert.match(r.stderr, /^oops\n(?:time="[^"]+" level=fatal msg=")?execing command in container ctr1: command terminated with exit code 3"?\n$/);
     assert.equal(r.code, 1);
   });
 
@@ -123,7 +126,7 @@ describe('streaming server with the real crictl', function () {
   it('execs over WebSocket (--transport websocket, v5.channel.k8s.io)', async () => {
     const r = await crictl(['exec', '--transport', 'websocket', 'ctr1', 'sh', '-c', 'echo ws-out; echo ws-err >&2; exit 4']);
     assert.equal(r.stdout, 'ws-out\n');
-    assert.equal(r.stderr, 'ws-err\nexecing command in container ctr1: command terminated with exit code 4\n');
+    assert.match(r.stderr, /^ws-err\n(?:time="[^"]+" level=fatal msg=")?execing command in container ctr1: command terminated with exit code 4"?\n$/);
     const r2 = await crictl(['exec', '-i', '--transport', 'websocket', 'ctr1', 'sh', '-c', 'cat; echo end'], 'via websocket\n');
     assert.equal(r2.code, 0, r2.stderr);
     assert.equal(r2.stdout, 'via websocket\nend\n');

@@ -87,13 +87,14 @@ export class FakeImages implements ContainerImages {
   hasOwnStore() {
     return false;
   }
-  async mountRootfs(_image: string, id: string, target: string): Promise<void> {
+  async mountRootfs(_image: string, id: string, target: string): Promise<'host'> {
     this.calls.push(`mount ${id}`);
     this.holds.add(id);
     await mkdir(join(target, 'etc'), { recursive: true });
     await writeFile(join(target, 'etc', 'passwd'), 'root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n');
     await writeFile(join(target, 'etc', 'group'), 'root:x:0:\nuser:x:1000:\n');
     this.mounted.add(id);
+    return 'host';
   }
   /** An image volume: the target gets a `data/` dir with one file, like a mounted image would. */
   async mountImageVolume(spec: string, id: string, index: number, target: string): Promise<ImageInfo> {

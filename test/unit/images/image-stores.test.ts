@@ -15,7 +15,10 @@ function fakeStore(name: string, held: string[] = [], usage = { images: 0n, cont
     rootfsUsage: async (id: string) => (calls.push(`usage ${id}`), { bytes: 1n, inodes: 1n }),
     writableLayerFs: () => `/fs/${name}`,
     getImage: (spec: string) => (calls.push(`get ${spec}`), { id: spec }),
-    mountRootfs: async (spec: string, id: string, _target: string, options: object) => void calls.push(`mount ${spec} ${id} ${JSON.stringify(options)}`),
+    mountRootfs: async (spec: string, id: string, _target: string, options: object) => {
+      calls.push(`mount ${spec} ${id} ${JSON.stringify(options)}`);
+      return 'host' as const;
+    },
     list: () => [{}, {}],
     fsInfo: async () => ({
       images: { mountpoint: `/images/${name}`, bytes: usage.images, inodes: 1n },

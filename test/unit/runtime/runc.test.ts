@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Runc, RuncError, runtimeErrorKind, runtimeMessage } from '../../../src/runtime/runc.js';
+import { idmapFromFeatures, Runc, RuncError, runtimeErrorKind, runtimeMessage } from '../../../src/runtime/runc.js';
 
 /** A runtime that records its argv and stdin, then behaves as told by the subcommand. */
 const FAKE_RUNTIME = `#!/bin/sh
@@ -16,7 +16,7 @@ case "$sub" in
       *missing*) echo '{"level":"error","msg":"container does not exist","time":"2026-01-01T00:00:00Z"}' >&2; exit 1;;
     esac
     echo '{"ociVersion":"1.0.2","id":"c1","pid":42,"status":"running","bundle":"/b"}';;
-  update) cat > "$dir/stdin";;
+  update) for a in "$@"; do case "$prev" in --resources) cp "$a" "$dir/stdin";; esac; prev=$a; done;;
   delete)
     case "$*" in *missing*) echo '{"level":"error","msg":"container does not exist"}' >&2; exit 1;; esac;;
   kill)
@@ -73,15 +73,26 @@ describe('runtime/runc', () => {
     assert.match((await lastCall())!, /kill --all c1 KILL$/);
   });
 
-  it('update sends the resources as JSON on stdin', async () => {
+  it('update sends the resources as JSON in a file it removes afterwards (crun cannot read - from a socket)', async () => {
     await runc.update('c1', { cpu: { shares: 512 } });
-    assert.match((await lastCall())!, /update --resources - c1$/);
+    const file = /update --resources (\S+) c1$/.exec((await lastCall())!)?.[1];
+    assert.ok(file && file !== '-', 'a file');
+    await assert.rejects(readFile(file), { code: 'ENOENT' });
     assert.deepEqual(JSON.parse(await readFile(join(dir, 'stdin'), 'utf8')), { cpu: { shares: 512 } });
   });
 
   it('list of nothing is empty; features of a runtime without the command is undefined', async () => {
     assert.deepEqual(await runc.list(), []);
     assert.equal(await runc.features(), undefined);
+    assert.equal(await runc.cachedFeatures(), undefined);
+  });
+
+  it('idmapped mounts come from the features document, not the version', () => {
+    // runc 1.5.3 and crun 1.19 say so; runc 1.1.5 has no mountExtensions, crun 1.8 no features at all.
+    assert.equal(idmapFromFeatures({ linux: { mountExtensions: { idmap: { enabled: true } } } }), true);
+    assert.equal(idmapFromFeatures({ linux: { mountExtensions: { idmap: { enabled: false } } } }), false);
+    assert.equal(idmapFromFeatures({ ociVersionMax: '1.0.2-dev', linux: { namespaces: ['user'] } }), false);
+    assert.equal(idmapFromFeatures(undefined), false);
   });
 
   it('a hung command is killed: DeadlineExceeded', async () => {
@@ -116,6 +127,7 @@ describe('runtime/runc', () => {
     assert.equal(runtimeErrorKind('container does not exist'), 'NotFound');
     assert.equal(runtimeErrorKind('error opening file `/run/crun/x/status`: No such file or directory'), 'NotFound');
     assert.equal(runtimeErrorKind('cannot exec in a stopped container'), 'FailedPrecondition');
+    assert.equal(runtimeErrorKind('kill container: No such process'), 'FailedPrecondition');
     assert.equal(runtimeErrorKind('exec: "x": executable file not found in $PATH'), 'Internal');
   });
 });
