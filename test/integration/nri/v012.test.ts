@@ -140,7 +140,8 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
     assert.ok((byEvent.get('CreateContainer')!.seccompSyscalls ?? 0) > 0, 'the seccomp filter of the spec is described');
     assert.equal(byEvent.get('CreateContainer')!.seccompProfile, 'RUNTIME_DEFAULT', "the CRI's seccomp choice is described");
     assert.equal(byEvent.get('RemoveContainer')!.seccompProfile, 'RUNTIME_DEFAULT');
-    // The v0.8 plugin got the same notifications as StateChange.
+    // The v0.8 plugin got the same notifications as StateChange (each plugin is told in turn: wait for its last).
+    await eventually('RemoveContainer to reach the v0.8 plugin', () => legacy!.eventsFor(id).includes('RemoveContainer'));
     assert.deepEqual(
       legacy!.eventsFor(id),
       ['CreateContainer', 'PostCreateContainer', 'StartContainer', 'PostStartContainer', 'StopContainer', 'RemoveContainer'],
