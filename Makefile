@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density clean
 
 setup:
 	@scripts/setup.sh
@@ -90,13 +90,19 @@ test: setup lint
 # The single-node cluster (test/e2e/cluster/): up.sh before the first test, down.sh after the last. The
 # first run builds Kubernetes from its Go modules into /var/cache/stove-e2e (about 11 min here). The
 # suites that restart the kubelet come last: the image GC test waits for its periodic GC run.
-CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats churn-faults conformance
+CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats
+# Cluster suites run by hand (`make test-cluster-more`), not yet in `make test`: the churn with Stove or
+# the kubelet killed, and Kubernetes' [NodeConformance] specs (docs/testing.md says what each still fails).
+CLUSTER_MORE := churn-faults conformance
 test-cluster: build
-	@test "$$(ls test/e2e/cluster/*.test.ts | wc -l)" = "$(words $(CLUSTER_SUITES))" || { echo 'test-cluster: a cluster suite is missing from CLUSTER_SUITES'; exit 1; }
+	@test "$$(ls test/e2e/cluster/*.test.ts | wc -l)" = "$(words $(CLUSTER_SUITES) $(CLUSTER_MORE))" || { echo 'test-cluster: a cluster suite is missing from CLUSTER_SUITES or CLUSTER_MORE'; exit 1; }
 	@$(MOCHA) --file dist/test/e2e/cluster/setup.js $(foreach s,$(CLUSTER_SUITES),dist/test/e2e/cluster/$(s).test.js)
 
+test-cluster-more: build
+	@$(MOCHA) --file dist/test/e2e/cluster/setup.js $(foreach s,$(CLUSTER_MORE),dist/test/e2e/cluster/$(s).test.js)
+
 # Kubernetes' own e2e suite, the whole selection ([NodeConformance]|[Conformance] minus Serial,
-# Disruptive, Slow, Flaky, Feature:, Alpha, Beta), on a cluster of its own (by hand; the cluster suite runs
+# Disruptive, Slow, Flaky, Feature:, Alpha, Beta), on a cluster of its own (by hand; `make test-cluster-more` runs
 # the [NodeConformance] part). CLUSTER_RUNTIME=containerd runs it on containerd 2.4 in Stove's place.
 test-conformance: build
 	@test/e2e/conformance.sh
