@@ -85,6 +85,7 @@ test: setup lint
 	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
 	@$(MAKE) --no-print-directory test-runc15
 	@$(MAKE) --no-print-directory test-cluster
+	@$(MAKE) --no-print-directory test-cluster3
 	@$(MAKE) --no-print-directory test-vm
 
 # The single-node cluster (test/e2e/cluster/): up.sh before the first test, down.sh after the last. The
@@ -109,8 +110,9 @@ test-conformance: build
 
 # The three-node cluster (test/e2e/cluster/multi/, `up.sh --nodes 3`): kubeadm, Flannel, metrics-server,
 # each node a kubelet on its own Stove in namespaces of its own; the operator's scenarios in one suite.
-# Needs crictl (BUILD_ONLY=1 test/e2e/critest.sh builds it). Not part of `make test`.
+# Needs crictl (BUILD_ONLY=1 test/e2e/critest.sh builds it, as here).
 test-cluster3: build
+	@BUILD_ONLY=1 test/e2e/critest.sh >/dev/null || { echo 'test-cluster3: crictl could not be built (test/e2e/critest.sh)'; exit 1; }
 	@$(MOCHA) --file dist/test/e2e/cluster3/setup.js dist/test/e2e/cluster3/scenarios.test.js
 
 # The integration tests that drive the OCI runtime hardest again with runc 1.5 (the runtime of
