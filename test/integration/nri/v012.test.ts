@@ -163,7 +163,9 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
     const logPath = (await world.status(id)).status!.logPath;
     await eventually('the new args to print', async () => (await world.logLines(logPath)).some((l) => l.text === 'from-nri-args'));
     assert.equal(await sh(id, 'cat /proc/sys/net/ipv4/ip_unprivileged_port_start'), '2000');
-    assert.equal(await sh(id, 'ulimit -n; ulimit -Hn'), '1000\n2000');
+    // The container's own process: runc 1.1.5 sets an exec's rlimits from outside while the exec's Go
+    // runtime may still raise its soft limit to the hard one, so an exec'd shell shows 2000/2000 now and then.
+    assert.match(await sh(id, 'grep "Max open files" /proc/$(pidof sleep)/limits'), /^Max open files\s+1000\s+2000\s+files/);
     assert.equal(await sh(id, 'echo $NRI_V012_PLUGIN'), 'recorder');
     // Later events describe the container with what the plugin set.
     await eventually('PostStartContainer to reach the plugin', async () => (await lines()).some((l) => l.container === id && l.event === 'PostStartContainer'));
