@@ -358,7 +358,19 @@ export class LayerExtractor implements TarSink {
     if (st.isDirectory()) throw new UnsafeEntryError(`hardlink "${header.name}" → "${header.linkname}": target is a directory`);
     if (target === rel) return;
     this.removeExisting(rel);
-    linkSync(this.abs(target), this.abs(rel));
+    const path = this.abs(rel);
+    linkSync(this.abs(target), path);
+    // A hard link's header sets the owner, mode, xattrs and times of the inode it shares, as containerd and
+    // CRI-O apply it (archivers write the file's own), so one image gives the same files on every runtime.
+    // chown first: it clears setuid bits and security.capability, which the mode and xattrs then restore.
+    lchownSync(path, header.uid, header.gid);
+    if (st.isSymbolicLink()) {
+      this.setXattrs(path, header, true);
+    } else {
+      chmodSync(path, header.mode);
+      this.setXattrs(path, header, false);
+    }
+    lutimesSync(path, header.atime ?? header.mtime, header.mtime);
   }
 
   private makeNode(rel: string, header: TarHeader): void {

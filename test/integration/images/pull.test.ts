@@ -145,7 +145,8 @@ describe('images: pulling and unpacking', function () {
     const entries: LayerEntry[] = [
       { type: 'dir', path: 'd', mode: 0o2775, uid: 1000, gid: 1000, mtime: 1_600_000_000 },
       { path: 'd/file', content: 'content', mode: 0o4755, uid: 1000, gid: 100, mtime: 1_500_000_000.25, xattrs: { 'user.note': 'hello', 'security.capability': cap } },
-      { type: 'hardlink', path: 'd/hard', target: 'd/file' },
+      // As archivers write a hard link: with its file's own metadata.
+      { type: 'hardlink', path: 'd/hard', target: 'd/file', mode: 0o4755, uid: 1000, gid: 100, mtime: 1_500_000_000.25, xattrs: { 'user.note': 'hello', 'security.capability': cap } },
       { type: 'symlink', path: 'd/abs-link', target: '/etc/passwd', uid: 1000, gid: 1000 },
       { type: 'symlink', path: 'd/rel-link', target: '../../../etc/shadow' },
       { type: 'char', path: 'd/null', major: 1, minor: 3, mode: 0o666 },
@@ -186,6 +187,29 @@ describe('images: pulling and unpacking', function () {
     assert.equal(big.uid, 3_000_000_000);
     assert.equal(big.gid, 3_000_000_001);
     assert.equal(await readFile(join(gnuDir, gnuName), 'utf8'), 'gnu long name');
+  });
+
+  it("applies a hard link's header to the inode it shares, as containerd and CRI-O do: owner, mode, times", async () => {
+    const entries: LayerEntry[] = [
+      { type: 'dir', path: 'bin', mode: 0o755 },
+      { path: 'bin/tool', content: '#!/bin/sh\n', mode: 0o4755, uid: 1000, gid: 1000, mtime: 1_500_000_000 },
+      // A header that disagrees with its file: the last one written wins, for every name of the inode.
+      { type: 'hardlink', path: 'bin/alias', target: 'bin/tool', mode: 0o640, uid: 7, gid: 8, mtime: 1_600_000_000 },
+      { type: 'symlink', path: 'bin/link', target: 'tool' },
+      // A hard link to a symlink changes the symlink's own owner, never its target's mode.
+      { type: 'hardlink', path: 'bin/link2', target: 'bin/link', mode: 0o600, uid: 9, gid: 9 },
+    ];
+    const img = await pushImage(env.registry, 'entries/hardlink-header:1', { layers: [entries] });
+    await env.fx.images.pull(img.reference);
+    const [dir] = env.fx.images.getImage(img.reference).layerDirs as [string];
+    const tool = await lstat(join(dir, 'bin/tool'));
+    assert.equal(tool.ino, (await lstat(join(dir, 'bin/alias'))).ino);
+    assert.equal(tool.mode & 0o7777, 0o640);
+    assert.deepEqual([tool.uid, tool.gid], [7, 8]);
+    assert.equal(tool.mtimeMs, 1_600_000_000_000);
+    const link = await lstat(join(dir, 'bin/link'));
+    assert.ok(link.isSymbolicLink());
+    assert.deepEqual([link.uid, link.gid], [9, 9]);
   });
 
   it('turns whiteouts and opaque dirs into overlayfs ones: the mounted root shows the merged view', async () => {
