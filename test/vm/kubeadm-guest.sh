@@ -46,6 +46,7 @@ on_exit() {
     systemctl --no-pager status stove.service kubelet.service 2>&1 | head -40 || true
     echo "--- kubelet (journal, last 40 lines but mirror-pod retries)"; journalctl -u kubelet --no-pager 2>&1 | grep -v "Unable to register mirror pod" | tail -40 || true
     echo "--- stove (journal, last 40 lines)"; journalctl -u stove --no-pager -n 40 2>&1 || true
+    echo "--- the guest's processes by CPU time"; ps -eo pid,time,rss,comm --sort=-time 2>&1 | head -15 || true
     echo "--- crictl ps -a"; crictl ps -a 2>&1 || true
     for id in $(crictl ps -a -q 2>/dev/null); do
       echo "--- crictl logs --tail 15 $(crictl inspect -o go-template --template '{{.status.metadata.name}} attempt {{.status.metadata.attempt}}, {{.status.state}} {{.status.exitCode}}' "$id" 2>/dev/null)"
@@ -129,6 +130,12 @@ imageRepository: $REGISTRY/k8s
 etcd: {local: {imageTag: "$ETCD_TAG"}}
 dns: {imageTag: "$COREDNS_TAG"}
 networking: {podSubnet: 10.244.0.0/16, serviceSubnet: 10.96.0.0/12}
+# Leader election's 5 s requests time out under emulation: the two would lose their lease and restart,
+# each restart costing minutes of the guest's CPU. One control-plane node: generous terms instead.
+controllerManager:
+  extraArgs: [{name: leader-elect-lease-duration, value: 120s}, {name: leader-elect-renew-deadline, value: 100s}, {name: leader-elect-retry-period, value: 10s}]
+scheduler:
+  extraArgs: [{name: leader-elect-lease-duration, value: 120s}, {name: leader-elect-renew-deadline, value: 100s}, {name: leader-elect-retry-period, value: 10s}]
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -136,7 +143,7 @@ cgroupDriver: systemd
 # The guest's disk is small: no eviction for its few pods.
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 EOT
-kubeadm init --config /run/stove-kubeadm/kubeadm.yaml 2>&1 | tee /run/stove-kubeadm/init.log | grep -v '^\[certs\]\|^\[kubeconfig\]' ||
+kubeadm init --config /run/stove-kubeadm/kubeadm.yaml 2>&1 | tee /run/stove-kubeadm/init.log | grep --line-buffered -v '^\[certs\]\|^\[kubeconfig\]' ||
   die "kubeadm init failed"
 grep -q "Your Kubernetes control-plane has initialized successfully" /run/stove-kubeadm/init.log || die "kubeadm init did not say it initialized the control plane"
 step "kubeadm init (the control plane as static pods on Stove, kubelet.service started by kubeadm)"
@@ -180,4 +187,5 @@ left=$(crictl pods -q | wc -l)
 systemctl disable --now --quiet kubelet.service
 systemctl disable --now --quiet stove.service
 step "kubeadm reset -f: no pod left on Stove; kubelet.service and stove.service stopped"
+echo "kubeadm-vm: the guest's processes by CPU time:"; ps -eo pid,time,rss,comm --sort=-time | head -8
 echo "kubeadm-vm: PASS in $((SECONDS - start)) s"

@@ -12,7 +12,9 @@
 # it stays on the host (the registry is stopped, its storage removed, however the script ends).
 #
 # Environment: STOVE_VM_KUBEADM_TIMEOUT (seconds for the guest's job, default 3600), STOVE_VM_KUBEADM_MEMORY
-# (MiB, default 4096).
+# (MiB, default 4096), STOVE_VM_KUBEADM_CPUS (virtual CPUs, default 4: kubeadm wants 2 at least, and under
+# emulation each is a host thread, so that 4 get the control plane twice the host's time of 2 on a busy
+# machine).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -77,6 +79,6 @@ COREDNS_TAG=$COREDNS_TAG
 EOT
 echo "kubeadm.sh: binaries from $bin; images built and stored in $((SECONDS - t_images)) s ($(du -sm "$data/registry" | cut -f1) MiB)" >&2
 
-"$here/run.sh" --driver systemd --memory "${STOVE_VM_KUBEADM_MEMORY:-4096}" --timeout "${STOVE_VM_KUBEADM_TIMEOUT:-3600}" \
+"$here/run.sh" --driver systemd --cpus "${STOVE_VM_KUBEADM_CPUS:-4}" --memory "${STOVE_VM_KUBEADM_MEMORY:-4096}" --timeout "${STOVE_VM_KUBEADM_TIMEOUT:-3600}" \
   --data "$data" -- test/vm/kubeadm-guest.sh
 echo "kubeadm.sh: done in $((SECONDS - t0)) s; host load average at the end: $(cut -d" " -f1-3 /proc/loadavg)" >&2
