@@ -149,7 +149,7 @@ test-vm: build
 	  test/vm/run.sh --driver systemd $${kubelet:+--kubelet "$$kubelet"} $${critest:+--critest "$$critest"} $$tools -- test/vm/suite.sh && \
 	  test/vm/run.sh --driver cgroupfs $$tools -- test/vm/suite.sh
 
-# The operator's path in the systemd guest, once (by hand, not in `make test`: about 25 min under emulation):
+# The operator's path in the systemd guest, once (by hand, not in `make test`: 16-25 min under emulation):
 # Stove and the kubelet as systemd units (contrib/systemd/), kubeadm init with Stove's socket, the control
 # plane as static pods on Stove, a pod scheduled, kubeadm reset (test/vm/kubeadm.sh, docs/testing.md).
 test-vm-kubeadm: build
