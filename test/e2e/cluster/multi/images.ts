@@ -6,10 +6,11 @@
  * metrics-server; busybox for the scenarios. Each holds the binary build.sh made; iptables and its
  * libraries and xtables modules are the host's (Debian's). Prints `NAME=reference` lines.
  *
- *   node images.js <registry-url> <bin-dir> <repo-path> <k8s-version> <etcd-tag> <coredns-tag> <flannel-version> <metrics-server-version> [all|metrics-server|but-metrics-server]
+ *   node images.js <registry-url> <bin-dir> <repo-path> <k8s-version> <etcd-tag> <coredns-tag> <flannel-version> <metrics-server-version> [all|metrics-server|but-metrics-server|kubeadm]
  *
  * metrics-server's build takes longest on a new machine: up.sh pushes the others first and its image once
- * the build it started meanwhile is done.
+ * the build it started meanwhile is done. `kubeadm` pushes what `kubeadm init` and its addons pull and
+ * busybox, without Flannel and metrics-server (the guest's one-node cluster, test/vm/kubeadm.sh).
  */
 import { execFileSync } from 'node:child_process';
 import { lstatSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
@@ -127,11 +128,13 @@ const pause = await pushImage(registry, `${repo}/pause:3.10.2`, {
   entrypoint: ['/pause'],
 });
 out.push(`PAUSE_IMAGE=${pause.reference}`);
-const flannel = await pushImage(registry, `${repo}/flannel:${flannelVersion}`, {
-  layers: [busyboxLayer(), iptables, binaryLayer('flanneld', 'opt/bin')],
-  entrypoint: ['/opt/bin/flanneld'],
-});
-out.push(`FLANNEL_IMAGE=${flannel.reference}`);
+if (which !== 'kubeadm') {
+  const flannel = await pushImage(registry, `${repo}/flannel:${flannelVersion}`, {
+    layers: [busyboxLayer(), iptables, binaryLayer('flanneld', 'opt/bin')],
+    entrypoint: ['/opt/bin/flanneld'],
+  });
+  out.push(`FLANNEL_IMAGE=${flannel.reference}`);
+}
 if (which === 'all') {
   const metrics = await pushImage(registry, `${repo}/metrics-server:${metricsVersion}`, { layers: [etcPasswd, binaryLayer('metrics-server', '')], entrypoint: ['/metrics-server'] });
   out.push(`METRICS_SERVER_IMAGE=${metrics.reference}`);
