@@ -346,7 +346,19 @@ async function checkNri(config: Config): Promise<CheckResult> {
     ? `connected: ${status.plugins.length ? status.plugins.map((p) => `${p.index}-${p.name} (${p.kind}${p.pid ? `, pid ${p.pid}` : ''})`).join(', ') : 'none'}`
     : 'daemon not running';
   const socket = config.nri.disableConnections ? 'external connections disabled' : `socket ${config.nri.socketPath}`;
-  return { name: 'nri', status: 'ok', detail: `${socket}; pre-launched in ${config.nri.pluginPath}: ${onDisk}; ${running}` };
+  const v = config.nri.defaultValidator;
+  const rules = [
+    v.rejectOciHookAdjustment && 'OCI hooks',
+    v.rejectRuntimeDefaultSeccompAdjustment && 'runtime default seccomp',
+    v.rejectUnconfinedSeccompAdjustment && 'unconfined seccomp',
+    v.rejectCustomSeccompAdjustment && 'custom seccomp',
+    v.rejectNamespaceAdjustment && 'namespaces',
+    v.rejectSysctlAdjustment && 'sysctls',
+  ].filter(Boolean);
+  const validator = v.enable
+    ? `default validator rejects ${rules.length ? rules.join(', ') : 'nothing'}${v.requiredPlugins.length ? `, requires ${v.requiredPlugins.join(', ')}` : ''}`
+    : 'default validator off';
+  return { name: 'nri', status: 'ok', detail: `${socket}; pre-launched in ${config.nri.pluginPath}: ${onDisk}; ${running}; ${validator}` };
 }
 
 /** One line per check: `ok    runc  /usr/bin/runc: runc version 1.1.5`, plus the fix when there is one. */

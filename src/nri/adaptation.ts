@@ -26,6 +26,8 @@ import { messageOf, StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { writeJsonAtomic } from '../persist/atomic-file.js';
 import { startProcess } from '../platform/processes.js';
+import type { NriDefaultValidatorConfig } from '../config/schema.js';
+import { DEFAULT_VALIDATOR, defaultValidatorVerdict } from './default-validator.js';
 import { isPluginIndex, NriPlugin, type NotifyEvent, type PluginTimeouts } from './plugin.js';
 import { CreateResult, UpdateResult } from './result.js';
 import { TtrpcStatusError } from './ttrpc.js';
@@ -39,6 +41,8 @@ export interface NriSettings {
   disableConnections: boolean;
   /** Where the list of connected plugins is kept for `stove check`. */
   statusFile?: string;
+  /** The built-in default validator's rules (default-validator.ts); inert unless `enable`. */
+  defaultValidator?: NriDefaultValidatorConfig;
 }
 
 /** What the adaptation needs from the rest of Stove. */
@@ -159,30 +163,34 @@ export class NriAdaptation {
   }
 
   /**
-   * Asks every validator plugin, all at once, to accept the merged adjustment (with who set what); one
-   * rejection or failure fails the create, naming the validator (NRI's messages).
+   * Asks every validator, all at once, to accept the merged adjustment (with who set what): the
+   * built-in default validator when it is enabled, and every validator plugin. One rejection or
+   * failure fails the create, naming the validator (NRI's messages).
    */
   private async validate(pod: PodSandbox, container: Container, result: CreateResult): Promise<void> {
     const consulted = this.active();
     const validators = consulted.filter((p) => p.isValidator);
-    if (!validators.length) return;
+    const builtin = this.options.defaultValidator?.enable ? this.options.defaultValidator : undefined;
+    if (!validators.length && !builtin) return;
     const req = ValidateContainerAdjustmentRequest.fromPartial({
       pod,
       container,
       adjust: result.adjust,
       update: result.containerUpdates,
       owners: result.owningPlugins,
-      plugins: consulted.map((p) => ({ name: p.baseName, index: p.index })),
+      plugins: [...(builtin ? [{ name: DEFAULT_VALIDATOR.name, index: DEFAULT_VALIDATOR.index }] : []), ...consulted.map((p) => ({ name: p.baseName, index: p.index }))],
     });
+    const rejected = (name: string, reason: string) => `validator "${name}" rejected container adjustment, reason: ${reason}`;
+    const own = builtin ? defaultValidatorVerdict(builtin, req) : undefined;
     const verdicts = await Promise.all(
       validators.map((p) =>
         p.validate(req).then(
-          (rpl) => (rpl?.reject ? `validator "${p.name}" rejected container adjustment, reason: ${rpl.reason}` : undefined),
+          (rpl) => (rpl?.reject ? rejected(p.name, rpl.reason || 'unknown rejection reason') : undefined),
           (err: unknown) => `validator plugin ${p.name} failed: ${messageOf(err)}`,
         ),
       ),
     );
-    const refused = verdicts.filter((v) => v !== undefined);
+    const refused = [own && rejected(`${DEFAULT_VALIDATOR.index}-${DEFAULT_VALIDATOR.name}`, own), ...verdicts].filter((v) => v);
     if (refused.length) throw new NriPluginError('InvalidArgument', `NRI: ${refused.join('; ')}`);
   }
 

@@ -38,6 +38,17 @@ describe('nri setup', () => {
       pluginRegistrationTimeout: '5s',
       pluginRequestTimeout: '2s',
       disableConnections: false,
+      defaultValidator: {
+        enable: false,
+        rejectOciHookAdjustment: false,
+        rejectRuntimeDefaultSeccompAdjustment: false,
+        rejectUnconfinedSeccompAdjustment: false,
+        rejectCustomSeccompAdjustment: false,
+        rejectNamespaceAdjustment: false,
+        rejectSysctlAdjustment: false,
+        requiredPlugins: [],
+        tolerateMissingPluginsAnnotation: '',
+      },
     });
     const c = parseConfig('[nri]\nenable = true\nsocket_path = "/s.sock"\nplugin_request_timeout = "500ms"\ndisable_connections = true\n', 'f.toml');
     assert.equal(c.nri.enable, true);
@@ -47,6 +58,20 @@ describe('nri setup', () => {
     assert.throws(() => parseConfig('[nri]\nplugin_request_timeout = "2"\n', 'f.toml'), /f\.toml: "nri\.plugin_request_timeout" must be a positive duration/);
     assert.throws(() => parseConfig('[nri]\nplugin_registration_timeout = "0s"\n', 'f.toml'), /"nri\.plugin_registration_timeout" must be a positive duration/);
     assert.throws(() => parseConfig('[nri]\nplugin_path = "plugins"\n', 'f.toml'), /"nri\.plugin_path" must be an absolute path/);
+    // [nri.default_validator] under containerd 2.4's key names.
+    const v = parseConfig(
+      '[nri.default_validator]\nenable = true\nreject_oci_hook_adjustment = true\nreject_sysctl_adjustment = true\nrequired_plugins = ["policy", "10-devices"]\ntolerate_missing_plugins_annotation = "tolerate-missing-nri-plugins.noderesource.dev"\n',
+      'f.toml',
+    ).nri.defaultValidator;
+    assert.equal(v.enable, true);
+    assert.equal(v.rejectOciHookAdjustment, true);
+    assert.equal(v.rejectSysctlAdjustment, true);
+    assert.equal(v.rejectNamespaceAdjustment, false);
+    assert.deepEqual(v.requiredPlugins, ['policy', '10-devices']);
+    assert.equal(v.tolerateMissingPluginsAnnotation, 'tolerate-missing-nri-plugins.noderesource.dev');
+    assert.throws(() => parseConfig('[nri.default_validator]\nrequired_plugins = ["../x"]\n', 'f.toml'), /"nri\.default_validator\.required_plugins": "\.\.\/x" is not a plugin name/);
+    assert.throws(() => parseConfig('[nri.default_validator]\ntolerate_missing_plugins_annotation = "a b"\n', 'f.toml'), /tolerate_missing_plugins_annotation" must be an annotation key/);
+    assert.throws(() => parseConfig('[nri.default_validator]\nreject_everything = true\n', 'f.toml'), /unknown key "nri\.default_validator\.reject_everything"/);
     assert.equal(durationMs('1.5s'), 1500);
     assert.equal(durationMs('2m'), 120_000);
     assert.equal(durationMs('5'), undefined);
