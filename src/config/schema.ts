@@ -308,7 +308,7 @@ export function defaultConfig(): Config {
     metrics: { address: '' },
     tracing: { endpoint: '', sampleRatio: 1, serviceName: 'stove' },
     nri: {
-      enable: false,
+      enable: true,
       socketPath: '/var/run/nri/nri.sock',
       pluginPath: '/opt/nri/plugins',
       pluginConfigPath: '/etc/nri/conf.d',

@@ -7,8 +7,8 @@
  * between two events. Every call to a plugin is bounded by the request timeout; a plugin that times out
  * or disconnects is closed and dropped, and the event carries on without it.
  */
-import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
-import { createServer, type Server, type Socket } from 'node:net';
+import { chmod, lstat, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import {
   Container as ContainerMessage,
@@ -70,6 +70,10 @@ export class NriAdaptation {
   private queue: Promise<unknown> = Promise.resolve();
   private updateChain: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** Why external plugins cannot connect (the socket path is someone else's), if so. */
+  private socketProblem: string | undefined;
+  /** The socket this daemon made, so that stopping removes that one only. */
+  private socketIdentity: { dev: number; ino: number } | undefined;
 
   constructor(
     private readonly options: NriSettings & {
@@ -95,7 +99,7 @@ export class NriAdaptation {
   async stop(): Promise<void> {
     this.stopped = true;
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-    await rm(this.options.socketPath, { force: true }).catch(() => undefined);
+    await this.removeSocket();
     const plugins = this.plugins.splice(0);
     await Promise.all(plugins.map((p) => p.shutdown()));
     for (const p of plugins) p.close('runtime shutting down');
@@ -368,9 +372,27 @@ export class NriAdaptation {
     );
   }
 
+  /**
+   * Listens on the socket path, unless another process serves it (another runtime with NRI on, or
+   * another Stove): that socket is left alone, external plugins cannot reach this daemon, and the
+   * status file and the log say so. A stale socket (nobody accepts on it) is replaced.
+   */
   private async listen(): Promise<void> {
     const path = this.options.socketPath;
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    const existing = await lstat(path).catch(() => undefined);
+    if (existing && !existing.isSocket()) {
+      this.socketProblem = `${path} exists and is not a socket`;
+    } else if (existing && (await isServed(path))) {
+      this.socketProblem = `${path} is served by another process (another runtime or Stove with NRI on)`;
+    }
+    if (this.socketProblem) {
+      this.options.log.error('NRI cannot accept external plugins: ' + this.socketProblem, {
+        socket: path,
+        fix: 'give this daemon a socket of its own (nri.socket_path) or set nri.disable_connections = true',
+      });
+      return;
+    }
     await rm(path, { force: true });
     const server = createServer((socket) => void this.accept(socket));
     await new Promise<void>((resolve, reject) => {
@@ -382,9 +404,19 @@ export class NriAdaptation {
     });
     // Plugins are trusted with every container: only root may connect.
     await chmod(path, 0o600);
+    const mine = await lstat(path);
+    this.socketIdentity = { dev: mine.dev, ino: mine.ino };
     server.on('error', (err) => this.options.log.warn('NRI socket failed', { error: err.message }));
     this.server = server;
     this.options.log.info('NRI accepting plugin connections', { socket: path });
+  }
+
+  /** Removes the socket if it is still the one this daemon made (another may have replaced it). */
+  private async removeSocket(): Promise<void> {
+    const id = this.socketIdentity;
+    if (!id) return;
+    const now = await lstat(this.options.socketPath).catch(() => undefined);
+    if (now && now.dev === id.dev && now.ino === id.ino) await rm(this.options.socketPath, { force: true }).catch(() => undefined);
   }
 
   private async accept(socket: Socket): Promise<void> {
@@ -409,7 +441,8 @@ export class NriAdaptation {
 
   private async writeStatus(): Promise<void> {
     if (!this.options.statusFile || this.stopped) return;
-    await writeJsonAtomic(this.options.statusFile, { socket: this.options.disableConnections ? '' : this.options.socketPath, plugins: this.list() }).catch((err: unknown) =>
+    const socket = this.options.disableConnections || this.socketProblem ? '' : this.options.socketPath;
+    await writeJsonAtomic(this.options.statusFile, { socket, ...(this.socketProblem ? { socketProblem: this.socketProblem } : {}), plugins: this.list() }).catch((err: unknown) =>
       this.options.log.warn('cannot write the NRI plugin list', { error: messageOf(err) }),
     );
   }
@@ -477,4 +510,19 @@ export async function pluginConfig(dir: string, index: string, name: string): Pr
     }
   }
   return '';
+}
+
+/** Whether a process accepts connections on the unix socket at `path` (bounded: 1 s). */
+function isServed(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = connect(path);
+    const done = (served: boolean) => {
+      clearTimeout(timer);
+      probe.destroy();
+      resolve(served);
+    };
+    const timer = setTimeout(() => done(true), 1000);
+    probe.once('connect', () => done(true));
+    probe.once('error', () => done(false));
+  });
 }
