@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { durationMs, type Config } from './config/schema.js';
-// NRI (off unless `[nri] enable`) is imported when enabled: its protocol code is not loaded otherwise.
+// NRI (on unless `[nri] enable = false`) is imported when enabled: its protocol code (about 8 MiB of RSS) is not loaded otherwise.
 import type { NriAdaptation, NriHost } from './nri/adaptation.js';
 import type { NriLifecycle } from './nri/lifecycle.js';
 import type { Logger, RootLogger } from './common/logger.js';
@@ -78,6 +78,7 @@ async function startNri(config: Config, lifecycle: NriLifecycle, host: NriHost, 
     disableConnections: config.nri.disableConnections,
     timeouts: { registrationMs: durationMs(config.nri.pluginRegistrationTimeout)!, requestMs: durationMs(config.nri.pluginRequestTimeout)! },
     statusFile: nriStatusFile(config),
+    defaultValidator: config.nri.defaultValidator,
     runtimeName: 'stove',
     runtimeVersion: stoveVersion(),
     host,

@@ -65,7 +65,8 @@ export class PodBench {
       env,
       // Another build's launcher, to compare builds against the same containerd (bench/README.md).
       bin: process.env.STOVE_BENCH_BIN || undefined,
-      configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n${extraToml}`,
+      // NRI as it is by default, on a socket of each daemon's own (several run side by side).
+      configToml: `[network]\ncni_conf_dir = "${net.confDir}"\ncni_bin_dirs = ["/usr/lib/cni"]\n${extraToml}${/^\[nri[\].]/m.test(extraToml) ? '' : `\n[nri]\nsocket_path = "${join(net.dir, 'nri.sock')}"\n`}`,
       extraArgs: ['--log-level', logLevel],
     });
   }

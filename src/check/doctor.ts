@@ -341,12 +341,27 @@ async function checkNri(config: Config): Promise<CheckResult> {
     return { name: 'nri', status: 'warn', detail: `cannot read ${config.nri.pluginPath}: ${(err as Error).message}`, fix: 'fix the permissions of nri.plugin_path' };
   }
   const onDisk = launched.length ? launched.map((p) => `${p.index}-${p.name}`).join(', ') : 'none';
-  const status = await readJsonFile<{ socket: string; plugins: PluginInfo[] }>(nriStatusFile(config)).catch(() => undefined);
+  const status = await readJsonFile<{ socket: string; socketProblem?: string; plugins: PluginInfo[] }>(nriStatusFile(config)).catch(() => undefined);
   const running = status
     ? `connected: ${status.plugins.length ? status.plugins.map((p) => `${p.index}-${p.name} (${p.kind}${p.pid ? `, pid ${p.pid}` : ''})`).join(', ') : 'none'}`
     : 'daemon not running';
   const socket = config.nri.disableConnections ? 'external connections disabled' : `socket ${config.nri.socketPath}`;
-  return { name: 'nri', status: 'ok', detail: `${socket}; pre-launched in ${config.nri.pluginPath}: ${onDisk}; ${running}` };
+  const v = config.nri.defaultValidator;
+  const rules = [
+    v.rejectOciHookAdjustment && 'OCI hooks',
+    v.rejectRuntimeDefaultSeccompAdjustment && 'runtime default seccomp',
+    v.rejectUnconfinedSeccompAdjustment && 'unconfined seccomp',
+    v.rejectCustomSeccompAdjustment && 'custom seccomp',
+    v.rejectNamespaceAdjustment && 'namespaces',
+    v.rejectSysctlAdjustment && 'sysctls',
+  ].filter(Boolean);
+  const validator = v.enable
+    ? `default validator rejects ${rules.length ? rules.join(', ') : 'nothing'}${v.requiredPlugins.length ? `, requires ${v.requiredPlugins.join(', ')}` : ''}`
+    : 'default validator off';
+  const detail = `${socket}; pre-launched in ${config.nri.pluginPath}: ${onDisk}; ${running}; ${validator}`;
+  if (status?.socketProblem)
+    return { name: 'nri', status: 'warn', detail: `${detail}; external plugins cannot connect: ${status.socketProblem}`, fix: 'give this daemon a socket of its own (nri.socket_path) or set nri.disable_connections = true' };
+  return { name: 'nri', status: 'ok', detail };
 }
 
 /** One line per check: `ok    runc  /usr/bin/runc: runc version 1.1.5`, plus the fix when there is one. */

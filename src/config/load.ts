@@ -169,6 +169,14 @@ function validate(config: Config, source: string): void {
   for (const key of ['socketPath', 'pluginPath', 'pluginConfigPath'] as const) {
     if (!config.nri[key].startsWith('/')) throw new ConfigError(`${source}: "nri.${key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}" must be an absolute path`);
   }
+  const validator = config.nri.defaultValidator;
+  for (const name of validator.requiredPlugins) {
+    // A plugin registers as <name> with an index of two digits: the list names one of the two forms.
+    if (!/^(\d{2}-)?[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(name))
+      throw new ConfigError(`${source}: "nri.default_validator.required_plugins": ${JSON.stringify(name)} is not a plugin name (a name such as "device-injector", or "<idx>-<name>" such as "10-device-injector")`);
+  }
+  if (validator.tolerateMissingPluginsAnnotation && !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$/.test(validator.tolerateMissingPluginsAnnotation))
+    throw new ConfigError(`${source}: "nri.default_validator.tolerate_missing_plugins_annotation" must be an annotation key such as "tolerate-missing-nri-plugins.noderesource.dev", got ${JSON.stringify(validator.tolerateMissingPluginsAnnotation)}`);
   validateObservability(config, source);
 }
 

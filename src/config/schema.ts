@@ -183,6 +183,33 @@ export interface NriConfig {
   pluginRequestTimeout: string;
   /** No socket for external plugins; only pre-launched ones run. */
   disableConnections: boolean;
+  /** The built-in default validator (docs/nri.md "The default validator"); containerd 2.4's keys. */
+  defaultValidator: NriDefaultValidatorConfig;
+}
+
+/**
+ * What the built-in default validator rejects: the rules of containerd/nri's
+ * `plugins/default-validator`, under containerd 2.4's key names. Everything off by default (as in
+ * containerd 2.4 and CRI-O 1.36).
+ */
+export interface NriDefaultValidatorConfig {
+  enable: boolean;
+  /** Plugins may not add OCI hooks. */
+  rejectOciHookAdjustment: boolean;
+  /** Plugins may not replace the seccomp filter of a container whose CRI profile is RuntimeDefault. */
+  rejectRuntimeDefaultSeccompAdjustment: boolean;
+  /** … of an unconfined container (Unconfined, no profile, or privileged). */
+  rejectUnconfinedSeccompAdjustment: boolean;
+  /** … of a container with a Localhost profile. */
+  rejectCustomSeccompAdjustment: boolean;
+  /** Plugins may not add, replace or remove namespaces. */
+  rejectNamespaceAdjustment: boolean;
+  /** Plugins may not set sysctls. */
+  rejectSysctlAdjustment: boolean;
+  /** Plugins (by name, or `<idx>-<name>`) that must be running for any container to be created. */
+  requiredPlugins: string[];
+  /** A pod annotation key; `true` under it lets a pod's containers be created without the required plugins. */
+  tolerateMissingPluginsAnnotation: string;
 }
 
 export interface Config {
@@ -281,13 +308,24 @@ export function defaultConfig(): Config {
     metrics: { address: '' },
     tracing: { endpoint: '', sampleRatio: 1, serviceName: 'stove' },
     nri: {
-      enable: false,
+      enable: true,
       socketPath: '/var/run/nri/nri.sock',
       pluginPath: '/opt/nri/plugins',
       pluginConfigPath: '/etc/nri/conf.d',
       pluginRegistrationTimeout: '5s',
       pluginRequestTimeout: '2s',
       disableConnections: false,
+      defaultValidator: {
+        enable: false,
+        rejectOciHookAdjustment: false,
+        rejectRuntimeDefaultSeccompAdjustment: false,
+        rejectUnconfinedSeccompAdjustment: false,
+        rejectCustomSeccompAdjustment: false,
+        rejectNamespaceAdjustment: false,
+        rejectSysctlAdjustment: false,
+        requiredPlugins: [],
+        tolerateMissingPluginsAnnotation: '',
+      },
     },
   };
 }

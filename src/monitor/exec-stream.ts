@@ -97,7 +97,7 @@ export async function execStreaming(
     await expectReady(conmon, containerId);
     relay = await openRelay(relayPath, join(config.attachDir, dir.id, 'attach'), opts, containerId, log);
     releaseConmon(conmon);
-    const pid = await expectPid(conmon, containerId);
+    const pid = await expectPid(conmon, containerId, runtime.binary);
     const ctl = join(dir.dir, 'ctl');
     if (opts.tty && opts.width && opts.height) {
       await resizeTerminal(ctl, opts.width, opts.height, containerId).catch((err) => log.debug('initial resize failed', { error: messageOf(err) }));
@@ -140,10 +140,13 @@ async function expectReady(conmon: ConmonProcess, id: string): Promise<void> {
 }
 
 /** fd 3: the exec'd process is running (or the runtime's error). */
-async function expectPid(conmon: ConmonProcess, id: string): Promise<number> {
+async function expectPid(conmon: ConmonProcess, id: string, runtime: string): Promise<number> {
   const started = await conmon.sync.next(HANDSHAKE_TIMEOUT_MS, () => timeout(id, 'the process to start'));
   if (!started) {
-    throw new MonitorError('Internal', `failed to exec in container "${id}": ${conmon.output() || 'conmon exited without starting the process'}`, id);
+    // conmon relays the runtime's error output; crun 1.8 writes why a process with a terminal could not
+    // start (a missing executable) to that terminal only, and conmon then exits with nothing to say.
+    const why = conmon.output() || `${runtime} exec did not start the process and wrote no error (with a terminal, crun 1.8 reports it on the terminal only)`;
+    throw new MonitorError('Internal', `failed to exec in container "${id}": ${why}`, id);
   }
   if (started.value <= 0) {
     const why = runtimeMessage(started.message ?? '') || `runtime exec failed (${started.value})`;

@@ -7,8 +7,8 @@
  * between two events. Every call to a plugin is bounded by the request timeout; a plugin that times out
  * or disconnects is closed and dropped, and the event carries on without it.
  */
-import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
-import { createServer, type Server, type Socket } from 'node:net';
+import { chmod, lstat, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import {
   Container as ContainerMessage,
@@ -26,6 +26,8 @@ import { messageOf, StoveError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { writeJsonAtomic } from '../persist/atomic-file.js';
 import { startProcess } from '../platform/processes.js';
+import type { NriDefaultValidatorConfig } from '../config/schema.js';
+import { DEFAULT_VALIDATOR, defaultValidatorVerdict } from './default-validator.js';
 import { isPluginIndex, NriPlugin, type NotifyEvent, type PluginTimeouts } from './plugin.js';
 import { CreateResult, UpdateResult } from './result.js';
 import { TtrpcStatusError } from './ttrpc.js';
@@ -39,6 +41,8 @@ export interface NriSettings {
   disableConnections: boolean;
   /** Where the list of connected plugins is kept for `stove check`. */
   statusFile?: string;
+  /** The built-in default validator's rules (default-validator.ts); inert unless `enable`. */
+  defaultValidator?: NriDefaultValidatorConfig;
 }
 
 /** What the adaptation needs from the rest of Stove. */
@@ -66,6 +70,10 @@ export class NriAdaptation {
   private queue: Promise<unknown> = Promise.resolve();
   private updateChain: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** Why external plugins cannot connect (the socket path is someone else's), if so. */
+  private socketProblem: string | undefined;
+  /** The socket this daemon made, so that stopping removes that one only. */
+  private socketIdentity: { dev: number; ino: number } | undefined;
 
   constructor(
     private readonly options: NriSettings & {
@@ -91,7 +99,7 @@ export class NriAdaptation {
   async stop(): Promise<void> {
     this.stopped = true;
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-    await rm(this.options.socketPath, { force: true }).catch(() => undefined);
+    await this.removeSocket();
     const plugins = this.plugins.splice(0);
     await Promise.all(plugins.map((p) => p.shutdown()));
     for (const p of plugins) p.close('runtime shutting down');
@@ -159,30 +167,34 @@ export class NriAdaptation {
   }
 
   /**
-   * Asks every validator plugin, all at once, to accept the merged adjustment (with who set what); one
-   * rejection or failure fails the create, naming the validator (NRI's messages).
+   * Asks every validator, all at once, to accept the merged adjustment (with who set what): the
+   * built-in default validator when it is enabled, and every validator plugin. One rejection or
+   * failure fails the create, naming the validator (NRI's messages).
    */
   private async validate(pod: PodSandbox, container: Container, result: CreateResult): Promise<void> {
     const consulted = this.active();
     const validators = consulted.filter((p) => p.isValidator);
-    if (!validators.length) return;
+    const builtin = this.options.defaultValidator?.enable ? this.options.defaultValidator : undefined;
+    if (!validators.length && !builtin) return;
     const req = ValidateContainerAdjustmentRequest.fromPartial({
       pod,
       container,
       adjust: result.adjust,
       update: result.containerUpdates,
       owners: result.owningPlugins,
-      plugins: consulted.map((p) => ({ name: p.baseName, index: p.index })),
+      plugins: [...(builtin ? [{ name: DEFAULT_VALIDATOR.name, index: DEFAULT_VALIDATOR.index }] : []), ...consulted.map((p) => ({ name: p.baseName, index: p.index }))],
     });
+    const rejected = (name: string, reason: string) => `validator "${name}" rejected container adjustment, reason: ${reason}`;
+    const own = builtin ? defaultValidatorVerdict(builtin, req) : undefined;
     const verdicts = await Promise.all(
       validators.map((p) =>
         p.validate(req).then(
-          (rpl) => (rpl?.reject ? `validator "${p.name}" rejected container adjustment, reason: ${rpl.reason}` : undefined),
+          (rpl) => (rpl?.reject ? rejected(p.name, rpl.reason || 'unknown rejection reason') : undefined),
           (err: unknown) => `validator plugin ${p.name} failed: ${messageOf(err)}`,
         ),
       ),
     );
-    const refused = verdicts.filter((v) => v !== undefined);
+    const refused = [own && rejected(`${DEFAULT_VALIDATOR.index}-${DEFAULT_VALIDATOR.name}`, own), ...verdicts].filter((v) => v);
     if (refused.length) throw new NriPluginError('InvalidArgument', `NRI: ${refused.join('; ')}`);
   }
 
@@ -360,9 +372,27 @@ export class NriAdaptation {
     );
   }
 
+  /**
+   * Listens on the socket path, unless another process serves it (another runtime with NRI on, or
+   * another Stove): that socket is left alone, external plugins cannot reach this daemon, and the
+   * status file and the log say so. A stale socket (nobody accepts on it) is replaced.
+   */
   private async listen(): Promise<void> {
     const path = this.options.socketPath;
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    const existing = await lstat(path).catch(() => undefined);
+    if (existing && !existing.isSocket()) {
+      this.socketProblem = `${path} exists and is not a socket`;
+    } else if (existing && (await isServed(path))) {
+      this.socketProblem = `${path} is served by another process (another runtime or Stove with NRI on)`;
+    }
+    if (this.socketProblem) {
+      this.options.log.error('NRI cannot accept external plugins: ' + this.socketProblem, {
+        socket: path,
+        fix: 'give this daemon a socket of its own (nri.socket_path) or set nri.disable_connections = true',
+      });
+      return;
+    }
     await rm(path, { force: true });
     const server = createServer((socket) => void this.accept(socket));
     await new Promise<void>((resolve, reject) => {
@@ -374,9 +404,19 @@ export class NriAdaptation {
     });
     // Plugins are trusted with every container: only root may connect.
     await chmod(path, 0o600);
+    const mine = await lstat(path);
+    this.socketIdentity = { dev: mine.dev, ino: mine.ino };
     server.on('error', (err) => this.options.log.warn('NRI socket failed', { error: err.message }));
     this.server = server;
     this.options.log.info('NRI accepting plugin connections', { socket: path });
+  }
+
+  /** Removes the socket if it is still the one this daemon made (another may have replaced it). */
+  private async removeSocket(): Promise<void> {
+    const id = this.socketIdentity;
+    if (!id) return;
+    const now = await lstat(this.options.socketPath).catch(() => undefined);
+    if (now && now.dev === id.dev && now.ino === id.ino) await rm(this.options.socketPath, { force: true }).catch(() => undefined);
   }
 
   private async accept(socket: Socket): Promise<void> {
@@ -401,7 +441,8 @@ export class NriAdaptation {
 
   private async writeStatus(): Promise<void> {
     if (!this.options.statusFile || this.stopped) return;
-    await writeJsonAtomic(this.options.statusFile, { socket: this.options.disableConnections ? '' : this.options.socketPath, plugins: this.list() }).catch((err: unknown) =>
+    const socket = this.options.disableConnections || this.socketProblem ? '' : this.options.socketPath;
+    await writeJsonAtomic(this.options.statusFile, { socket, ...(this.socketProblem ? { socketProblem: this.socketProblem } : {}), plugins: this.list() }).catch((err: unknown) =>
       this.options.log.warn('cannot write the NRI plugin list', { error: messageOf(err) }),
     );
   }
@@ -469,4 +510,19 @@ export async function pluginConfig(dir: string, index: string, name: string): Pr
     }
   }
   return '';
+}
+
+/** Whether a process accepts connections on the unix socket at `path` (bounded: 1 s). */
+function isServed(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = connect(path);
+    const done = (served: boolean) => {
+      clearTimeout(timer);
+      probe.destroy();
+      resolve(served);
+    };
+    const timer = setTimeout(() => done(true), 1000);
+    probe.once('connect', () => done(true));
+    probe.once('error', () => done(false));
+  });
 }

@@ -72,7 +72,11 @@ export function cgroupMount(writable: boolean): Mount {
  * host-network pods with a user namespace).
  */
 export function sysBindMount(): Mount {
-  return { destination: '/sys', type: 'bind', source: '/sys', options: ['rbind', 'rro', 'nosuid', 'nodev', 'noexec'] };
+  // rslave: the bind holds the host's /sys/fs/cgroup, a shared mount; the runtime then mounts the
+  // container's cgroup at /sys/fs/cgroup, which must not propagate back to the host (crun 1.8.1 does not
+  // make the container's mounts private first: the host got the mount, and the container's cgroup
+  // could not be removed).
+  return { destination: '/sys', type: 'bind', source: '/sys', options: ['rbind', 'rslave', 'rro', 'nosuid', 'nodev', 'noexec'] };
 }
 
 /** Every Linux capability by number (linux/capability.h), for "ALL" and privileged containers. */

@@ -212,6 +212,9 @@ mirrors = ["$MIRROR"]
 mirrors = ["$MIRROR"]
 [registries."$mirror_hostport"]
 insecure = true
+[nri]
+# NRI is on by default: a socket of its own, beside whatever else runs on this host.
+socket_path = "$WORK/nri.sock"
 EOF
   setsid "$REPO/bin/stove" serve --config "$WORK/stove.toml" --socket "$SOCK" --root "$WORK/root" --state "$WORK/state" \
     >"$WORK/stove.log" 2>&1 </dev/null &

@@ -62,6 +62,16 @@ export function runStoveCli(args: string[]): Promise<{ code: number | null; stdo
  */
 const START_TIMEOUT_MS = process.env.STOVE_VM ? 90_000 : 20_000;
 
+/**
+ * NRI is on by default: a test daemon that does not configure it gets a socket and plugin dirs in its
+ * own dir, so that daemons running side by side never share NRI's host-wide /var/run/nri/nri.sock and a
+ * host's /opt/nri/plugins never reaches one.
+ */
+function withPrivateNri(toml: string, dir: string): string {
+  if (/^\s*\[nri[\].]/m.test(toml)) return toml;
+  return `${toml}\n[nri]\nsocket_path = ${JSON.stringify(join(dir, 'nri.sock'))}\nplugin_path = ${JSON.stringify(join(dir, 'nri-plugins'))}\nplugin_config_path = ${JSON.stringify(join(dir, 'nri-conf.d'))}\n`;
+}
+
 /** Starts a daemon and waits until its socket accepts calls. */
 export async function startStove(options: StoveOptions = {}): Promise<StoveProcess> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'stove-test-')));
@@ -72,7 +82,7 @@ export async function startStove(options: StoveOptions = {}): Promise<StoveProce
   const root = join(dir, 'root');
   const state = join(dir, 'state');
   const configPath = join(dir, 'stove.toml');
-  await writeFile(configPath, options.configToml ?? '');
+  await writeFile(configPath, withPrivateNri(options.configToml ?? '', dir));
   // Its own drop-in dir, so a host's /etc/stove/stove.d never reaches a test daemon.
   const configDir = join(dir, 'stove.d');
   await mkdir(configDir, { recursive: true });

@@ -14,6 +14,8 @@
 #   KUBELET_FEATURE_GATES   e.g. EventedPLEG=true
 #   KUBELET_VERBOSITY       the kubelet's --v (default 2)
 #   STOVE_LOG_LEVEL         Stove's --log-level (default debug; bench/pod-start.ts runs it at info)
+#   STOVE_RUNC        the OCI runtime Stove runs containers with (default Debian's /usr/bin/runc; `make test-cluster`
+#                     passes runc 1.5 from test/e2e/runc/build.sh)
 #   STOVE_E2E_CACHE   where build.sh keeps the Kubernetes build (default /var/cache/stove-e2e)
 # Needs root. Traffic stays on loopback, the node link and the pods' namespaces: the service
 # and pod ranges are routed to the node link and pods cannot forward out of the bridge.
@@ -145,6 +147,7 @@ root = "$W/stove/root"
 state = "$W/stove/state"
 [runtime]
 cgroup_driver = "cgroupfs"
+runc = "${STOVE_RUNC:-/usr/bin/runc}"
 [network]
 cni_conf_dir = "$W/cni/net.d"
 [streaming]
@@ -155,6 +158,7 @@ pinned = ["$REGISTRY_ADDR/e2e/pinned:*"]
 insecure = true
 EOF
   mkdir -p "$W/stove/stove.d"
+  step "Stove's OCI runtime: $("${STOVE_RUNC:-/usr/bin/runc}" --version | head -1) (${STOVE_RUNC:-/usr/bin/runc})"
   start stove "$repo/bin/stove" serve --config "$W/stove/stove.toml" --config-dir "$W/stove/stove.d" --log-level "${STOVE_LOG_LEVEL:-debug}"
 else
   start_containerd

@@ -112,6 +112,10 @@ describe('conformance: containers in a pod with its own user namespace (real run
       assert.equal((await stat(`/proc/${info.pid}/ns/${ns}`)).ino, (await stat(`/proc/${podInfo.pid}/ns/${ns}`)).ino, ns);
     }
     assert.equal((await world.exec(id, ['id', '-u'])).stdout, '0\n');
+    // No mount the runtime made in the container (its cgroup at /sys/fs/cgroup, inside the bind of the
+    // host's /sys) propagated back to the host: crun 1.8.1 did that before /sys's bind was rslave.
+    const leaked = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').filter((l) => l.includes(id) && / - cgroup2? /.test(l));
+    assert.deepEqual(leaked, [], 'no cgroup mount of the container on the host');
     const ip = (await world.pods.status(pod.id)).status!.network!.ip;
     const ping = await execa('busybox', ['ping', '-c', '1', '-W', '2', ip], { reject: false, timeout: 10_000 });
     assert.equal(ping.exitCode, 0, `ping ${ip}: ${ping.stdout}`);

@@ -92,7 +92,8 @@ describe('streaming: exec, attach and port-forward into real containers', functi
 
     it('a command that cannot run is an error on the error stream', async () => {
       const r = await world.streamExec(shell, ['/no/such/binary']);
-      assert.match(r.failure ?? '', /error executing command in container: .*no such file or directory/);
+      // runc: "… no such file or directory"; crun: "executable file `…` not found in $PATH: No such file or directory".
+      assert.match(r.failure ?? '', /error executing command in container: .*no such file or directory/i);
     });
 
     it('over WebSocket (v5.channel.k8s.io): stdin with CLOSE, stdout, stderr, exit code', async () => {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PodSandbox } from '../../../src/gen/nri/api.js';
 import { silentLogger } from '../../../src/common/logger.js';
+import { defaultConfig, type NriDefaultValidatorConfig } from '../../../src/config/schema.js';
 import { NriAdaptation } from '../../../src/nri/adaptation.js';
 import { splitSync } from '../../../src/nri/plugin.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
@@ -21,8 +22,9 @@ describe('nri adaptation', () => {
   const pod = PodSandbox.fromPartial({ id: 'pod1', name: 'p' });
   const ctr = (id = 'c1') => Container.fromPartial({ id, podSandboxId: 'pod1', name: id, env: ['A=1'] });
 
-  async function start(requestMs = 500): Promise<void> {
+  async function start(requestMs = 500, defaultValidator?: NriDefaultValidatorConfig): Promise<void> {
     nri = new NriAdaptation({
+      defaultValidator,
       socketPath: join(dir, 'nri.sock'),
       pluginPath: join(dir, 'plugins'),
       pluginConfigPath: join(dir, 'conf.d'),
@@ -261,6 +263,32 @@ describe('nri adaptation', () => {
       ['missing'],
     );
     assert.equal(applied[1].linux?.resources?.memory?.limit?.value, 1n << 28n);
+  });
+
+  it('runs the built-in default validator when enabled, also with no plugin connected', async () => {
+    const rules = (over: Partial<NriDefaultValidatorConfig>) => ({ ...defaultConfig().nri.defaultValidator, enable: true, ...over });
+    await start(500, rules({ requiredPlugins: ['policy'], rejectOciHookAdjustment: true, tolerateMissingPluginsAnnotation: 'tolerate-missing-nri-plugins.noderesource.dev' }));
+    // No plugin connected: the required one is missing, and that alone fails the create.
+    await assert.rejects(
+      nri.createContainer(pod, ctr()),
+      /^StoveError\(InvalidArgument\): NRI: validator "00-default-validator" rejected container adjustment, reason: validation error: required plugin "policy" not present$/,
+    );
+    const tolerant = PodSandbox.fromPartial({ id: 'pod1', name: 'p', annotations: { 'tolerate-missing-nri-plugins.noderesource.dev': 'true' } });
+    await nri.createContainer(tolerant, ctr());
+    await plugin('policy', '10');
+    const hooker = await plugin('hooker', '20');
+    hooker.onCreate = () => CreateContainerResponse.fromPartial({ adjust: { hooks: { prestart: [{ path: '/bin/true', args: [], env: [] }] } } });
+    await assert.rejects(nri.createContainer(pod, ctr()), /validator "00-default-validator" rejected container adjustment, reason: validation error: plugin "20-hooker" attempted restricted OCI hook injection/);
+    hooker.onCreate = () => CreateContainerResponse.fromPartial({});
+    await nri.createContainer(pod, ctr());
+  });
+
+  it('leaves validation to plugins when the built-in validator is off', async () => {
+    await start(500, { ...defaultConfig().nri.defaultValidator, requiredPlugins: ['policy'], rejectOciHookAdjustment: true });
+    const hooker = await plugin('hooker', '20');
+    hooker.onCreate = () => CreateContainerResponse.fromPartial({ adjust: { hooks: { prestart: [{ path: '/bin/true', args: [], env: [] }] } } });
+    const adjust = await nri.createContainer(pod, ctr());
+    assert.equal(adjust.hooks?.prestart.length, 1);
   });
 
   it('splits a synchronization over the message limit', () => {

@@ -337,7 +337,7 @@ describe('buildContainerSpec', () => {
       assert.equal(nsOf(spec).user, `/proc/${PAUSE_PID}/ns/user`);
       assert.deepEqual(spec.linux!.uidMappings, [{ containerID: 0, hostID: 100000, size: 65536 }]);
       assert.deepEqual(spec.linux!.gidMappings, [{ containerID: 0, hostID: 100000, size: 65536 }]);
-      assert.deepEqual(mountAt(spec, '/sys'), { destination: '/sys', type: 'bind', source: '/sys', options: ['rbind', 'rro', 'nosuid', 'nodev', 'noexec'] });
+      assert.deepEqual(mountAt(spec, '/sys'), { destination: '/sys', type: 'bind', source: '/sys', options: ['rbind', 'rslave', 'rro', 'nosuid', 'nodev', 'noexec'] });
       // A container stating different mappings than its pod is refused.
       const other = { ...userns, uids: [{ hostId: 200000, containerId: 0, length: 65536 }] };
       throwsKind(() => build({ pod, config: containerConfig({ linux: { securityContext: { namespaceOptions: { usernsOptions: other } } } }) }), 'InvalidArgument', /differ/);

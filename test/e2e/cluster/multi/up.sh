@@ -163,6 +163,9 @@ address = "127.0.0.1"
 pinned = ["$IMAGE_REPO/pause:*"]
 [registries."$REGISTRY_ADDR"]
 insecure = true
+[nri]
+# NRI is on by default; the nodes share the host's /var/run, so each its own socket.
+socket_path = "$n/stove/nri.sock"
 EOT
   start "stove-$node" "$node" "$repo/bin/stove" serve --config "$n/stove/stove.toml" --config-dir "$n/stove/stove.d" --log-level "${STOVE_LOG_LEVEL:-info}"
 done

@@ -5,6 +5,8 @@
 //	nri.stove.test/sysctl.container.<name>  "key=value": a sysctl (SetLinuxSysctl)
 //	nri.stove.test/rlimit.container.<name>  "type=soft:hard", e.g. "RLIMIT_NOFILE=1000:2000" (AddRlimit)
 //	nri.stove.test/netns.container.<name>   a path: the container's network namespace (AddOrReplaceNamespace)
+//	nri.stove.test/hook.container.<name>    a path: a prestart OCI hook running it (AddHooks)
+//	nri.stove.test/seccomp.container.<name> a default action, e.g. "SCMP_ACT_ALLOW": the seccomp filter (SetLinuxSeccompPolicy)
 //
 // With -validator it is a validator only: it rejects every adjustment that sets a sysctl, naming the
 // plugin that set it (from the field owners the runtime sends). With -default-validator it is NRI's own
@@ -122,6 +124,12 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.
 	}
 	if v, ok := ann["nri.stove.test/netns"+suffix]; ok {
 		adjust.AddOrReplaceNamespace(&api.LinuxNamespace{Type: "network", Path: v})
+	}
+	if v, ok := ann["nri.stove.test/hook"+suffix]; ok {
+		adjust.AddHooks(&api.Hooks{Prestart: []*api.Hook{{Path: v}}})
+	}
+	if v, ok := ann["nri.stove.test/seccomp"+suffix]; ok {
+		adjust.SetLinuxSeccompPolicy(&api.LinuxSeccomp{DefaultAction: v})
 	}
 	if v, ok := ann["nri.stove.test/rlimit"+suffix]; ok {
 		typ, limits, _ := strings.Cut(v, "=")
