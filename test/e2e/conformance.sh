@@ -6,7 +6,7 @@
 # (cluster/up.sh) unless CLUSTER_REUSE=1 finds one up, pushes the suite's images to the cluster's
 # registry (conformance/images.sh), runs the selection in parallel, writes ginkgo's JSON and JUnit
 # reports and summary.txt (passed, failed, skipped; every failure's name and first line) to the report
-# directory, and takes the cluster down again, also when interrupted (a reused cluster stays up).
+# directory (with the node's logs, gzipped, in node-logs/ when a spec failed), and takes the cluster down again, also when interrupted (a reused cluster stays up).
 # Holds /run/lock/stove-cluster.lock while its own cluster is up (with CLUSTER_REUSE=1 whoever brought
 # the cluster up holds it). Exits with ginkgo's status.
 #
@@ -77,5 +77,11 @@ KUBE_TEST_REPO_LIST="$out/repo-list.yaml" "$bin/ginkgo" --procs "$procs" --timeo
 rc=$?
 set -e
 echo "conformance.sh: ginkgo exited $rc after $(( $(date +%s) - start )) s (log: $out/ginkgo.log)" >&2
+# The node's own logs (kubelet, runtime, control plane) go with the reports when a spec failed: down.sh
+# removes the work dir, and a probe's or a pull's failure is explained there, not in ginkgo's log.
+if [ "$rc" != 0 ] && [ -d "$W/logs" ]; then
+  mkdir -p "$out/node-logs"
+  for f in "$W"/logs/*.log; do [ -f "$f" ] && gzip -c "$f" >"$out/node-logs/$(basename "$f").gz"; done
+fi
 "$NODE_BIN" "$repo/dist/test/e2e/conformance/summary.js" "$out/report.json" | tee "$out/summary.txt"
 exit "$rc"
