@@ -16,6 +16,8 @@
 #                  [Beta], and with E2E_SKIP_KNOWN=1 the specs no runtime passes here, known-unpassable.txt)
 #   E2E_SKIP_KNOWN 1 also skips the specs of conformance/known-unpassable.txt (default 0)
 #   E2E_PROCS      parallel ginkgo processes (default 4)
+#   E2E_FLAKE_ATTEMPTS  ginkgo --flake-attempts: runs a failed spec again, up to this many attempts in
+#                  all (default 1); summary.txt lists the specs that passed only on a later attempt
 #   E2E_TIMEOUT    ginkgo --timeout for the whole run (default 3h)
 #   E2E_REPORT_DIR where the reports go (default /var/tmp/stove-e2e/<runtime>-<UTC time>)
 #   CLUSTER_REUSE  1: run against the cluster that is up (and leave it up)
@@ -71,6 +73,7 @@ echo "conformance.sh: $(wc -l <"$out/images.txt") images pushed to $REGISTRY_ADD
 start=$(date +%s)
 set +e
 KUBE_TEST_REPO_LIST="$out/repo-list.yaml" "$bin/ginkgo" --procs "$procs" --timeout "${E2E_TIMEOUT:-3h}" \
+  --flake-attempts "${E2E_FLAKE_ATTEMPTS:-1}" \
   --focus "$focus" --skip "$skip" --no-color --output-dir "$out" --json-report report.json --junit-report junit.xml \
   "$bin/e2e.test" -- --kubeconfig "$W/admin.kubeconfig" --provider skeleton --report-dir "$out" \
   --e2e-output-dir "$out" --dump-logs-on-failure=false --minStartupPods 1 >"$out/ginkgo.log" 2>&1
