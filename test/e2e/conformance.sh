@@ -6,7 +6,7 @@
 # (cluster/up.sh) unless CLUSTER_REUSE=1 finds one up, pushes the suite's images to the cluster's
 # registry (conformance/images.sh), runs the selection in parallel, writes ginkgo's JSON and JUnit
 # reports and summary.txt (passed, failed, skipped; every failure's name and first line) to the report
-# directory, and takes the cluster down again, also when interrupted (a reused cluster stays up).
+# directory (with the node's logs, gzipped, in node-logs/ when a spec failed), and takes the cluster down again, also when interrupted (a reused cluster stays up).
 # Holds /run/lock/stove-cluster.lock while its own cluster is up (with CLUSTER_REUSE=1 whoever brought
 # the cluster up holds it). Exits with ginkgo's status.
 #
@@ -16,6 +16,8 @@
 #                  [Beta], and with E2E_SKIP_KNOWN=1 the specs no runtime passes here, known-unpassable.txt)
 #   E2E_SKIP_KNOWN 1 also skips the specs of conformance/known-unpassable.txt (default 0)
 #   E2E_PROCS      parallel ginkgo processes (default 4)
+#   E2E_FLAKE_ATTEMPTS  ginkgo --flake-attempts: runs a failed spec again, up to this many attempts in
+#                  all (default 1); summary.txt lists the specs that passed only on a later attempt
 #   E2E_TIMEOUT    ginkgo --timeout for the whole run (default 3h)
 #   E2E_REPORT_DIR where the reports go (default /var/tmp/stove-e2e/<runtime>-<UTC time>)
 #   CLUSTER_REUSE  1: run against the cluster that is up (and leave it up)
@@ -71,11 +73,18 @@ echo "conformance.sh: $(wc -l <"$out/images.txt") images pushed to $REGISTRY_ADD
 start=$(date +%s)
 set +e
 KUBE_TEST_REPO_LIST="$out/repo-list.yaml" "$bin/ginkgo" --procs "$procs" --timeout "${E2E_TIMEOUT:-3h}" \
+  --flake-attempts "${E2E_FLAKE_ATTEMPTS:-1}" \
   --focus "$focus" --skip "$skip" --no-color --output-dir "$out" --json-report report.json --junit-report junit.xml \
   "$bin/e2e.test" -- --kubeconfig "$W/admin.kubeconfig" --provider skeleton --report-dir "$out" \
   --e2e-output-dir "$out" --dump-logs-on-failure=false --minStartupPods 1 >"$out/ginkgo.log" 2>&1
 rc=$?
 set -e
 echo "conformance.sh: ginkgo exited $rc after $(( $(date +%s) - start )) s (log: $out/ginkgo.log)" >&2
+# The node's own logs (kubelet, runtime, control plane) go with the reports when a spec failed: down.sh
+# removes the work dir, and a probe's or a pull's failure is explained there, not in ginkgo's log.
+if [ "$rc" != 0 ] && [ -d "$W/logs" ]; then
+  mkdir -p "$out/node-logs"
+  for f in "$W"/logs/*.log; do [ -f "$f" ] && gzip -c "$f" >"$out/node-logs/$(basename "$f").gz"; done
+fi
 "$NODE_BIN" "$repo/dist/test/e2e/conformance/summary.js" "$out/report.json" | tee "$out/summary.txt"
 exit "$rc"

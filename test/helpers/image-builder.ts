@@ -490,9 +490,11 @@ export function busyboxRootEntries(options: BusyboxRootOptions = {}): LayerEntry
   entries.push({ type: 'dir', path: 'home/user', uid: 1000, gid: 1000 });
   entries.push({ path: 'bin/busybox', mode: 0o755, content: readFileSync(BUSYBOX_BIN) });
   for (const applet of busyboxApplets()) {
+    // A hard link's header carries busybox's mode, as Docker writes it: containerd (like moby) applies every
+    // entry's mode, a hard link's too, to the inode the link shares with bin/busybox.
     entries.push(
       options.applets === 'hardlink'
-        ? { type: 'hardlink', path: `bin/${applet}`, target: 'bin/busybox' }
+        ? { type: 'hardlink', path: `bin/${applet}`, target: 'bin/busybox', mode: 0o755 }
         : { type: 'symlink', path: `bin/${applet}`, target: 'busybox' },
     );
   }

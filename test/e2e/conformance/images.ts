@@ -5,16 +5,22 @@
  *
  *   node images.js <registry-url> <e2e-bin-dir> <kubernetes-source-dir> <debian-root> <repo-list-out>
  *
- * - every image's shell: busybox-static's ash as /bin/sh (specs match its messages, "/bin/sh: can't
- *   create /file: Read-only file system"), and Debian's bash as /bin/bash. Debian 12's busybox is 1.35,
- *   whose ash drops environment variables with names no shell could set (`1-data`, `$_-x`) before
- *   `sh -c env` sees them, where the upstream images' busybox 1.37 passes them on
- *   (known-unpassable.txt);
+ * - every image's shell: the ash of Debian's busybox as /bin/sh (specs match its messages, "/bin/sh:
+ *   can't create /file: Read-only file system"), and Debian's bash as /bin/bash. It is the dynamically
+ *   linked busybox (images.sh passes it as BUSYBOX_BIN): busybox-static's ash is built with
+ *   FEATURE_SH_STANDALONE and runs its own applets before PATH, so `nc -u` was busybox's nc without
+ *   -u where the upstream images (Alpine's ash) run OpenBSD's /usr/bin/nc;
+ * - the busybox image's `sh` on PATH (/usr/bin/sh, before /bin) is bash: Debian patches ash to drop
+ *   environment variables whose names no shell could set (`data-1`, `1-data`, `$_-x`;
+ *   temp-deb-installer-hack.patch, FEATURE_DI_ENV_HACK, on only in the installer's busybox-udeb) before
+ *   `sh -c env` sees them, where upstream busybox 1.37 passes them on; no other Debian shell both keeps
+ *   them and prints ash's messages (bash, ksh93, yash and zsh keep them; dash, mksh and posh drop them).
+ *   Specs that run `/bin/sh` get ash, specs that run `sh` see every variable the runtime set;
  * - a tools root (the base of agnhost and of glibc-dns-testing): Debian's dig/nslookup (bind9), nc
  *   (OpenBSD), curl, ip and ss (iproute2) and getent, with the libraries ldd lists;
  * - agnhost (both tags the suite uses) = tools root + the agnhost binary built from the pinned module,
  *   its porter certificates, /uploads and the user and group its Dockerfile adds;
- * - kitten and nautilus = agnhost + their html; busybox = busybox-static with that shell;
+ * - kitten and nautilus = agnhost + their html; busybox = busybox with those shells;
  * - nginx (both tags) = Debian's nginx with its libraries; nonroot = busybox as uid 1234; nonewprivs
  *   and regression-issue-74839 from the pinned module; pause = Stove's static pause.
  * `<debian-root>` is where images.sh unpacked the Debian packages (apt-get download, dpkg-deb -x).
@@ -22,7 +28,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { busyboxRootEntries, GROUP, PASSWD, pushImage, type LayerEntry, type RegistryEndpoint } from '../../helpers/image-builder.js';
+import { BUSYBOX_BIN, busyboxRootEntries, GROUP, PASSWD, pushImage, type LayerEntry, type RegistryEndpoint } from '../../helpers/image-builder.js';
 
 const [url, binDir, k8sSrc, debRoot, repoListOut] = process.argv.slice(2);
 if (!url || !binDir || !k8sSrc || !debRoot || !repoListOut) {
@@ -68,10 +74,11 @@ const deb = (path: string) => {
   return p;
 };
 
-/** Debian's bash as /bin/bash, beside busybox-static's applets (its ash is /bin/sh). */
+/** Debian's bash as /bin/bash, and the libraries of both bash and busybox (whose ash is /bin/sh). */
 function shellEntries(): LayerEntry[] {
   const entries = new Map<string, LayerEntry>();
   addBinary(entries, '/bin/bash', '/bin/bash');
+  for (const lib of libraries(BUSYBOX_BIN)) addFile(entries, lib.at, readFileSync(realpathSync(lib.from)));
   return [...entries.values()];
 }
 
@@ -136,7 +143,8 @@ for (const name of ['kitten', 'nautilus']) {
   });
 }
 await push(`${E2E}/glibc-dns-testing:2.0.0`, { layers: [base, shell, tools], cmd: ['bash'] });
-await push(`${E2E}/busybox:1.37.0-1`, { layers: [base, shell], cmd: ['sh'] });
+// `sh` through PATH is bash here (see above): /usr/bin comes before /bin in the image's PATH.
+await push(`${E2E}/busybox:1.37.0-1`, { layers: [base, shell, [{ type: 'symlink', path: 'usr/bin/sh', target: '/bin/bash' }]], cmd: ['sh'] });
 await push(`${E2E}/nonroot:1.5`, { layers: [base, shell], cmd: ['sh'], user: '1234' });
 await push(`${E2E}/nonewprivs:1.4`, {
   layers: [base, shell, [{ type: 'dir', path: 'usr/local' }, { type: 'dir', path: 'usr/local/bin' }, { path: 'usr/local/bin/nnp', mode: 0o4755, content: readFileSync(join(binDir, 'nonewprivs')) }]],

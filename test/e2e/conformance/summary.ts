@@ -1,7 +1,8 @@
 /**
  * The summary of a ginkgo v2 JSON report (conformance.sh writes it to summary.txt): specs passed,
  * failed, skipped (and pending or cut short), minutes, then every failure's full name and the first line
- * of its message. With --names-only, just the failed specs' full names, one a line.
+ * of its message, and every spec that passed only on a later attempt (E2E_FLAKE_ATTEMPTS), with the
+ * first line of its first failure. With --names-only, just the failed specs' full names, one a line.
  *
  *   node summary.js <report.json> [--names-only]
  */
@@ -13,7 +14,9 @@ interface SpecReport {
   LeafNodeText: string;
   State: string;
   RunTime: number;
+  NumAttempts?: number;
   Failure?: { Message?: string; FailureNodeType?: string; Location?: { FileName?: string; LineNumber?: number } };
+  AdditionalFailures?: { Failure?: { Message?: string } }[] | null;
 }
 interface SuiteReport {
   SuiteDescription: string;
@@ -30,6 +33,7 @@ const suites = JSON.parse(readFileSync(path, 'utf8')) as SuiteReport[];
 const name = (s: SpecReport) => [...(s.ContainerHierarchyTexts ?? []), s.LeafNodeText].filter(Boolean).join(' ');
 const counts = new Map<string, number>();
 const failures: SpecReport[] = [];
+const flaky: SpecReport[] = [];
 let ns = 0;
 for (const suite of suites) {
   ns += suite.RunTime;
@@ -41,6 +45,7 @@ for (const suite of suites) {
     }
     counts.set(spec.State, (counts.get(spec.State) ?? 0) + 1);
     if (!['passed', 'skipped', 'pending'].includes(spec.State)) failures.push(spec);
+    else if (spec.State === 'passed' && (spec.NumAttempts ?? 1) > 1) flaky.push(spec);
   }
 }
 if (flag === '--names-only') {
@@ -52,10 +57,14 @@ const cut = [...counts].filter(([s]) => !['passed', 'failed', 'skipped', 'pendin
 const ran = n('passed') + n('failed') + cut.reduce((a, [, c]) => a + c, 0);
 console.log(
   `ran ${ran}: passed ${n('passed')}, failed ${n('failed')}${cut.map(([s, c]) => `, ${s} ${c}`).join('')}; skipped ${n('skipped')}` +
-    `${n('pending') ? `, pending ${n('pending')}` : ''}; ${(ns / 6e10).toFixed(1)} min`,
+    `${n('pending') ? `, pending ${n('pending')}` : ''}${flaky.length ? `; passed only on a later attempt ${flaky.length}` : ''}; ${(ns / 6e10).toFixed(1)} min`,
 );
 for (const f of failures) {
   const first = (f.Failure?.Message ?? '').split('\n').find((l) => l.trim()) ?? '';
   const at = f.Failure?.Location?.FileName ? ` (${f.Failure.Location.FileName.replace(/^.*\/k8s\.io\//, '')}:${f.Failure.Location.LineNumber})` : '';
   console.log(`- [${f.State}] ${name(f) || f.LeafNodeType}${at}\n    ${first.trim().slice(0, 400)}`);
+}
+for (const f of flaky) {
+  const first = (f.Failure?.Message ?? f.AdditionalFailures?.[0]?.Failure?.Message ?? '').split('\n').find((l) => l.trim()) ?? '';
+  console.log(`- [flaky: passed on attempt ${f.NumAttempts}] ${name(f)}${first ? `\n    ${first.trim().slice(0, 400)}` : ''}`);
 }
