@@ -90,14 +90,18 @@ test: setup lint
 
 # The single-node cluster (test/e2e/cluster/): up.sh before the first test, down.sh after the last. The
 # first run builds Kubernetes from its Go modules into /var/cache/stove-e2e (about 11 min here). The
-# suites that restart the kubelet come last: the image GC test waits for its periodic GC run. Stove runs
+# suites that restart the kubelet come after the others: the image GC test waits for its periodic GC run.
+# Last, Kubernetes' own [NodeConformance] specs (e2e.test, conformance.test.ts: 8 ginkgo processes, a failed
+# spec tried once more, ginkgo's --flake-attempts, the summary naming any that passed only on the second
+# try) on the same cluster, minus the few no runtime passes on one offline node; the first run builds
+# e2e.test (about 20 min here). Stove runs
 # its containers with runc 1.5 here (test/e2e/runc/build.sh, cached; STOVE_RUNC=/usr/bin/runc runs
 # Debian's 1.1.5 instead), while the integration suite above keeps Debian's runc and test-runc15 reruns
 # its OCI-heavy part on 1.5; where runc 1.5 cannot be built the cluster runs on Debian's and says so.
-CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats
+CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats conformance
 # Cluster suites run by hand (`make test-cluster-more`), not yet in `make test`: the churn with Stove or
-# the kubelet killed, and Kubernetes' [NodeConformance] specs (docs/testing.md says what each still fails).
-CLUSTER_MORE := churn-faults conformance
+# the kubelet killed (docs/testing.md says why).
+CLUSTER_MORE := churn-faults
 test-cluster: build
 	@test "$$(ls test/e2e/cluster/*.test.ts | wc -l)" = "$(words $(CLUSTER_SUITES) $(CLUSTER_MORE))" || { echo 'test-cluster: a cluster suite is missing from CLUSTER_SUITES or CLUSTER_MORE'; exit 1; }
 	@set -o pipefail; runc="$${STOVE_RUNC:-$$(test/e2e/runc/build.sh | tail -1)}" || \

@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { execa } from 'execa';
 import { CLUSTER_DIR } from './kube.js';
 
-/** The budget: the first run builds e2e.test (about 15 min here), a run takes about 15 min. */
+/** The budget: the first run builds e2e.test (about 20 min here), a run takes about 13 min. */
 const BUDGET_MIN = Number(process.env.E2E_NODE_CONFORMANCE_MINUTES ?? 40);
 const SCRIPT = resolve(import.meta.dirname, '../../../../test/e2e/conformance.sh');
 
@@ -28,7 +28,10 @@ describe('cluster: Kubernetes e2e [NodeConformance]', function () {
         CLUSTER_RUNTIME: runtime,
         E2E_FOCUS: '\\[NodeConformance\\]',
         E2E_SKIP_KNOWN: '1',
-        E2E_PROCS: process.env.E2E_PROCS ?? '6',
+        E2E_PROCS: process.env.E2E_PROCS ?? '8',
+        // A BestEffort pod's first probe can beat its server's start on a loaded 2-core machine (docs/testing.md):
+        // a failed spec runs once more, and the summary names every spec that passed only then.
+        E2E_FLAKE_ATTEMPTS: process.env.E2E_FLAKE_ATTEMPTS ?? '2',
         E2E_TIMEOUT: `${BUDGET_MIN}m`,
         E2E_REPORT_DIR: reports,
       },
