@@ -247,12 +247,13 @@ kubeadm_on() { # NODE NAME ARGS...
 flags_written() { [ -s "$(node_dir "$1")/kubelet/kubeadm-flags.env" ] || finished "$2"; }
 finished() { ! kill -0 "$(cat "$W/jobs/$1")" 2>/dev/null; }
 t_init=$SECONDS
+# when kubeadm init starts, for bench/cluster3.ts (seconds since the epoch)
+date +%s.%N >"$W/kubeadm-init-started"
 kubeadm_on "$cp" kubeadm-init init --config "$W/kubeadm-init.yaml"
 wait_for "kubeadm init" 1200 finished kubeadm-init
 grep -q "Your Kubernetes control-plane has initialized successfully" "$W/logs/kubeadm-init.log" || { tail -40 "$W/logs/kubeadm-init.log" >&2; die "kubeadm init failed"; }
 install -m 0600 "$(node_dir "$cp")/etc/upper/kubernetes/admin.conf" "$W/admin.kubeconfig"
 step "kubeadm init done in $((SECONDS - t_init)) s"
-echo "$t_init" >"$W/t-init"
 
 # --- The pod network and metrics-server -------------------------------------------------------------------------
 sed -e "s|@FLANNEL_IMAGE@|$FLANNEL_IMAGE|g" -e "s|@CLUSTER_CIDR@|$CLUSTER_CIDR|g" "$here/manifests/flannel.yaml" | kubectl apply -f - >/dev/null
@@ -287,7 +288,6 @@ nodes_ready() {
 }
 wait_for "three Ready nodes" 900 nodes_ready
 step "3 nodes Ready $((SECONDS - t_init)) s after kubeadm init started"
-echo "$((SECONDS - t_init))" >"$W/t-ready"
 kubectl -n kube-system rollout status deployment/coredns --timeout=600s >/dev/null
 kubectl -n kube-flannel rollout status daemonset/kube-flannel-ds --timeout=300s >/dev/null
 kubectl -n kube-system rollout status deployment/metrics-server --timeout=600s >/dev/null
