@@ -43,7 +43,8 @@ t0=$SECONDS
 
 abandon() {
   trap - EXIT INT TERM; echo "up.sh: $1; removing what was started" >&2
-  [ -n "${metrics_build:-}" ] && kill -- "-$metrics_build" 2>/dev/null # the build's process group
+  # the build's process group, when it still runs (errexit holds here: a failed kill would skip down.sh)
+  if [ -n "${metrics_build:-}" ]; then kill -- "-$metrics_build" 2>/dev/null || true; fi
   "$here/down.sh" >&2 || true; exit "$2"
 }
 trap 'rc=$?; [ "$rc" = 0 ] || abandon "failed (exit $rc)" "$rc"' EXIT
