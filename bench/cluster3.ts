@@ -220,11 +220,16 @@ function report(rounds: Round[]): string {
 
 async function main(): Promise<void> {
   const rounds: Round[] = [];
-  for (const runtime of RUNTIMES) {
-    for (let i = 0; i < ROUNDS; i++) {
-      process.stderr.write(`cluster3: ${runtime}, round ${i + 1} of ${ROUNDS}\n`);
-      rounds.push(await round(runtime));
+  try {
+    for (const runtime of RUNTIMES) {
+      for (let i = 0; i < ROUNDS; i++) {
+        process.stderr.write(`cluster3: ${runtime}, round ${i + 1} of ${ROUNDS}\n`);
+        rounds.push(await round(runtime));
+      }
     }
+  } catch (err) {
+    await clusterDown(); // a round that failed leaves its cluster up
+    throw err;
   }
   process.stdout.write(report(rounds));
 }
