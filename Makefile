@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm bench bench-pod-start bench-node-density clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm bench bench-pod-start bench-node-density bench-cluster3 clean
 
 setup:
 	@scripts/setup.sh
@@ -180,6 +180,11 @@ bench-pod-start: build
 # 110 pods at the CRI level, Stove against containerd (CONTAINERD_BIN; by hand; see bench/README.md).
 bench-node-density: build
 	$(NODE) --enable-source-maps dist/bench/node-density.js
+
+# The three-node kubeadm cluster on Stove, then on containerd 2.x: times from kubeadm init and the
+# runtimes' memory per node (by hand, holding /run/lock/stove-cluster3.lock; see bench/README.md).
+bench-cluster3: build
+	$(NODE) --enable-source-maps dist/bench/cluster3.js
 
 clean:
 	rm -rf dist rootfs/pause/bin

@@ -31,12 +31,11 @@ import { readFile, readdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { PullImageRequest, type PodSandboxConfig } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
-import { descendantsOf } from '../src/monitor/exec-sync.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
 import { containerdVersion } from './lib/containerd.js';
 import { PodBench } from './lib/pods.js';
-import { cpuMsOf, memoryOf, mib, pidsWhere, sleepContainerConfig } from './lib/processes.js';
+import { cpuMsOf, helperPidsOf, mib, pidsWhere, pssOf, runtimeMemory, sleepContainerConfig, type RuntimeMemory } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
@@ -71,17 +70,10 @@ interface Runtime {
   monitorPids(): Promise<number[]>;
 }
 
-interface Result {
+interface Result extends RuntimeMemory {
   name: Name;
   startMs: number;
   idlePss: number;
-  daemonPss: number;
-  /** The daemon's RSS: its PSS splits the pages of an executable every process of it shares (node's, on a machine running other node processes). */
-  daemonRss: number;
-  helpersPss: number;
-  helpers: number;
-  monitorsPss: number;
-  monitors: number;
   /** Per window: ms of CPU per s, the daemon alone and all processes; the 1-minute load average at its end. */
   windows: { daemon: number; all: number; load: number }[];
   churn?: { before: number; after: number; ms: number; leftovers: string[] };
@@ -124,16 +116,6 @@ async function removePod(rt: Runtime, pod: Pod): Promise<void> {
   await r.removePodSandbox({ podSandboxId: pod.id });
   await removeCgroup(await detectCgroups(), pod.config.linux!.cgroupParent).catch(() => {});
 }
-
-/** The daemon's descendants that are not monitors nor under one (Stove's helpers; containerd has none that stay). */
-async function helperPids(rt: Runtime): Promise<number[]> {
-  const monitors = new Set(await rt.monitorPids());
-  const under = new Set<number>();
-  for (const m of monitors) for (const pid of await descendantsOf(m)) under.add(pid);
-  return (await descendantsOf(rt.daemonPid)).filter((pid) => !monitors.has(pid) && !under.has(pid));
-}
-
-const pss = async (pids: number[]) => (await Promise.all(pids.map(memoryOf))).reduce((n, m) => n + m.pss, 0);
 
 /** CPU ms of the daemon (with the children it waited for) and of `others`, so far. */
 async function cpuNow(rt: Runtime, others: number[]): Promise<{ daemon: number; all: number }> {
@@ -203,7 +185,7 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
   await r.removePodSandbox({ podSandboxId: (await startPod(rt, image, 'warm')).id }).catch(() => {});
   await removeCgroup(await detectCgroups(), bench.podConfig(rt.name, 'warm').linux!.cgroupParent).catch(() => {});
   await settle();
-  const idlePss = await pss([rt.daemonPid]);
+  const idlePss = await pssOf([rt.daemonPid]);
 
   const t0 = performance.now();
   const pods: Pod[] = [];
@@ -217,20 +199,10 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
   const startMs = performance.now() - t0;
   process.stderr.write(`  ${rt.name}: ${PODS} pods running in ${ms(startMs)}\n`);
   await settle();
-  const helpers = await helperPids(rt);
+  // the daemon's helpers: Stove's; containerd has none that stay
   const monitors = await rt.monitorPids();
-  const result: Result = {
-    name: rt.name,
-    startMs,
-    idlePss,
-    daemonPss: await pss([rt.daemonPid]),
-    daemonRss: (await memoryOf(rt.daemonPid)).rss,
-    helpersPss: await pss(helpers),
-    helpers: helpers.length,
-    monitorsPss: await pss(monitors),
-    monitors: monitors.length,
-    windows: [],
-  };
+  const helpers = await helperPidsOf(rt.daemonPid, monitors);
+  const result: Result = { name: rt.name, startMs, idlePss, ...(await runtimeMemory(rt.daemonPid, monitors)), windows: [] };
 
   await poll(rt, pods, Math.min(5, POLL_SECONDS)); // warm-up
   for (let w = 0; w < WINDOWS; w++) {
@@ -257,7 +229,7 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
   if (CHURN > 0) {
     const netnsBefore = await netnsCount();
     await settle();
-    const before = await pss([rt.daemonPid]);
+    const before = await pssOf([rt.daemonPid]);
     const tc = performance.now();
     await pool(
       Array.from({ length: CHURN }, (_v, i) => i),
@@ -266,7 +238,7 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
     );
     const churnMs = performance.now() - tc;
     await settle();
-    const after = await pss([rt.daemonPid]);
+    const after = await pssOf([rt.daemonPid]);
     const leftovers: string[] = [];
     const listed = (await r.listPodSandbox({ filter: undefined })).items.length + (await r.listContainers({ filter: undefined })).containers.length;
     if (listed) leftovers.push(`${listed} pods and containers listed`);

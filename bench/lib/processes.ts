@@ -1,6 +1,7 @@
 /** Memory of the runtimes' processes, and the container config every pod benchmark runs. */
 import { readdir, readFile } from 'node:fs/promises';
 import { ContainerConfig } from '../../src/gen/runtime/v1/api.js';
+import { descendantsOf } from '../../src/monitor/exec-sync.js';
 
 /**
  * RSS and PSS of a process in KiB (0 when it is gone), and the anonymous part of the RSS (heap, stacks;
@@ -49,6 +50,39 @@ export async function mappingsOf(
     fds: (await readdir(`/proc/${pid}/fd`).catch(() => [])).length,
     threads: Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? 0),
   };
+}
+
+/** PSS of the processes, summed (KiB; a process gone counts 0). */
+export async function pssOf(pids: number[]): Promise<number> {
+  return (await Promise.all(pids.map(memoryOf))).reduce((n, m) => n + m.pss, 0);
+}
+
+/** A runtime daemon's helpers: its descendants other than its monitors and what runs under them (the containers). */
+export async function helperPidsOf(daemonPid: number, monitors: number[]): Promise<number[]> {
+  const under = new Set<number>(monitors);
+  for (const m of monitors) for (const pid of await descendantsOf(m)) under.add(pid);
+  return (await descendantsOf(daemonPid)).filter((pid) => !under.has(pid));
+}
+
+/**
+ * A runtime's memory in KiB: the PSS of its daemon, of its helpers (Stove's spawn and mount helpers) and
+ * of its monitors (Stove's conmons, containerd's shims; `monitors` names them), with their counts, and
+ * the daemon's RSS (its PSS splits the pages of an executable every process of it shares: node's, on a
+ * machine running other node processes). The containers' own processes are not counted.
+ */
+export interface RuntimeMemory {
+  daemonPss: number;
+  daemonRss: number;
+  helpersPss: number;
+  helpers: number;
+  monitorsPss: number;
+  monitors: number;
+}
+
+export async function runtimeMemory(daemonPid: number, monitors: number[]): Promise<RuntimeMemory> {
+  const helpers = await helperPidsOf(daemonPid, monitors);
+  const own = await memoryOf(daemonPid);
+  return { daemonPss: own.pss, daemonRss: own.rss, helpersPss: await pssOf(helpers), helpers: helpers.length, monitorsPss: await pssOf(monitors), monitors: monitors.length };
 }
 
 /** User + system CPU time of a process (not its children) so far, in ms: steadier than wall time on a busy machine. */

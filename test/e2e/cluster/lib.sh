@@ -4,6 +4,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../stop-pid.sh"
 # shellcheck source=../containerd/config.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../containerd/config.sh"
+# shellcheck source=wait-for.sh
+. "$(dirname "${BASH_SOURCE[0]}")/wait-for.sh"
 W="${CLUSTER_DIR:-/var/lib/stove-cluster}"
 RUNTIME="${CLUSTER_RUNTIME:-$(cat "$W/runtime" 2>/dev/null || echo stove)}"
 NODE_NAME=stove-node
@@ -45,23 +47,6 @@ start() {
   step "started $name (pid $!)"
 }
 
-# wait_for WHAT SECONDS CMD... — until CMD succeeds; on time-out, the end of every log and a failure.
-wait_for() {
-  local what=$1 limit=$2; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      for f in "$W"/logs/*.log; do echo "--- ${f##*/}" >&2; tail -15 "$f" >&2; done
-      die "$what did not come up within ${limit}s"
-    fi
-    for p in "$W"/pids/*; do
-      [ -e "$p" ] || continue
-      kill -0 "$(cat "$p")" 2>/dev/null || { tail -30 "$W/logs/${p##*/}.log" >&2; die "${p##*/} exited while waiting for $what"; }
-    done
-    sleep 1
-  done
-}
-
 kubectl() { "$(cat "$W/bin-dir")/kubectl" --kubeconfig "$W/admin.kubeconfig" "$@"; }
 
 node_ready() {
@@ -79,17 +64,12 @@ stop_process() {
 
 # containerd 2.x in Stove's place (CLUSTER_RUNTIME=containerd): its root, state, socket, CNI config and
 # registry config all under $W, runc with the cgroupfs driver, the pause image from the cluster registry
-# (the config is test/e2e/containerd/config.toml, shared with critest.sh and the benchmarks).
+# (containerd_node_config in test/e2e/containerd/config.sh, shared with the three-node cluster).
 start_containerd() {
   local bin; bin="$(cat "$W/bin-dir")"
   [ -x "$bin/containerd" ] || bin="$("$here/build.sh" containerd | tail -1)"
   [ "$bin" = "$(cat "$W/bin-dir")" ] || die "containerd built into another dir than the cluster's ($bin)"
-  mkdir -p "$W/containerd/certs.d/$REGISTRY_ADDR"
-  printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REGISTRY_ADDR" "$REGISTRY_ADDR" \
-    >"$W/containerd/certs.d/$REGISTRY_ADDR/hosts.toml"
-  containerd_config "$W/containerd/config.toml" ROOT="$W/containerd/root" STATE="$W/containerd/state" SOCKET="$SOCKET" \
-    SANDBOX_IMAGE="$PAUSE_IMAGE" MAX_CONCURRENT_DOWNLOADS=3 RUNC=/usr/bin/runc CNI_BIN_DIR=/usr/lib/cni \
-    CNI_CONF_DIR="$W/cni/net.d" CERTS_DIR="$W/containerd/certs.d"
+  containerd_node_config "$W/containerd" "$SOCKET" "$REGISTRY_ADDR" "$PAUSE_IMAGE" "$W/cni/net.d"
   # The runc v2 shim is found on PATH.
   start containerd env PATH="$bin:/usr/sbin:/usr/bin:/sbin:/bin" "$bin/containerd" --config "$W/containerd/config.toml" --log-level warn
 }

@@ -1,9 +1,10 @@
 /**
  * What the three-node scenarios need: kubectl with the cluster's admin kubeconfig, commands on a node
  * (multi/node.sh: in the node's network and mount namespaces, as an operator on that machine), crictl,
- * and waiting with a bound.
+ * the runtime the nodes run (Stove, or containerd with CLUSTER_RUNTIME=containerd), and waiting with a
+ * bound.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { execa } from 'execa';
 import { waitFor as waitUntil } from '../../helpers/wait.js';
@@ -12,6 +13,17 @@ export const SCRIPTS = resolve(import.meta.dirname, '../../../../test/e2e/cluste
 export const CLUSTER_DIR = process.env.CLUSTER_DIR ?? '/var/lib/stove-cluster3';
 export const NODES = ['cp-1', 'worker-1', 'worker-2'] as const;
 export type NodeName = (typeof NODES)[number];
+export type Runtime = 'stove' | 'containerd';
+
+/** The runtime the suite asks up.sh for (or, with CLUSTER_REUSE=1, the one the cluster up runs); useCluster reads the one it got. */
+export const WANTED_RUNTIME: Runtime = asRuntime(
+  process.env.CLUSTER_RUNTIME || (process.env.CLUSTER_REUSE === '1' && existsSync(join(CLUSTER_DIR, 'runtime')) ? readFileSync(join(CLUSTER_DIR, 'runtime'), 'utf8').trim() : 'stove'),
+);
+
+function asRuntime(name: string): Runtime {
+  if (name !== 'stove' && name !== 'containerd') throw new Error(`CLUSTER_RUNTIME is stove or containerd, not ${name}`);
+  return name;
+}
 
 interface Cluster {
   kubectl: string;
@@ -19,6 +31,7 @@ interface Cluster {
   crictl: string;
   endpoints: Record<string, string>;
   images: Record<string, string>;
+  runtime: Runtime;
 }
 let cluster: Cluster | undefined;
 
@@ -29,7 +42,9 @@ export function useCluster(vars: { kubectl: string; kubeconfig: string; crictl: 
       .filter((l) => l.includes('='))
       .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
   );
-  cluster = { ...vars, images };
+  const runtime = asRuntime(readFileSync(join(CLUSTER_DIR, 'runtime'), 'utf8').trim());
+  if (runtime !== WANTED_RUNTIME) throw new Error(`the cluster up runs ${runtime}, not ${WANTED_RUNTIME} (CLUSTER_RUNTIME)`);
+  cluster = { ...vars, images, runtime };
 }
 
 function current(): Cluster {

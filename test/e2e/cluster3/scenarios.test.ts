@@ -1,13 +1,14 @@
 /**
  * The operator's scenarios on three kubeadm nodes (cp-1, worker-1, worker-2), each a kubelet on its own
- * Stove: what the nodes report, where the scheduler puts pods, the pod network and DNS, a node whose
+ * Stove (or, with CLUSTER_RUNTIME=containerd, containerd 2.x: the same scenarios, crictl against its
+ * socket): what the nodes report, where the scheduler puts pods, the pod network and DNS, a node whose
  * kubelet stops, the apiserver down, a drain that keeps a PodDisruptionBudget, and `kubectl top` against
  * the pods' cgroups. The suites run in order; each step is bounded.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { apply, busyboxImage, condition, crictl, getJson, isReady, kubectl, node, nodeScript, NODES, onNode, pods, waitFor, type NodeName, type PodJson } from './cluster.js';
+import { apply, busyboxImage, WANTED_RUNTIME, condition, crictl, getJson, isReady, kubectl, node, nodeScript, NODES, onNode, pods, waitFor, type NodeName, type PodJson } from './cluster.js';
 
 const NS = 'scenarios';
 const WORKERS = new Set(['worker-1', 'worker-2']);
@@ -40,7 +41,7 @@ async function readyPods(selector: string, count: number, timeoutMs: number): Pr
   });
 }
 
-describe('three kubeadm nodes on Stove', function () {
+describe(`three kubeadm nodes on ${WANTED_RUNTIME === 'stove' ? 'Stove' : 'containerd'}`, function () {
   this.timeout(15 * 60_000);
 
   before(async () => {
@@ -52,16 +53,16 @@ describe('three kubeadm nodes on Stove', function () {
   });
 
   describe('the nodes', () => {
-    it('lists 3 Ready nodes on stove://, each with its own /24 of 10.244.0.0/16', async () => {
+    it(`lists 3 Ready nodes on ${WANTED_RUNTIME}://, each with its own /24 of 10.244.0.0/16`, async () => {
       const wide = await kubectl(['get', 'nodes', '-o', 'wide']);
       const cidrs = new Set<string>();
       for (const name of NODES) {
         const n = await node(name);
         assert.equal(condition(n, 'Ready')?.status, 'True', `${name} Ready`);
-        assert.match(n.status.nodeInfo.containerRuntimeVersion, /^stove:\/\/\d+\.\d+/);
+        assert.match(n.status.nodeInfo.containerRuntimeVersion, new RegExp(`^${WANTED_RUNTIME}://\\d+\\.\\d+`));
         assert.match(n.spec.podCIDR ?? '', /^10\.244\.\d+\.0\/24$/, `${name}'s podCIDR`);
         cidrs.add(n.spec.podCIDR!);
-        assert.match(wide, new RegExp(`^${name}\\s+Ready\\s.*stove://`, 'm'));
+        assert.match(wide, new RegExp(`^${name}\\s+Ready\\s.*${WANTED_RUNTIME}://`, 'm'));
       }
       assert.equal(cidrs.size, 3);
       const jsonpath = await kubectl(['get', 'nodes', '-o', 'jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR}{"\\n"}{end}']);

@@ -1,7 +1,8 @@
 /**
  * Root hooks of the three-node suite (mocha --file): `up.sh --nodes 3` before the first test,
- * `down.sh --nodes 3` after the last, also when tests fail. CLUSTER_KEEP=1 leaves the cluster up;
- * CLUSTER_REUSE=1 uses one already up (its up.sh output saved in $CLUSTER_DIR/up.out).
+ * `down.sh --nodes 3` after the last, also when tests fail. CLUSTER_RUNTIME=containerd makes the nodes
+ * on containerd 2.x (up.sh reads it); CLUSTER_KEEP=1 leaves the cluster up; CLUSTER_REUSE=1 uses one
+ * already up (its up.sh output saved in $CLUSTER_DIR/up.out).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

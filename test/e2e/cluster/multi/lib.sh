@@ -1,7 +1,14 @@
-# Shared by multi/up.sh, multi/down.sh and multi/kubelet.sh: the three-node cluster's names, addresses,
+# Shared by multi/up.sh, multi/down.sh and multi/node.sh: the three-node cluster's names, addresses,
 # ports and dirs (all distinct from the single-node cluster's in ../lib.sh, so both can be up at once),
 # and small helpers.
 # shellcheck shell=bash
+# shellcheck source=../../stop-pid.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../stop-pid.sh"
+# shellcheck source=../../containerd/config.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../containerd/config.sh"
+# shellcheck source=../wait-for.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../wait-for.sh"
+WAIT_INTERVAL=2
 W="${CLUSTER_DIR:-/var/lib/stove-cluster3}"
 RUNTIME="${CLUSTER_RUNTIME:-$(cat "$W/runtime" 2>/dev/null || echo stove)}"
 NODES=(cp-1 worker-1 worker-2)
@@ -50,31 +57,12 @@ start() {
   step "started $name on $node (pid $!)"
 }
 
-# wait_for WHAT SECONDS CMD... — until CMD succeeds; on time-out, the end of every log and a failure.
-wait_for() {
-  local what=$1 limit=$2; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      for f in "$W"/logs/*.log; do echo "--- ${f##*/}" >&2; tail -15 "$f" >&2; done
-      die "$what did not come up within ${limit}s"
-    fi
-    for p in "$W"/pids/*; do
-      [ -e "$p" ] || continue
-      kill -0 "$(cat "$p")" 2>/dev/null || { tail -30 "$W/logs/${p##*/}.log" >&2; die "${p##*/} exited while waiting for $what"; }
-    done
-    sleep 2
-  done
-}
-
 kubectl() { "$(cat "$W/bin-dir")/kubectl" --kubeconfig "$W/admin.kubeconfig" "$@"; }
 
 # stop_process NAME [SIGNAL] — signals NAME's process (default TERM), waits up to 10 s, then kills it.
 stop_process() {
   local pid; pid=$(cat "$W/pids/$1" 2>/dev/null) || return 0
-  kill -"${2:-TERM}" "$pid" 2>/dev/null || { rm -f "$W/pids/$1"; return 0; }
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
+  stop_pid "$pid" 10 "${2:-TERM}"
   rm -f "$W/pids/$1"
 }
 
@@ -87,4 +75,15 @@ start_kubelet() {
   # shellcheck disable=SC2086
   start "kubelet-$node" "$node" "$(cat "$W/bin-dir")/kubelet" --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
     --kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml $flags --v="${KUBELET_VERBOSITY:-2}"
+}
+
+# containerd 2.x in Stove's place on NODE (CLUSTER_RUNTIME=containerd), in the node's namespaces as Stove
+# is: root, state, socket and registry config under the node's dir (containerd_node_config), the CNI
+# config in the node's /etc/cni/net.d where Flannel's DaemonSet writes it, the pause image kubeadm pulls.
+# The shims' sockets (containerd 2.x keeps them in /run/containerd/s whatever its state dir) land in the
+# node's own dir bound on /run/containerd in its mount namespace (up.sh).
+start_containerd() {
+  local node=$1 n bin; n="$(node_dir "$1")"; bin="$(cat "$W/bin-dir")"
+  containerd_node_config "$n/containerd" "$(socket_of "$node")" "$REGISTRY_ADDR" "$PAUSE_IMAGE" /etc/cni/net.d
+  start "containerd-$node" "$node" env PATH="$bin:/usr/sbin:/usr/bin:/sbin:/bin" "$bin/containerd" --config "$n/containerd/config.toml" --log-level warn
 }

@@ -38,18 +38,21 @@ source "$here/lib.sh"
 
 [ "$(id -u)" = 0 ] || die "needs root"
 [ -e "$W/up" ] && die "a cluster is already up in $W (run $here/down.sh first)"
-[ "$RUNTIME" = stove ] || die "the three-node cluster runs on Stove only so far (CLUSTER_RUNTIME=$RUNTIME)"
+case "$RUNTIME" in stove | containerd) ;; *) die "CLUSTER_RUNTIME is stove or containerd, not $RUNTIME" ;; esac
 t0=$SECONDS
 
 abandon() {
   trap - EXIT INT TERM; echo "up.sh: $1; removing what was started" >&2
-  [ -n "${metrics_build:-}" ] && kill -- "-$metrics_build" 2>/dev/null # the build's process group
+  # the build's process group, when it still runs (errexit holds here: a failed kill would skip down.sh)
+  if [ -n "${metrics_build:-}" ]; then kill -- "-$metrics_build" 2>/dev/null || true; fi
   "$here/down.sh" >&2 || true; exit "$2"
 }
 trap 'rc=$?; [ "$rc" = 0 ] || abandon "failed (exit $rc)" "$rc"' EXIT
 trap 'abandon interrupted 130' INT TERM
 
-bin="$("$cluster/build.sh" kubernetes etcd coredns flannel | tail -1)"
+components=(kubernetes etcd coredns flannel)
+[ "$RUNTIME" = containerd ] && components+=(containerd)
+bin="$("$cluster/build.sh" "${components[@]}" | tail -1)"
 step "binaries in $bin"
 # metrics-server's build (the longest on a new machine) runs while the nodes come up.
 mkdir -p "$W/logs"
@@ -85,7 +88,10 @@ printf 'nameserver %s\noptions ndots:1\n' "$HOST_IP" >"$W/resolv.conf"
 # The mount namespaces are pinned on files in a private mount (unshare(1) needs that).
 mount --bind "$W/ns" "$W/ns" && mount --make-private "$W/ns"
 # Mount points for the nodes' own dirs, made on the host only where missing (down.sh removes those).
-for d in /var/lib/kubelet /run/flannel; do
+# With containerd, /run/containerd too: its shims' sockets are in /run/containerd/s whatever its state dir.
+run_dirs=(/var/lib/kubelet /run/flannel)
+[ "$RUNTIME" = containerd ] && run_dirs+=(/run/containerd)
+for d in "${run_dirs[@]}"; do
   [ -e "$d" ] || { mkdir -p "$d" && echo "$d" >>"$W/made-dirs"; }
 done
 # The iptables lock kube-proxy's and Flannel's DaemonSets mount from the host (FileOrCreate).
@@ -93,7 +99,7 @@ done
 
 for node in "${NODES[@]}"; do
   n=$(node_dir "$node"); ns=$(netns_of "$node"); veth=$(veth_of "$node")
-  mkdir -p "$n"/{etc/upper,etc/work,log/upper,log/work,kubelet,run-flannel,stove,containerd,etcd}
+  mkdir -p "$n"/{etc/upper,etc/work,log/upper,log/work,kubelet,run-flannel,run-containerd,stove,containerd,etcd}
   ip netns add "$ns"
   ip link add "$veth" type veth peer name eth0 netns "$ns"
   ip link set "$veth" master "$BRIDGE" up
@@ -111,6 +117,7 @@ for node in "${NODES[@]}"; do
     mount -t overlay stove3-log -o lowerdir=/var/log,upperdir=$n/log/upper,workdir=$n/log/work /var/log
     mount --bind $n/kubelet /var/lib/kubelet
     mount --bind $n/run-flannel /run/flannel
+    if [ $RUNTIME = containerd ]; then mount --bind $n/run-containerd /run/containerd; fi
     mkdir -p /etc/cni/net.d /etc/kubernetes/manifests"
 
   # Every v1 hierarchy gets the node's cgroup root (cpuset's needs its cpus and mems set level by level).
@@ -146,8 +153,9 @@ step "images pushed to $REGISTRY_ADDR"
 # --- The runtimes ------------------------------------------------------------------------------------------------
 for node in "${NODES[@]}"; do
   n=$(node_dir "$node")
+  if [ "$RUNTIME" = containerd ]; then start_containerd "$node"; continue; fi
   mkdir -p "$n/stove/stove.d"
-    cat >"$n/stove/stove.toml" <<EOT
+  cat >"$n/stove/stove.toml" <<EOT
 socket = "$(socket_of "$node")"
 root = "$n/stove/root"
 state = "$n/stove/state"
@@ -243,12 +251,13 @@ kubeadm_on() { # NODE NAME ARGS...
 flags_written() { [ -s "$(node_dir "$1")/kubelet/kubeadm-flags.env" ] || finished "$2"; }
 finished() { ! kill -0 "$(cat "$W/jobs/$1")" 2>/dev/null; }
 t_init=$SECONDS
+# when kubeadm init starts, for bench/cluster3.ts (seconds since the epoch)
+date +%s.%N >"$W/kubeadm-init-started"
 kubeadm_on "$cp" kubeadm-init init --config "$W/kubeadm-init.yaml"
 wait_for "kubeadm init" 1200 finished kubeadm-init
 grep -q "Your Kubernetes control-plane has initialized successfully" "$W/logs/kubeadm-init.log" || { tail -40 "$W/logs/kubeadm-init.log" >&2; die "kubeadm init failed"; }
 install -m 0600 "$(node_dir "$cp")/etc/upper/kubernetes/admin.conf" "$W/admin.kubeconfig"
 step "kubeadm init done in $((SECONDS - t_init)) s"
-echo "$t_init" >"$W/t-init"
 
 # --- The pod network and metrics-server -------------------------------------------------------------------------
 sed -e "s|@FLANNEL_IMAGE@|$FLANNEL_IMAGE|g" -e "s|@CLUSTER_CIDR@|$CLUSTER_CIDR|g" "$here/manifests/flannel.yaml" | kubectl apply -f - >/dev/null
@@ -283,7 +292,6 @@ nodes_ready() {
 }
 wait_for "three Ready nodes" 900 nodes_ready
 step "3 nodes Ready $((SECONDS - t_init)) s after kubeadm init started"
-echo "$((SECONDS - t_init))" >"$W/t-ready"
 kubectl -n kube-system rollout status deployment/coredns --timeout=600s >/dev/null
 kubectl -n kube-flannel rollout status daemonset/kube-flannel-ds --timeout=300s >/dev/null
 kubectl -n kube-system rollout status deployment/metrics-server --timeout=600s >/dev/null
