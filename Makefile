@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm bench bench-pod-start bench-node-density bench-node-density-kubelet clean
 
 setup:
 	@scripts/setup.sh
@@ -164,6 +164,11 @@ bench-pod-start: build
 # 110 pods at the CRI level, Stove against containerd (CONTAINERD_BIN; by hand; see bench/README.md).
 bench-node-density: build
 	$(NODE) --enable-source-maps dist/bench/node-density.js
+
+# 110 pods under the single-node cluster's kubelet, Stove then containerd 2.4 (by hand, holding the
+# cluster's lock for the whole run; see bench/README.md).
+bench-node-density-kubelet: build
+	flock -w 5400 /run/lock/stove-cluster.lock $(NODE) --enable-source-maps dist/bench/node-density-kubelet.js $(BENCH_ARGS)
 
 clean:
 	rm -rf dist rootfs/pause/bin

@@ -31,12 +31,11 @@ import { readFile, readdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { PullImageRequest, type PodSandboxConfig } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
-import { descendantsOf } from '../src/monitor/exec-sync.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
 import { containerdVersion } from './lib/containerd.js';
 import { PodBench } from './lib/pods.js';
-import { cpuMsOf, memoryOf, mib, pidsWhere, sleepContainerConfig } from './lib/processes.js';
+import { daemonCpuMs, helperPidsOf, memoryOf, mib, pidsWhere, pssOf, sleepContainerConfig } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
@@ -125,26 +124,9 @@ async function removePod(rt: Runtime, pod: Pod): Promise<void> {
   await removeCgroup(await detectCgroups(), pod.config.linux!.cgroupParent).catch(() => {});
 }
 
-/** The daemon's descendants that are not monitors nor under one (Stove's helpers; containerd has none that stay). */
-async function helperPids(rt: Runtime): Promise<number[]> {
-  const monitors = new Set(await rt.monitorPids());
-  const under = new Set<number>();
-  for (const m of monitors) for (const pid of await descendantsOf(m)) under.add(pid);
-  return (await descendantsOf(rt.daemonPid)).filter((pid) => !monitors.has(pid) && !under.has(pid));
-}
-
-const pss = async (pids: number[]) => (await Promise.all(pids.map(memoryOf))).reduce((n, m) => n + m.pss, 0);
-
-/** CPU ms of the daemon (with the children it waited for) and of `others`, so far. */
-async function cpuNow(rt: Runtime, others: number[]): Promise<{ daemon: number; all: number }> {
-  const stat = await readFile(`/proc/${rt.daemonPid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const daemon = ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-  const children = ((Number(f[13]) + Number(f[14])) * 1000) / 100;
-  let rest = 0;
-  for (const pid of others) rest += await cpuMsOf(pid).catch(() => 0);
-  return { daemon, all: daemon + children + rest };
-}
+const helperPids = async (rt: Runtime) => helperPidsOf(rt.daemonPid, await rt.monitorPids());
+const pss = pssOf;
+const cpuNow = (rt: Runtime, others: number[]) => daemonCpuMs(rt.daemonPid, others);
 
 /** The parts of a poll, each alone in the breakdown (`--breakdown`). */
 const PARTS = ['relist', 'statuses', 'ListContainerStats', 'ListPodSandboxStats'] as const;

@@ -1,6 +1,7 @@
 /** Memory of the runtimes' processes, and the container config every pod benchmark runs. */
 import { readdir, readFile } from 'node:fs/promises';
 import { ContainerConfig } from '../../src/gen/runtime/v1/api.js';
+import { descendantsOf } from '../../src/monitor/exec-sync.js';
 
 /**
  * RSS and PSS of a process in KiB (0 when it is gone), and the anonymous part of the RSS (heap, stacks;
@@ -56,6 +57,33 @@ export async function cpuMsOf(pid: number): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime (fields 14, 15) in USER_HZ (100)
+}
+
+/** PSS of `pids` together, KiB. */
+export async function pssOf(pids: number[]): Promise<number> {
+  return (await Promise.all(pids.map(memoryOf))).reduce((n, m) => n + m.pss, 0);
+}
+
+/** A daemon's descendants that are neither `monitors` nor under one (Stove's helpers; containerd has none that stay). */
+export async function helperPidsOf(daemonPid: number, monitors: number[]): Promise<number[]> {
+  const set = new Set(monitors);
+  const under = new Set<number>();
+  for (const m of monitors) for (const pid of await descendantsOf(m)) under.add(pid);
+  return (await descendantsOf(daemonPid)).filter((pid) => !set.has(pid) && !under.has(pid));
+}
+
+/**
+ * CPU ms so far of a daemon alone, and of it with the children it waited for and `others` (helpers,
+ * monitors): `all`.
+ */
+export async function daemonCpuMs(daemonPid: number, others: number[]): Promise<{ daemon: number; all: number }> {
+  const stat = await readFile(`/proc/${daemonPid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const daemon = ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+  const children = ((Number(f[13]) + Number(f[14])) * 1000) / 100;
+  let rest = 0;
+  for (const pid of others) rest += await cpuMsOf(pid).catch(() => 0);
+  return { daemon, all: daemon + children + rest };
 }
 
 function sizeOf(range: string): number {
