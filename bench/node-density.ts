@@ -28,6 +28,8 @@
  * `make test`; `make bench-node-density` builds and runs it.
  */
 import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { summarizeProfile, type ProfileSummary } from './lib/cpu-profile.js';
 import { loadavg } from 'node:os';
 import { PullImageRequest, type PodSandboxConfig } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
@@ -40,7 +42,7 @@ import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
 const USAGE =
-  'node dist/bench/node-density.js [--pods 110] [--parallel 10] [--poll-seconds 30] [--windows 3] [--stats-every 10] [--churn 200] [--breakdown 10] [--only stove|containerd]';
+  'node dist/bench/node-density.js [--pods 110] [--parallel 10] [--poll-seconds 30] [--windows 3] [--stats-every 10] [--churn 200] [--breakdown 10] [--only stove|containerd] [--cpu-prof DIR]';
 const values = benchOptions(USAGE, {
   pods: { type: 'string', default: '110' },
   parallel: { type: 'string', default: '10' },
@@ -50,7 +52,9 @@ const values = benchOptions(USAGE, {
   churn: { type: 'string', default: '200' },
   breakdown: { type: 'string', default: '10' },
   only: { type: 'string' },
+  'cpu-prof': { type: 'string' },
 });
+const PROBE_MODULE = join(import.meta.dirname, 'lib/daemon-probe.js');
 const PODS = Number(values.pods);
 const PARALLEL = Number(values.parallel);
 const POLL_SECONDS = Number(values['poll-seconds']);
@@ -86,6 +90,8 @@ interface Result {
   churn?: { before: number; after: number; ms: number; leftovers: string[] };
   /** Per part of the poll alone: the daemon's CPU ms per call, and calls per second. */
   breakdown?: Partial<Record<Part, { perCall: number; calls: number }>>;
+  /** `--cpu-prof`: Stove's daemon over the poll windows. */
+  profile?: ProfileSummary;
 }
 
 const bench = new PodBench();
@@ -215,6 +221,9 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
   };
 
   await poll(rt, pods, Math.min(5, POLL_SECONDS)); // warm-up
+  const profileDir = rt.name === 'stove' ? values['cpu-prof'] : undefined;
+  const profilesBefore = profileDir ? new Set(await readdir(profileDir)) : undefined;
+  if (profileDir) process.kill(rt.daemonPid, 'SIGWINCH');
   for (let w = 0; w < WINDOWS; w++) {
     const others = [...helpers, ...monitors];
     const before = await cpuNow(rt, others);
@@ -224,6 +233,12 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
     const s = (performance.now() - t) / 1000;
     result.windows.push({ daemon: (after.daemon - before.daemon) / s, all: (after.all - before.all) / s, load: loadavg()[0]! });
     process.stderr.write(`  ${rt.name}: poll window ${w + 1}: daemon ${((after.daemon - before.daemon) / s).toFixed(1)} ms/s, load ${loadavg()[0]!.toFixed(1)}\n`);
+  }
+  if (profileDir) {
+    process.kill(rt.daemonPid, 'SIGWINCH');
+    let file: string | undefined;
+    while (!(file = (await readdir(profileDir)).find((f) => f.endsWith('.cpuprofile') && !profilesBefore!.has(f)))) await new Promise((r) => setTimeout(r, 200));
+    result.profile = await summarizeProfile(join(profileDir, file));
   }
   if (BREAKDOWN > 0) {
     result.breakdown = {};
@@ -297,6 +312,15 @@ function report(results: Result[], loadBefore: number[]): void {
   for (const row of rows) if (row[3] === 'NaN×') row[3] = '';
   const details = `${PODS} pods of one busybox sleep, ${PARALLEL} at a time; poll ${WINDOWS} × ${POLL_SECONDS} s, stats every ${STATS_EVERY} s; load average before ${loadBefore.map((l) => l.toFixed(1)).join(' ')}`;
   process.stdout.write(heading('Node density, CRI level', details, containerdVersion()) + `${table(rows)}\n`);
+  const p = s?.profile;
+  if (p) {
+    const perS = (v: number) => (v / (p.wallMs / 1000)).toFixed(2);
+    const partRows = [['Stove daemon over the poll windows: part (samples with it on the stack)', 'ms', 'ms/s', 'share']];
+    for (const [part, v] of [...p.parts].sort((a, b) => b[1] - a[1]).slice(0, 20)) partRows.push([part, v.toFixed(0), perS(v), `${((v / p.busyMs) * 100).toFixed(1)}%`]);
+    const selfRows = [['function (self time)', 'ms', 'share']];
+    for (const [f, v] of p.selfTop) selfRows.push([f.replace(/\|/g, '\\|'), v.toFixed(0), `${((v / p.busyMs) * 100).toFixed(1)}%`]);
+    process.stdout.write(`\nCPU profile: ${(p.wallMs / 1000).toFixed(1)} s, ${p.busyMs.toFixed(0)} ms busy (${perS(p.busyMs)} ms/s)\n\n${table(partRows)}\n\n${table(selfRows)}\n`);
+  }
 }
 
 async function main(): Promise<void> {
@@ -307,7 +331,8 @@ async function main(): Promise<void> {
     const image = (await pushBusyboxImage(registry, 'bench/sleep:1', { cmd: ['sleep', '3600'] })).reference;
     const results: Result[] = [];
     if (values.only !== 'containerd') {
-      const stove = await bench.startStove();
+      const prof = values['cpu-prof'];
+      const stove = await bench.startStove('', 'info', prof ? { NODE_OPTIONS: `--import=${PROBE_MODULE}`, STOVE_BENCH_CPU_PROF: prof } : {});
       const dir = stove.dir;
       const rt: Runtime = {
         name: 'stove',

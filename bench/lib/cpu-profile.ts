@@ -82,7 +82,8 @@ export async function summarizeProfile(path: string, top = 15): Promise<ProfileS
     let module = '';
     for (let n: number | undefined = id; n !== undefined; n = parent.get(n)) {
       const src = srcPath(byId.get(n)!.callFrame);
-      if (src.startsWith('cri/')) adapter = src;
+      // The innermost adapter: every handler is also under cri/rpc-table.ts (the table's lambdas).
+      if (src.startsWith('cri/') && (!adapter || adapter === 'cri/rpc-table.ts')) adapter = src;
       else if (src.startsWith('api/')) transport = true;
       if (src && !module) module = `${src.split('/')[0]}/`;
     }

@@ -7,10 +7,14 @@
  * (kubelet's calcRestartCountByLogDir: the highest `<n>.log` plus one). So the interrupted create must
  * leave no log file, or the kubelet's retry becomes attempt 1: a restart of a container that never ran
  * (found by the cluster's churn-with-faults test; containerd opens the log file only at StartContainer).
+ * And the kubelet's side: a CreateContainer whose client left (a kubelet killed, or its deadline
+ * passed) is removed again once made, so the kubelet finds no CREATED container to replace with
+ * attempt 1 on its next sync.
  */
 import assert from 'node:assert/strict';
 import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { execa } from 'execa';
+import { Metadata } from '@grpc/grpc-js';
 import { join } from 'node:path';
 import { ContainerState, type ContainerConfig, type PodSandboxConfig } from '../../../src/gen/runtime/v1/api.js';
 import { waitFor } from '../../helpers/wait.js';
@@ -96,6 +100,37 @@ describe('containers: a CreateContainer interrupted by SIGKILL (real runc, conmo
     const id = await world.run(pod, config);
     assert.equal((await world.status(id)).status!.state, ContainerState.CONTAINER_RUNNING);
     assert.deepEqual(await readdir(logDir), ['0.log']);
+  });
+
+  it('removes a container whose client left before it was created (a kubelet killed or timed out): its retry is attempt 0', async () => {
+    const pod = await world.pod();
+    const logDir = join(pod.config.logDirectory, 'main');
+    await mkdir(logDir, { recursive: true });
+    const config = world.config('sleeper', { metadata: { name: 'main', attempt: 0 }, logPath: 'main/0.log' });
+    await rm(file('held'), { force: true });
+    await writeFile(file('gate'), '');
+    let code: number | undefined;
+    try {
+      // The raw client: a deadline, which passes while runc create is held (the stream is reset, as when a kubelet dies).
+      const answered = new Promise<void>((resolve) => {
+        world.daemon.clients.rawRuntime.createContainer({ podSandboxId: pod.id, config, sandboxConfig: pod.config }, new Metadata(), { deadline: Date.now() + 3000 }, (err) => {
+          code = err?.code;
+          resolve();
+        });
+      });
+      await waitFor('runc create held', async () => (await readdir(world.daemon.dir)).includes('held') || undefined, 30_000);
+      await answered;
+    } finally {
+      await rm(file('gate'), { force: true });
+    }
+    assert.equal(code, 4, 'DEADLINE_EXCEEDED for the client');
+    // The create goes on once runc create is let go, then sees its client gone and undoes itself.
+    await waitFor('the container removed again', async () => ((await runcContainers()).length === 1 && (await readdir(logDir)).length === 0 ? true : undefined), 30_000);
+    assert.deepEqual((await world.daemon.clients.runtime.listContainers({ filter: undefined })).containers, [], 'no CREATED container for the kubelet to replace');
+    assert.equal(await kubeletRestartCount(logDir), 0);
+    assert.equal((await conmonsUnder(world.daemon.dir)).length, 1, "the pod's conmon alone");
+    const id = await world.run(pod, config);
+    assert.equal((await world.status(id)).status!.state, ContainerState.CONTAINER_RUNNING);
   });
 
   it('removes only an empty log file: one that holds output stays', async () => {
