@@ -289,7 +289,8 @@ async function churn(c: Cluster, image: string): Promise<RuntimeRun['churn']> {
   const rssBefore = (await memoryOf(daemon)).rss;
   const t0 = performance.now();
   await createAndWait(c, 'churn', CHURN_REPLICAS, image);
-  let lifecycles = 0;
+  // Each pod's lifecycle ends when a rollout replaces it (or, for the last ones, at the delete).
+  let lifecycles = CHURN_REPLICAS;
   for (let i = 1; lifecycles < CHURN; i++) {
     // kubectl rollout restart: a new template annotation, so every pod is replaced.
     const patch = { spec: { template: { metadata: { annotations: { 'bench/restart': String(i) } } } } };
@@ -384,7 +385,12 @@ function report(runs: RuntimeRun[]): string {
   const stove = runs.find((r) => r.name === 'stove');
   const containerd = runs.find((r) => r.name === 'containerd');
   const ratio = (f: (r: RuntimeRun) => number) => {
-    const v = stove && containerd ? f(stove) / f(containerd) : NaN;
+    let v = NaN;
+    try {
+      if (stove && containerd) v = f(stove) / f(containerd);
+    } catch {
+      v = NaN;
+    }
     return Number.isFinite(v) ? `${v.toFixed(2)}×` : '';
   };
   const cell = (r: RuntimeRun | undefined, show: (r: RuntimeRun) => string) => {
@@ -438,6 +444,8 @@ function report(runs: RuntimeRun[]): string {
       'cri/container-status': 'container_status',
       'cri/pod-sandbox-status': 'podsandbox_status',
       'cri/container-stats': 'container_stats',
+      'cri/pod-sandbox-stats': 'podsandbox_stats',
+      'cri/get-container-events': 'get_container_events',
       'cri/image-fs-info': 'image_fs_info',
       'cri/version': 'version',
       'cri/status': 'status',
