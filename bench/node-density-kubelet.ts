@@ -470,7 +470,11 @@ async function main(): Promise<void> {
   const runtimes: ClusterRuntime[] = values.only ? [values.only as ClusterRuntime] : ['stove', 'containerd'];
   if (!runtimes.every((r) => r === 'stove' || r === 'containerd')) throw new Error(`--only is stove or containerd, not ${values.only}`);
   const runs: RuntimeRun[] = [];
-  for (const runtime of runtimes) runs.push(await runOn(runtime));
+  for (const runtime of runtimes) {
+    runs.push(await runOn(runtime));
+    // What is measured so far, should a later runtime's part fail or be cut short.
+    if (runtime !== runtimes.at(-1)) process.stderr.write(report(runs));
+  }
   process.stdout.write(report(runs));
 }
 
