@@ -18,8 +18,9 @@
  *    helpers and of the monitors, and the kubelet's CRI calls in the window (its
  *    kubelet_runtime_operations_total). With `--evented both` the same again after a kubelet restart
  *    with the EventedPLEG feature gate (GetContainerEvents, relist every 300 s).
- *    `--cpu-prof DIR`: a V8 CPU profile of Stove's daemon over the first steady stretch (through
- *    lib/daemon-probe.ts), summed up by CRI adapter and per call.
+ *    `--cpu-prof DIR`: a V8 CPU profile of Stove's daemon over one more window after the first steady
+ *    stretch (through lib/daemon-probe.ts; the profiler costs CPU of its own, so not during the
+ *    windows measured), summed up by CRI adapter and per call.
  * 3. The Deployment deleted; then `churn` pod lifecycles through the kubelet: a Deployment of
  *    `churn-replicas` pods restarted (`kubectl rollout restart` as a patch) until that many pods were
  *    replaced; daemon PSS and RSS before and after, and what is left once it is deleted (sandboxes and
@@ -257,7 +258,6 @@ async function steady(c: Cluster, evented: boolean, profileDir: string | undefin
   };
   const opsBefore = operations(await metricsText(c));
   const t0 = performance.now();
-  if (profileDir) process.kill(daemon, 'SIGWINCH');
   const windowMs = (STEADY_S * 1000) / WINDOWS;
   for (let w = 0; w < WINDOWS; w++) {
     const before = await daemonCpuMs(daemon, [...helpers, ...monitors]);
@@ -272,11 +272,15 @@ async function steady(c: Cluster, evented: boolean, profileDir: string | undefin
   const calls = opsDiff(operations(await metricsText(c)), opsBefore);
   for (const [k, v] of calls) result.callsPerS.set(k, v / seconds);
   if (profileDir) {
+    // A stretch of its own after the windows: the profiler costs the daemon CPU of its own.
     const had = new Set(await readdir(profileDir));
+    const before = operations(await metricsText(c));
     process.kill(daemon, 'SIGWINCH');
+    await sleep(windowMs);
+    process.kill(daemon, 'SIGWINCH');
+    result.profileCalls = opsDiff(operations(await metricsText(c)), before);
     const file = await poll('the CPU profile written', 60_000, async () => (await readdir(profileDir)).find((f) => f.endsWith('.cpuprofile') && !had.has(f)), 500);
     result.profile = await summarizeProfile(join(profileDir, file));
-    result.profileCalls = calls;
   }
   return result;
 }
