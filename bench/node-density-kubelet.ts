@@ -458,7 +458,7 @@ function report(runs: RuntimeRun[]): string {
     };
     const partRows = [['part (samples with it on the stack)', 'ms', 'share', 'calls', 'ms per call']];
     for (const [part, v] of [...p.parts].sort((a, b) => b[1] - a[1]).slice(0, 20)) {
-      const n = calls.get(op[part] ?? '') ?? 0;
+      const n = calls.get(op[part.replace(/\.ts$/, '')] ?? '') ?? 0;
       partRows.push([part, v.toFixed(0), `${((v / p.busyMs) * 100).toFixed(1)}%`, n ? String(n) : '', n ? (v / n).toFixed(3) : '']);
     }
     out += `${table(partRows)}\n\n`;
