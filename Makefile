@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm bench bench-pod-start bench-node-density bench-cluster3 clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm bench bench-pod-start bench-node-density bench-node-density-kubelet bench-cluster3 clean
 
 setup:
 	@scripts/setup.sh
@@ -91,17 +91,17 @@ test: setup lint
 # The single-node cluster (test/e2e/cluster/): up.sh before the first test, down.sh after the last. The
 # first run builds Kubernetes from its Go modules into /var/cache/stove-e2e (about 11 min here). The
 # suites that restart the kubelet come after the others: the image GC test waits for its periodic GC run.
-# Last, Kubernetes' own [NodeConformance] specs (e2e.test, conformance.test.ts: 8 ginkgo processes, a failed
+# Then Kubernetes' own [NodeConformance] specs (e2e.test, conformance.test.ts: 8 ginkgo processes, a failed
 # spec tried once more, ginkgo's --flake-attempts, the summary naming any that passed only on the second
 # try) on the same cluster, minus the few no runtime passes on one offline node; the first run builds
-# e2e.test (about 20 min here). Stove runs
+# e2e.test (about 20 min here). Last the churn with Stove and then the kubelet killed (churn-faults,
+# 4.5–6 min). Stove runs
 # its containers with runc 1.5 here (test/e2e/runc/build.sh, cached; STOVE_RUNC=/usr/bin/runc runs
 # Debian's 1.1.5 instead), while the integration suite above keeps Debian's runc and test-runc15 reruns
 # its OCI-heavy part on 1.5; where runc 1.5 cannot be built the cluster runs on Debian's and says so.
-CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats conformance
-# Cluster suites run by hand (`make test-cluster-more`), not yet in `make test`: the churn with Stove or
-# the kubelet killed (docs/testing.md says why).
-CLUSTER_MORE := churn-faults
+CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats conformance churn-faults
+# Cluster suites run by hand (`make test-cluster-more`), not in `make test`: none at present.
+CLUSTER_MORE :=
 test-cluster: build
 	@test "$$(ls test/e2e/cluster/*.test.ts | wc -l)" = "$(words $(CLUSTER_SUITES) $(CLUSTER_MORE))" || { echo 'test-cluster: a cluster suite is missing from CLUSTER_SUITES or CLUSTER_MORE'; exit 1; }
 	@set -o pipefail; runc="$${STOVE_RUNC:-$$(test/e2e/runc/build.sh | tail -1)}" || \
@@ -110,10 +110,10 @@ test-cluster: build
 	  STOVE_RUNC="$$runc" $(MOCHA) --file dist/test/e2e/cluster/setup.js $(foreach s,$(CLUSTER_SUITES),dist/test/e2e/cluster/$(s).test.js)
 
 test-cluster-more: build
-	@$(MOCHA) --file dist/test/e2e/cluster/setup.js $(foreach s,$(CLUSTER_MORE),dist/test/e2e/cluster/$(s).test.js)
+	@$(if $(strip $(CLUSTER_MORE)),$(MOCHA) --file dist/test/e2e/cluster/setup.js $(foreach s,$(CLUSTER_MORE),dist/test/e2e/cluster/$(s).test.js),echo 'test-cluster-more: every cluster suite runs in make test-cluster')
 
 # Kubernetes' own e2e suite, the whole selection ([NodeConformance]|[Conformance] minus Serial,
-# Disruptive, Slow, Flaky, Feature:, Alpha, Beta), on a cluster of its own (by hand; `make test-cluster-more` runs
+# Disruptive, Slow, Flaky, Feature:, Alpha, Beta), on a cluster of its own (by hand; `make test-cluster` runs
 # the [NodeConformance] part). CLUSTER_RUNTIME=containerd runs it on containerd 2.4 in Stove's place.
 test-conformance: build
 	@test/e2e/conformance.sh
@@ -185,6 +185,11 @@ bench-node-density: build
 # runtimes' memory per node (by hand, holding /run/lock/stove-cluster3.lock; see bench/README.md).
 bench-cluster3: build
 	$(NODE) --enable-source-maps dist/bench/cluster3.js
+
+# 110 pods under the single-node cluster's kubelet, Stove then containerd 2.4 (by hand, holding the
+# cluster's lock for the whole run; see bench/README.md).
+bench-node-density-kubelet: build
+	flock -w 5400 /run/lock/stove-cluster.lock $(NODE) --enable-source-maps dist/bench/node-density-kubelet.js $(BENCH_ARGS)
 
 clean:
 	rm -rf dist rootfs/pause/bin

@@ -28,6 +28,8 @@
  * `make test`; `make bench-node-density` builds and runs it.
  */
 import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { summarizeProfile, type ProfileSummary } from './lib/cpu-profile.js';
 import { loadavg } from 'node:os';
 import { PullImageRequest, type PodSandboxConfig } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
@@ -35,12 +37,12 @@ import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
 import { containerdVersion } from './lib/containerd.js';
 import { PodBench } from './lib/pods.js';
-import { cpuMsOf, helperPidsOf, mib, pidsWhere, pssOf, runtimeMemory, sleepContainerConfig, type RuntimeMemory } from './lib/processes.js';
+import { daemonCpuMs, helperPidsOf, mib, pidsWhere, pssOf, runtimeMemory, sleepContainerConfig, type RuntimeMemory } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
 const USAGE =
-  'node dist/bench/node-density.js [--pods 110] [--parallel 10] [--poll-seconds 30] [--windows 3] [--stats-every 10] [--churn 200] [--breakdown 10] [--only stove|containerd]';
+  'node dist/bench/node-density.js [--pods 110] [--parallel 10] [--poll-seconds 30] [--windows 3] [--stats-every 10] [--churn 200] [--breakdown 10] [--only stove|containerd] [--cpu-prof DIR]';
 const values = benchOptions(USAGE, {
   pods: { type: 'string', default: '110' },
   parallel: { type: 'string', default: '10' },
@@ -50,7 +52,9 @@ const values = benchOptions(USAGE, {
   churn: { type: 'string', default: '200' },
   breakdown: { type: 'string', default: '10' },
   only: { type: 'string' },
+  'cpu-prof': { type: 'string' },
 });
+const PROBE_MODULE = join(import.meta.dirname, 'lib/daemon-probe.js');
 const PODS = Number(values.pods);
 const PARALLEL = Number(values.parallel);
 const POLL_SECONDS = Number(values['poll-seconds']);
@@ -79,6 +83,8 @@ interface Result extends RuntimeMemory {
   churn?: { before: number; after: number; ms: number; leftovers: string[] };
   /** Per part of the poll alone: the daemon's CPU ms per call, and calls per second. */
   breakdown?: Partial<Record<Part, { perCall: number; calls: number }>>;
+  /** `--cpu-prof`: Stove's daemon over the poll windows. */
+  profile?: ProfileSummary;
 }
 
 const bench = new PodBench();
@@ -117,16 +123,7 @@ async function removePod(rt: Runtime, pod: Pod): Promise<void> {
   await removeCgroup(await detectCgroups(), pod.config.linux!.cgroupParent).catch(() => {});
 }
 
-/** CPU ms of the daemon (with the children it waited for) and of `others`, so far. */
-async function cpuNow(rt: Runtime, others: number[]): Promise<{ daemon: number; all: number }> {
-  const stat = await readFile(`/proc/${rt.daemonPid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const daemon = ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-  const children = ((Number(f[13]) + Number(f[14])) * 1000) / 100;
-  let rest = 0;
-  for (const pid of others) rest += await cpuMsOf(pid).catch(() => 0);
-  return { daemon, all: daemon + children + rest };
-}
+const cpuNow = (rt: Runtime, others: number[]) => daemonCpuMs(rt.daemonPid, others);
 
 /** The parts of a poll, each alone in the breakdown (`--breakdown`). */
 const PARTS = ['relist', 'statuses', 'ListContainerStats', 'ListPodSandboxStats'] as const;
@@ -205,6 +202,9 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
   const result: Result = { name: rt.name, startMs, idlePss, ...(await runtimeMemory(rt.daemonPid, monitors)), windows: [] };
 
   await poll(rt, pods, Math.min(5, POLL_SECONDS)); // warm-up
+  const profileDir = rt.name === 'stove' ? values['cpu-prof'] : undefined;
+  const profilesBefore = profileDir ? new Set(await readdir(profileDir)) : undefined;
+  if (profileDir) process.kill(rt.daemonPid, 'SIGWINCH');
   for (let w = 0; w < WINDOWS; w++) {
     const others = [...helpers, ...monitors];
     const before = await cpuNow(rt, others);
@@ -214,6 +214,12 @@ async function measureRuntime(rt: Runtime, image: string): Promise<Result> {
     const s = (performance.now() - t) / 1000;
     result.windows.push({ daemon: (after.daemon - before.daemon) / s, all: (after.all - before.all) / s, load: loadavg()[0]! });
     process.stderr.write(`  ${rt.name}: poll window ${w + 1}: daemon ${((after.daemon - before.daemon) / s).toFixed(1)} ms/s, load ${loadavg()[0]!.toFixed(1)}\n`);
+  }
+  if (profileDir) {
+    process.kill(rt.daemonPid, 'SIGWINCH');
+    let file: string | undefined;
+    while (!(file = (await readdir(profileDir)).find((f) => f.endsWith('.cpuprofile') && !profilesBefore!.has(f)))) await new Promise((r) => setTimeout(r, 200));
+    result.profile = await summarizeProfile(join(profileDir, file));
   }
   if (BREAKDOWN > 0) {
     result.breakdown = {};
@@ -287,6 +293,15 @@ function report(results: Result[], loadBefore: number[]): void {
   for (const row of rows) if (row[3] === 'NaN×') row[3] = '';
   const details = `${PODS} pods of one busybox sleep, ${PARALLEL} at a time; poll ${WINDOWS} × ${POLL_SECONDS} s, stats every ${STATS_EVERY} s; load average before ${loadBefore.map((l) => l.toFixed(1)).join(' ')}`;
   process.stdout.write(heading('Node density, CRI level', details, containerdVersion()) + `${table(rows)}\n`);
+  const p = s?.profile;
+  if (p) {
+    const perS = (v: number) => (v / (p.wallMs / 1000)).toFixed(2);
+    const partRows = [['Stove daemon over the poll windows: part (samples with it on the stack)', 'ms', 'ms/s', 'share']];
+    for (const [part, v] of [...p.parts].sort((a, b) => b[1] - a[1]).slice(0, 20)) partRows.push([part, v.toFixed(0), perS(v), `${((v / p.busyMs) * 100).toFixed(1)}%`]);
+    const selfRows = [['function (self time)', 'ms', 'share']];
+    for (const [f, v] of p.selfTop) selfRows.push([f.replace(/\|/g, '\\|'), v.toFixed(0), `${((v / p.busyMs) * 100).toFixed(1)}%`]);
+    process.stdout.write(`\nCPU profile: ${(p.wallMs / 1000).toFixed(1)} s, ${p.busyMs.toFixed(0)} ms busy (${perS(p.busyMs)} ms/s)\n\n${table(partRows)}\n\n${table(selfRows)}\n`);
+  }
 }
 
 async function main(): Promise<void> {
@@ -297,7 +312,8 @@ async function main(): Promise<void> {
     const image = (await pushBusyboxImage(registry, 'bench/sleep:1', { cmd: ['sleep', '3600'] })).reference;
     const results: Result[] = [];
     if (values.only !== 'containerd') {
-      const stove = await bench.startStove();
+      const prof = values['cpu-prof'];
+      const stove = await bench.startStove('', 'info', prof ? { NODE_OPTIONS: `--import=${PROBE_MODULE}`, STOVE_BENCH_CPU_PROF: prof } : {});
       const dir = stove.dir;
       const rt: Runtime = {
         name: 'stove',

@@ -121,11 +121,12 @@ export class KubeApi {
   }
 
   /** A request answered with JSON (or text when `raw`); a status of 300 or more rejects with the answer. */
-  async call<T = Record<string, unknown>>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  async call<T = Record<string, unknown>>(method: 'GET' | 'POST' | 'DELETE' | 'PATCH', path: string, body?: unknown): Promise<T> {
     const res = await request(API_SERVER + path, {
       method,
       dispatcher: this.agent,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      // A PATCH is a JSON merge patch (RFC 7386).
+      headers: body === undefined ? {} : { 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
       headersTimeout: 60_000,
       bodyTimeout: 60_000,

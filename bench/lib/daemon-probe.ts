@@ -3,9 +3,16 @@
  * file in STOVE_BENCH_PROBE): on SIGUSR2 it runs a full garbage collection, then appends one JSON line
  * of the V8 heap's and Node's own figures to that file, so the benchmark can tell the JavaScript heap
  * from native memory after every sample, and a heap snapshot when asked. Never part of the daemon itself.
+ *
+ * With STOVE_BENCH_CPU_PROF naming a directory (node-density-kubelet.ts), SIGWINCH starts V8's CPU
+ * profiler in the daemon and the next SIGWINCH stops it and writes the profile there as
+ * `<pid>-<time>.cpuprofile` (what `node --cpu-prof` writes, for a window of the daemon's life
+ * instead of all of it).
  */
-import { appendFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { getHeapCodeStatistics, getHeapSpaceStatistics, getHeapStatistics, setFlagsFromString, writeHeapSnapshot } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -60,5 +67,26 @@ if (out && isMainThread) {
     appendFileSync(out, `${JSON.stringify(sample)}\n`);
     // A mark in the daemon's output (memory.ts --dump keeps it), between what V8 traced before and after.
     process.stdout.write(`stove-bench-probe ${Date.now()}\n`);
+  });
+}
+
+const profileDir = process.env.STOVE_BENCH_CPU_PROF;
+if (profileDir && isMainThread) {
+  let session: Session | undefined;
+  process.on('SIGWINCH', () => {
+    void (async () => {
+      if (!session) {
+        session = new Session();
+        session.connect();
+        await session.post('Profiler.enable');
+        await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+        await session.post('Profiler.start');
+        return;
+      }
+      const { profile } = await session.post('Profiler.stop');
+      session.disconnect();
+      session = undefined;
+      writeFileSync(join(profileDir, `${process.pid}-${Date.now()}.cpuprofile`), JSON.stringify(profile));
+    })().catch((err: unknown) => process.stderr.write(`stove-bench-probe: CPU profile: ${String(err)}\n`));
   });
 }

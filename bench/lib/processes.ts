@@ -92,6 +92,20 @@ export async function cpuMsOf(pid: number): Promise<number> {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime (fields 14, 15) in USER_HZ (100)
 }
 
+/**
+ * CPU ms so far of a daemon alone, and of it with the children it waited for and `others` (helpers,
+ * monitors): `all`.
+ */
+export async function daemonCpuMs(daemonPid: number, others: number[]): Promise<{ daemon: number; all: number }> {
+  const stat = await readFile(`/proc/${daemonPid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const daemon = ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+  const children = ((Number(f[13]) + Number(f[14])) * 1000) / 100;
+  let rest = 0;
+  for (const pid of others) rest += await cpuMsOf(pid).catch(() => 0);
+  return { daemon, all: daemon + children + rest };
+}
+
 function sizeOf(range: string): number {
   const [start, end] = range.split('-').map((a) => Number.parseInt(a, 16));
   return end! - start!;

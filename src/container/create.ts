@@ -13,7 +13,6 @@ import { rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ContainerConfig, LinuxContainerResources, NamespaceMode, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import type { CleanupStack } from '../common/cleanup.js';
-import { settleAll } from '../common/settle.js';
 import { nowNs } from '../common/clock.js';
 import { shortId } from '../common/ids.js';
 import { failedPrecondition, invalidArgument, isKind, notFound, wrap } from '../common/errors.js';
@@ -32,7 +31,7 @@ import { effectiveStopSignal } from './stop-signal.js';
 import { checkImageMounts, hasImageVolumes, mountImageVolumes } from './image-volumes.js';
 import { copyDeclaredVolumes, declaredVolumes, hostOwner, makeDeclaredVolumeDirs } from './declared-volumes.js';
 import { assertSearchableByOthers } from '../platform/searchable.js';
-import { prepareLogFile, removeMade } from './log-file.js';
+import { noteLogPath, prepareLogFile, removeMade } from './log-file.js';
 import { StepTimer } from '../observability/steps.js';
 import type { CheckpointMetadata } from '../checkpoint/archive.js';
 import { applyWritableLayer, CRIU_CONFIG_ANNOTATION, restoreLog, writeRestoreCriuConfig } from '../checkpoint/restore.js';
@@ -164,8 +163,11 @@ export async function createSteps(options: ContainerServiceOptions, plan: Create
     if (made.length) cleanup.push('remove log file', () => removeMade(made));
     if (plan.restore) await restoreLog(plan.restore.dir, plan.restore.metadata, plan.logPath);
   };
-  // Settled together: a refused log path must not unwind before the bundle dir exists to be removed.
-  await settleAll([makePodDir(bundleDir, podRootGid(sandbox.userns)), prepareLog()]);
+  // The bundle dir first, naming the log file before it is made: a create interrupted before its record
+  // is written leaves that file, which recovery removes (recover.ts).
+  await makePodDir(bundleDir, podRootGid(sandbox.userns));
+  if (plan.logPath) await noteLogPath(bundleDir, plan.logPath);
+  await prepareLog();
   if (sandbox.userns)
     await assertSearchableByOthers(
       bundleDir,

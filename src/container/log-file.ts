@@ -5,7 +5,7 @@
  * followed: each directory is checked with lstat, the file is created with O_NOFOLLOW before conmon
  * opens it, and the directory's real path is compared at the end to catch a swap in between.
  */
-import { lstat, mkdir, realpath, rm } from 'node:fs/promises';
+import { lstat, mkdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, sep } from 'node:path';
 import type { ContainerConfig, PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { failedPrecondition, invalidArgument } from '../common/errors.js';
@@ -66,4 +66,32 @@ export async function prepareLogFile(logDirectory: string, logPath: string): Pro
 /** Removes what prepareLogFile made (deepest first); gone is fine. */
 export async function removeMade(made: string[]): Promise<void> {
   for (const path of made) await rm(path, { recursive: true, force: true });
+}
+
+/**
+ * The file in a container's bundle that names its log file, written before the log file is made: a
+ * create interrupted (the daemon killed) before its record was written leaves a bundle without a
+ * record, and recovery removes the log file it names (removeUnusedLogFile).
+ */
+const LOG_PATH_NOTE = 'log-path';
+
+export async function noteLogPath(bundleDir: string, logPath: string): Promise<void> {
+  await writeFile(join(bundleDir, LOG_PATH_NOTE), logPath, { mode: 0o600 });
+}
+
+/**
+ * Removes the log file an interrupted create made, as its bundle's note names it, if it is still an
+ * empty regular file (no process of the container ran to write to it) in a directory that is no
+ * symlink; returns its path, or undefined when nothing was removed. A kubelet counts a restart for
+ * every `<n>.log` it finds beside a container it does not know (its calcRestartCountByLogDir), so a
+ * log file left by a create it never saw succeed would make its retry attempt 1, a restart of a
+ * container that never ran.
+ */
+export async function removeUnusedLogFile(bundleDir: string): Promise<string | undefined> {
+  const logPath = await readFile(join(bundleDir, LOG_PATH_NOTE), 'utf8').catch(() => '');
+  if (!isAbsolute(logPath)) return undefined;
+  const [file, dir] = await Promise.all([lstat(logPath).catch(() => undefined), lstat(dirname(logPath)).catch(() => undefined)]);
+  if (!file?.isFile() || file.size > 0 || !dir?.isDirectory()) return undefined;
+  await rm(logPath, { force: true });
+  return logPath;
 }

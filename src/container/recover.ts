@@ -21,6 +21,7 @@ import type { ContainerRecord } from './model.js';
 import type { ContainerService } from './service.js';
 import type { ContainerServiceOptions } from './deps.js';
 import { CONTAINER_RECORD_FILE } from './store.js';
+import { removeUnusedLogFile } from './log-file.js';
 import { destroyRuntimeContainer, type ConmonRef } from './teardown.js';
 import { processStartTime, readPidFile } from '../monitor/process.js';
 import { containerOfHolder } from '../images/image-service.js';
@@ -123,12 +124,17 @@ async function reconcile(svc: ContainerService, options: ContainerServiceOptions
   await svc.applyExit(r, exit);
 }
 
-/** A container dir without a record: an interrupted create. Remove everything it may have made. */
+/**
+ * A container dir without a record: an interrupted create. Remove everything it may have made, its
+ * log file too (the kubelet, whose CreateContainer failed, would count it as a run: log-file.ts).
+ */
 async function removeOrphan(options: ContainerServiceOptions, id: string, dir: string): Promise<void> {
   options.log.warn('removing what an interrupted CreateContainer left', { id: shortId(id) });
   await destroyRuntimeContainer(options.monitor, options.runtimes.get(''), id, await conmonOf(dir, id));
   await options.images.removeRootfs(id);
   await unmount(join(dir, 'rootfs'), true);
+  const logFile = await removeUnusedLogFile(dir);
+  if (logFile) options.log.info('removed the log file of an interrupted CreateContainer', { id: shortId(id), logPath: logFile });
   await rm(dir, { recursive: true, force: true });
 }
 

@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import { ImageSpec, LinuxContainerResources, type ContainerConfig, type PodSandboxConfig } from '../gen/runtime/v1/api.js';
 import { withCleanup } from '../common/cleanup.js';
 import { nowNs } from '../common/clock.js';
-import { StoveError, failedPrecondition, isKind, messageOf, notFound, wrap } from '../common/errors.js';
+import { StoveError, cancelled, failedPrecondition, isKind, messageOf, notFound, wrap } from '../common/errors.js';
 import { newId, shortId } from '../common/ids.js';
 import { KeyedMutex } from '../common/locks.js';
 import { settleAll } from '../common/settle.js';
@@ -164,7 +164,7 @@ export class ContainerService {
    * path names a checkpoint archive to restore (CRI-O's rule), and a checkpoint image is restored
    * too: see createRestored.
    */
-  async create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
+  async create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig, signal?: AbortSignal): Promise<ContainerRecord> {
     const sandbox = sandboxForCreate(this.options, podSandboxId);
     const podConfig = sandbox.config ? podConfigOf(sandbox) : requestPodConfig!;
     const imageName = config.image!.image;
@@ -174,7 +174,7 @@ export class ContainerService {
     // A kubelet names the image by ID and says what the pod spec named in user_specified_image.
     const checkpoint = await this.checkpointImageSource(image, config.image!.userSpecifiedImage || imageName, sandbox.runtimeHandler);
     if (checkpoint) return this.createRestored(sandbox, podConfig, config, checkpoint);
-    return this.createFromPlan(this.planFor(newId(), sandbox, podConfig, config, image, imageName));
+    return this.createFromPlan(this.planFor(newId(), sandbox, podConfig, config, image, imageName), signal);
   }
 
   /** A checkpoint archive a request names by path, checked against the allowed directories. */
@@ -209,7 +209,13 @@ export class ContainerService {
     };
   }
 
-  private async createFromPlan(plan: CreatePlan): Promise<ContainerRecord> {
+  /**
+   * `signal` aborted (the client left, or its deadline passed) before the container is made: it is
+   * removed again as after a failure, CANCELLED. A kubelet that never got the answer (killed, or timed
+   * out) would otherwise find a CREATED container on its next sync and replace it with attempt 1,
+   * counting a restart of a container that never ran; without it, its retry is attempt 0 again.
+   */
+  private async createFromPlan(plan: CreatePlan, signal?: AbortSignal): Promise<ContainerRecord> {
     const started = performance.now();
     const { id, name, config, sandbox } = plan;
     const log = this.log.child({ container: shortId(id), name });
@@ -220,6 +226,7 @@ export class ContainerService {
         cleanup.push('release container name', () => this.store.names.release(name, id));
         const created = await createSteps(this.options, plan, cleanup, timer);
         cleanup.push('forget record', () => this.store.delete(id));
+        if (signal?.aborted) throw cancelled('the client left (or its deadline passed) before the container was created: removed again');
         this.emit('created', created);
         return created;
       }),

@@ -10,12 +10,15 @@ import { requestedDevices } from '../cdi/index.js';
 
 /**
  * `requestBytes`: the request as sent, for the env values as bytes (they are `bytes` from cri-api
- * v0.37 on; the decoded request holds them as strings, invalid UTF-8 already replaced).
+ * v0.37 on; the decoded request holds them as strings, invalid UTF-8 already replaced). `signal`: the
+ * client left or its deadline passed; a container whose creation it never learns of is removed again
+ * (ContainerService.create).
  */
 export async function createContainer(
   pods: Pick<PodLifecycle, 'createContainer'>,
   req: CreateContainerRequest,
   requestBytes: Buffer,
+  signal?: AbortSignal,
 ): Promise<CreateContainerResponse> {
   const podSandboxId = requiredString(req.podSandboxId, 'pod_sandbox_id');
   const config = required(req.config, 'config');
@@ -27,7 +30,7 @@ export async function createContainer(
   validateLinuxResources(config.linux?.resources, 'config.linux.resources');
   // Malformed CDI device names are refused before any work; unknown ones when the spec is built.
   requestedDevices(config.CDIDevices.map((d) => d.name), config.annotations);
-  const record = await pods.createContainer(podSandboxId, config, req.sandboxConfig);
+  const record = await pods.createContainer(podSandboxId, config, req.sandboxConfig, signal);
   return CreateContainerResponse.fromPartial({ containerId: record.id });
 }
 

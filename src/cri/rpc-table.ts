@@ -85,7 +85,7 @@ export function runtimeHandlers(s: CriServices): RuntimeHandlers {
     podSandboxStatus: (r) => podSandboxStatus({ pods, sandboxes, containersOf: (id) => containers.ofSandbox(id) }, r),
     listPodSandbox: (r) => listPodSandbox(sandboxes, r),
     streamPodSandboxes: (r, sink) => streamPodSandboxes(sandboxes, r, sink),
-    createContainer: (r, call) => createContainer(pods, r, call.requestBytes),
+    createContainer: (r, call) => createContainer(pods, r, call.requestBytes, call.signal),
     startContainer: (r) => startContainer(pods, r),
     stopContainer: (r) => stopContainer(containers, r),
     removeContainer: (r) => removeContainer(containers, r),

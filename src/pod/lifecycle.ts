@@ -50,7 +50,7 @@ export interface PodSandboxes {
 /** What the pod lifecycle needs of the container service. */
 export interface PodContainers {
   /** CreateContainer in a ready pod (NotFound, FailedPrecondition otherwise). */
-  create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord>;
+  create(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig, signal?: AbortSignal): Promise<ContainerRecord>;
   /** The container with this ID or unique ID prefix, or undefined. */
   find(idOrPrefix: string): ContainerRecord | undefined;
   /** StartContainer (NotFound, FailedPrecondition for one not CREATED). */
@@ -123,11 +123,11 @@ export class PodLifecycle {
    * CreateContainer: under the pod's lock, so that the pod stays ready until the container is recorded
    * and a StopPodSandbox or RemovePodSandbox after it finds the container.
    */
-  async createContainer(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig): Promise<ContainerRecord> {
+  async createContainer(podSandboxId: string, config: ContainerConfig, requestPodConfig?: PodSandboxConfig, signal?: AbortSignal): Promise<ContainerRecord> {
     const id = this.options.sandboxes.find(podSandboxId)?.id;
     // An unknown pod: nothing to hold; the container service says NotFound.
-    if (!id) return this.options.containers.create(podSandboxId, config, requestPodConfig);
-    return this.locks.run(id, () => this.options.containers.create(id, config, requestPodConfig));
+    if (!id) return this.options.containers.create(podSandboxId, config, requestPodConfig, signal);
+    return this.locks.run(id, () => this.options.containers.create(id, config, requestPodConfig, signal));
   }
 
   /**

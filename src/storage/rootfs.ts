@@ -4,7 +4,7 @@
  * directory and the layers given as short relative links, so even images with hundreds of layers
  * fit in the one page of mount data the kernel accepts.
  */
-import { lstatSync, opendirSync, type Dir } from 'node:fs';
+import { lstatSync, opendirSync, readdirSync, type Dir } from 'node:fs';
 import { lchown, mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { idmapMounts, mount, unmount } from '../platform/mount.js';
@@ -142,6 +142,14 @@ export interface DiskUsage {
 const DISK_USAGE_SLICE = 512;
 
 /**
+ * A directory no larger than this (its own st_size: a few hundred entries on ext4 or xfs) is read
+ * whole with readdirSync; a larger one through a directory handle, a few entries at a time, so no
+ * directory a container makes costs more memory than that. A `Dir` costs more than reading a small
+ * directory: node builds two promisified methods for each one.
+ */
+const SMALL_DIR_BYTES = 16n << 10n;
+
+/**
  * Space used under a directory: allocated blocks of each inode once, and the inode count. The walk
  * runs synchronously in slices of DISK_USAGE_SLICE entries with a yield between them: a writable layer
  * is mostly a handful of files, and the async calls per entry cost 4x the CPU of the walk itself (a
@@ -153,7 +161,7 @@ export async function diskUsage(dir: string): Promise<DiskUsage> {
   const seen = new Set<string>();
   let bytes = 0n;
   let inodes = 0n;
-  const open: { dir: Dir; path: string }[] = [];
+  const open: ({ dir: Dir; path: string } | { names: string[]; next: number; path: string })[] = [];
   const visit = (path: string): void => {
     let st;
     try {
@@ -170,7 +178,8 @@ export async function diskUsage(dir: string): Promise<DiskUsage> {
     inodes += 1n;
     if (!st.isDirectory()) return;
     try {
-      open.push({ dir: opendirSync(path, { bufferSize: 256 }), path });
+      if (st.size <= SMALL_DIR_BYTES) open.push({ names: readdirSync(path), next: 0, path });
+      else open.push({ dir: opendirSync(path, { bufferSize: 256 }), path });
     } catch {
       // unreadable: counted, not entered
     }
@@ -184,21 +193,24 @@ export async function diskUsage(dir: string): Promise<DiskUsage> {
         await new Promise((resolve) => setImmediate(resolve));
       }
       const top = open[open.length - 1]!;
-      let entry;
-      try {
-        entry = top.dir.readSync();
-      } catch {
-        entry = null;
+      let name: string | undefined;
+      if ('names' in top) name = top.names[top.next++];
+      else {
+        try {
+          name = top.dir.readSync()?.name;
+        } catch {
+          name = undefined;
+        }
       }
-      if (entry) {
-        visit(join(top.path, entry.name));
+      if (name !== undefined) {
+        visit(join(top.path, name));
         continue;
       }
       open.pop();
-      top.dir.closeSync();
+      if ('dir' in top) top.dir.closeSync();
     }
   } finally {
-    for (const { dir: handle } of open) handle.closeSync();
+    for (const top of open) if ('dir' in top) top.dir.closeSync();
   }
   return { bytes, inodes };
 }

@@ -2,7 +2,7 @@
  * What the cluster suite needs to drive the single-node cluster: kubectl (the real client, as an operator
  * uses it), waiting on conditions with a bound, and the cluster's facts (up.sh's environment file).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { execa, type Options, type ResultPromise } from 'execa';
 import { waitFor as waitUntil } from '../../helpers/wait.js';
@@ -15,6 +15,21 @@ export const NODE_NAME = 'stove-node';
 export const NODE_IP = '10.250.0.1';
 export const POD_CIDR_PREFIX = '10.244.0.';
 export const CNI_CONF = join(CLUSTER_DIR, 'cni/net.d/10-e2e-bridge.conflist');
+
+export type NodeRuntime = 'stove' | 'containerd';
+
+/** The node's runtime: what up.sh recorded in `$CLUSTER_DIR/runtime` (CLUSTER_RUNTIME), Stove by default. */
+export function nodeRuntime(): NodeRuntime {
+  const file = join(CLUSTER_DIR, 'runtime');
+  const recorded = existsSync(file) ? readFileSync(file, 'utf8').trim() : process.env.CLUSTER_RUNTIME || 'stove';
+  if (recorded !== 'stove' && recorded !== 'containerd') throw new Error(`${file}: runtime "${recorded}" is neither stove nor containerd`);
+  return recorded;
+}
+
+/** The node runtime's CRI socket (the kubelet's containerRuntimeEndpoint). */
+export function criSocket(): string {
+  return nodeRuntime() === 'containerd' ? join(CLUSTER_DIR, 'containerd/containerd.sock') : join(CLUSTER_DIR, 'stove/stove.sock');
+}
 
 interface Cluster {
   kubectl: string;
@@ -220,9 +235,9 @@ spec:
 `;
 }
 
-/** Pulls images through Stove's CRI socket, as an operator's crictl pull does (no container uses them). */
+/** Pulls images through the node runtime's CRI socket, as an operator's crictl pull does (no container uses them). */
 export async function pullOnNode(images: string[]): Promise<void> {
-  const cri = criClients(join(CLUSTER_DIR, 'stove/stove.sock'));
+  const cri = criClients(criSocket());
   try {
     for (const img of images) await cri.image.pullImage(PullImageRequest.fromPartial({ image: { image: img } }));
   } finally {
@@ -242,19 +257,19 @@ export async function waitForKubelet(timeoutMs = 120_000): Promise<void> {
 /**
  * restart.sh: stops one of the cluster's processes with `signal` and starts it again (`env` reaches the
  * script: KUBELET_CONFIG_PATCH); then waits until the kubelet answers and its node is Ready, or until
- * Stove answers on its socket.
+ * the runtime (Stove, or containerd on a CLUSTER_RUNTIME=containerd node) answers on its socket.
  */
-export async function restartOnNode(name: 'kubelet' | 'stove', signal: 'TERM' | 'KILL' = 'TERM', env: Record<string, string> = {}): Promise<void> {
+export async function restartOnNode(name: 'kubelet' | NodeRuntime, signal: 'TERM' | 'KILL' = 'TERM', env: Record<string, string> = {}): Promise<void> {
   const result = await execa(join(CLUSTER_SCRIPTS, 'restart.sh'), [name, signal], { reject: false, all: true, env });
   if (result.exitCode !== 0) throw new Error(`restart.sh ${name} ${signal}: ${result.all}`);
   if (name === 'kubelet') await waitForKubelet();
-  else await waitFor('Stove to answer Version again', 60_000, stoveAnswers);
+  else await waitFor(`${name} to answer Version again`, 60_000, () => runtimeAnswers(name));
 }
 
-async function stoveAnswers(): Promise<boolean> {
-  const cri = criClients(join(CLUSTER_DIR, 'stove/stove.sock'));
+async function runtimeAnswers(name: NodeRuntime): Promise<boolean> {
+  const cri = criClients(criSocket());
   try {
-    return (await cri.runtime.version({ version: 'v1' })).runtimeName === 'stove';
+    return (await cri.runtime.version({ version: 'v1' })).runtimeName === name;
   } finally {
     cri.close();
   }

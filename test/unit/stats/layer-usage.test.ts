@@ -5,7 +5,7 @@
  * period sees what changed.
  */
 import assert from 'node:assert/strict';
-import { link, mkdir, writeFile } from 'node:fs/promises';
+import { link, mkdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ContainerConfig } from '../../../src/gen/runtime/v1/api.js';
 import type { ContainerRecord } from '../../../src/container/model.js';
@@ -38,6 +38,15 @@ describe('stats: writable layer usage', () => {
     await link(join(root, 'big'), join(root, 'd2', 'deeper', 'big-thrice'));
     assert.deepEqual(await diskUsage(root), once, 'a file of three links counted once');
     assert.deepEqual(await diskUsage(join(dir(), 'absent')), { bytes: 0n, inodes: 0n });
+  });
+
+  it('reads a large directory through a handle and a small one whole, counting both alike', async () => {
+    const root = join(dir(), 'wide');
+    await mkdir(join(root, 'small'), { recursive: true });
+    for (let f = 0; f < 3000; f++) await writeFile(join(root, `entry-with-a-longer-name-${f}`), '');
+    for (let f = 0; f < 5; f++) await writeFile(join(root, 'small', `f${f}`), '');
+    assert.ok((await stat(root)).size > 16 << 10, 'the wide directory is over the whole-read size');
+    assert.equal((await diskUsage(root)).inodes, BigInt(1 + 3000 + 1 + 5));
   });
 
   it('walks a layer once per refresh period, and again after it', async () => {
