@@ -37,7 +37,7 @@ import { criClients } from '../test/helpers/cri-client.js';
 import { CLUSTER_DIR, CLUSTER_SCRIPTS, NODE_NAME, clusterDown, clusterUp, versionOf, type Cluster, type ClusterRuntime } from './lib/cluster.js';
 import { summarizeProfile, type ProfileSummary } from './lib/cpu-profile.js';
 import { difference, histograms, quantile, type Histogram } from './lib/histogram.js';
-import { daemonCpuMs, helperPidsOf, memoryOf, mib, pidsWhere, pssOf } from './lib/processes.js';
+import { daemonCpuMs, helperPidsOf, memoryOf, mib, pidsWhere, pssOf, runtimeMemory, type RuntimeMemory } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
@@ -74,16 +74,10 @@ interface Round {
   sli: Histogram;
 }
 
-interface Steady {
+interface Steady extends RuntimeMemory {
   evented: boolean;
   /** Per window: ms of CPU per s, the daemon alone and all processes; the 1-minute load average at its end. */
   windows: { daemon: number; all: number; load: number }[];
-  daemonPss: number;
-  daemonRss: number;
-  helpersPss: number;
-  helpers: number;
-  monitorsPss: number;
-  monitors: number;
   /** The kubelet's CRI calls per second over the stretch, by operation. */
   callsPerS: Map<string, number>;
   profile?: ProfileSummary;
@@ -245,17 +239,7 @@ async function steady(c: Cluster, evented: boolean, profileDir: string | undefin
   await sleep(15_000); // the kubelet settles after the starts (or its restart)
   const monitors = await monitorPids(c);
   const helpers = await helperPidsOf(daemon, monitors);
-  const result: Steady = {
-    evented,
-    windows: [],
-    daemonPss: await pssOf([daemon]),
-    daemonRss: (await memoryOf(daemon)).rss,
-    helpersPss: await pssOf(helpers),
-    helpers: helpers.length,
-    monitorsPss: await pssOf(monitors),
-    monitors: monitors.length,
-    callsPerS: new Map(),
-  };
+  const result: Steady = { evented, windows: [], ...(await runtimeMemory(daemon, monitors)), callsPerS: new Map() };
   const opsBefore = operations(await metricsText(c));
   const t0 = performance.now();
   const windowMs = (STEADY_S * 1000) / WINDOWS;
