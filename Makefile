@@ -166,7 +166,7 @@ test-vm-kubeadm: build
 	test/vm/kubeadm.sh
 
 # The whole critest v1.36 suite against Stove with Debian's crun 1.8.1 in the systemd guest (by hand, not in
-# `make test`: about 25 min under emulation), the registry of the conformance kit copied in (test/vm/critest.sh;
+# `make test`: 10–25 min under emulation), the registry of the conformance kit copied in (test/vm/critest.sh;
 # OCI_RUNTIME=/usr/bin/runc for the guest's runc 1.1.5).
 test-vm-critest: build
 	test/vm/critest.sh --oci-runtime $${OCI_RUNTIME:-/usr/bin/crun}

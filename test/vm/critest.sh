@@ -9,7 +9,7 @@
 # test/vm/critest-guest.sh in the guest: OCI_RUNTIME=PATH (default /usr/bin/crun, Debian's crun 1.8.1; the
 # guest's /usr/bin/runc is runc 1.1.5) test/e2e/critest.sh with that registry on the guest's loopback.
 # Prints critest.sh's table and the guest's uptime. --timeout bounds the command in the guest (default
-# 2700 s; about 1500 s under emulation here). Root; `make test` does not run it. Nothing stays on the host.
+# 2700 s; 560–1500 s under emulation here). Root; `make test` does not run it. Nothing stays on the host.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 oci_runtime=/usr/bin/crun
