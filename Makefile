@@ -79,8 +79,8 @@ stop:
 
 # Every test: lint, unit tests (no root), integration tests (real runc, conmon, CNI, registry), the
 # security regression tests (test/security/, against a real daemon too), critest (the CRI's own
-# conformance suite), the single-node Kubernetes
-# suite (a real kubelet and control plane on Stove), then the VM suite (cgroup v2 and systemd).
+# conformance suite), the single-node Kubernetes suite (a real kubelet and control plane on Stove), then
+# the VM suite (cgroup v2 and systemd).
 test: setup lint
 	@test/integration/nri/plugin-v012/build-plugin.sh >/dev/null || { echo 'test: the v0.12 NRI test plugin did not build (test/integration/nri/plugin-v012/build-plugin.sh)'; exit 1; }
 	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
@@ -146,8 +146,9 @@ test-runc15: build
 # (../shared/conformance beside the checkout, its mkimages.py; CONFORMANCE_KIT elsewhere) and
 # test/e2e/critest/pause-tag-main.ts's pause:3.9, mirrors registry.k8s.io, k8s.gcr.io and gcr.io to it
 # and removes all of it afterwards, also on failure or interrupt. Only the spec pinned to an upstream
-# digest may fail (critest.sh's EXPECTED_FAILURES). About 4–5 min here. Without the kit it says so and
-# skips; where runc 1.5 cannot be built it runs on /usr/bin/runc and says so.
+# digest may fail (critest.sh's EXPECTED_FAILURES). About 2 min here (122 s at load average 5; 231 s
+# under heavier load). Without the kit it says so and skips; where runc 1.5 cannot be built it runs on
+# /usr/bin/runc and says so.
 test-critest: build
 	@BUILD_ONLY=1 test/e2e/critest.sh >/dev/null || { echo 'test-critest: critest could not be built (test/e2e/critest.sh)'; exit 1; }
 	@set -o pipefail; runc="$$(test/e2e/runc/build.sh | tail -1)" || \
