@@ -36,7 +36,7 @@ import { PullImageRequest } from '../src/gen/runtime/v1/api.js';
 import { criClients } from '../test/helpers/cri-client.js';
 import { CLUSTER_DIR, CLUSTER_SCRIPTS, NODE_NAME, clusterDown, clusterUp, versionOf, type Cluster, type ClusterRuntime } from './lib/cluster.js';
 import { summarizeProfile, type ProfileSummary } from './lib/cpu-profile.js';
-import { difference, histograms, quantile, type Histogram } from './lib/histogram.js';
+import { difference, histograms, mean, quantile, type Histogram } from './lib/histogram.js';
 import { daemonCpuMs, helperPidsOf, memoryOf, mib, pidsWhere, pssOf, runtimeMemory, type RuntimeMemory } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
@@ -64,6 +64,9 @@ const CHURN = Number(values.churn);
 const CHURN_REPLICAS = Number(values['churn-replicas']);
 const NAMESPACE = 'node-density';
 const SLI = 'kubelet_pod_start_sli_duration_seconds';
+/** The kubelet's own timing of each CRI call, by operation_type: the runtime's share of a pod's start. */
+const RUNTIME_OPS = 'kubelet_runtime_operations_duration_seconds';
+const START_OPS = ['run_podsandbox', 'create_container', 'start_container'];
 const PROBE_MODULE = join(import.meta.dirname, 'lib/daemon-probe.js');
 
 let kubernetesVersion = '';
@@ -72,6 +75,8 @@ interface Round {
   pods: number;
   allReadyMs: number;
   sli: Histogram;
+  /** The kubelet's timing of the start calls (START_OPS) during the round. */
+  ops: Map<string, Histogram>;
 }
 
 interface Steady extends RuntimeMemory {
@@ -224,14 +229,23 @@ async function footprint(c: Cluster): Promise<{ monitors: number; mounts: number
 async function round(c: Cluster, r: number, image: string): Promise<Round> {
   const others = (await podsOnNode(c)).length;
   const pods = PODS - others;
-  const before = histograms(await metricsText(c), SLI).get('');
+  const beforeText = await metricsText(c);
+  const before = histograms(beforeText, SLI).get('');
+  const opsBefore = histograms(beforeText, RUNTIME_OPS);
   const allReadyMs = await createAndWait(c, 'fill', pods, image);
+  const opsAfter = histograms(await metricsText(c), RUNTIME_OPS);
+  const ops = new Map<string, Histogram>();
+  for (const op of START_OPS) {
+    const key = `operation_type="${op}"`;
+    const h = opsAfter.get(key);
+    if (h) ops.set(op, difference(h, opsBefore.get(key)));
+  }
   const after = await poll(`the kubelet's ${SLI} to count ${pods} more pods`, 60_000, async () => {
     const h = histograms(await metricsText(c), SLI).get('');
     return h && h.count - (before?.count ?? 0) >= pods ? h : undefined;
   });
   process.stderr.write(`node-density-kubelet: ${c.runtime} round ${r}: ${pods} pods (+${others} on the node) Ready in ${ms(allReadyMs)}\n`);
-  return { pods, allReadyMs, sli: difference(after, before) };
+  return { pods, allReadyMs, sli: difference(after, before), ops };
 }
 
 async function steady(c: Cluster, evented: boolean, profileDir: string | undefined): Promise<Steady> {
@@ -398,6 +412,13 @@ function report(runs: RuntimeRun[]): string {
     const f = (r: RuntimeRun) => med(r, (x) => quantile(x.sli, q));
     add(`${SLI} p${q * 100}`, (r) => s(f(r)), f);
   }
+  // Where a pod's start goes: the kubelet's timing of each start call (mean, p90) and all of them summed
+  // over the round (the calls overlap; the sum is the runtime's busy time as the kubelet sees it).
+  for (const op of START_OPS) {
+    const h = (x: Round) => x.ops.get(op)!;
+    add(`  ${op} as the kubelet times it: mean / p90`, (r) => `${s(med(r, (x) => mean(h(x))))} / ${s(med(r, (x) => quantile(h(x), 0.9)))}`, (r) => med(r, (x) => mean(h(x))));
+  }
+  add('  start calls summed over the round', (r) => s(med(r, (x) => START_OPS.reduce((t, op) => t + (x.ops.get(op)?.sum ?? 0), 0))), (r) => med(r, (x) => START_OPS.reduce((t, op) => t + (x.ops.get(op)?.sum ?? 0), 0)));
   for (const st of EVENTED) {
     const of = (r: RuntimeRun) => r.steady.find((x) => x.evented === st)!;
     const tag = st ? ', EventedPLEG' : '';

@@ -60,6 +60,68 @@ async function checkBinary(name: string, path: string, pkg: string): Promise<Che
   return { name, status: 'ok', detail: `${path}: ${await versionOf(path, ['--version'])}` };
 }
 
+/**
+ * crun chowns a container process's standard streams to its user (since crun 1.3), and conmon gives a
+ * container without stdin the node's own `/dev/null`: crun before 1.24 leaves the node's `/dev/null`
+ * owned by the container's user. crun 1.24 (2025-09) is the first release that skips devices
+ * (containers/crun#1847, "linux: never chown devices" in its NEWS). docs/cri.md, OCI runtimes.
+ */
+const CRUN_CHOWNS_STREAMS_SINCE = [1, 3] as const;
+const CRUN_SKIPS_DEVICES_SINCE = [1, 24] as const;
+
+/**
+ * crun's version from `crun --version` (`crun version 1.8.1` on its first line; a suffix such as `-dirty`
+ * after the numbers is ignored); undefined for another runtime.
+ */
+export function crunVersion(versionOutput: string): [number, number, number] | undefined {
+  const m = /^crun version (\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?/.exec(versionOutput);
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)] : undefined;
+}
+
+function olderThan(v: readonly number[], than: readonly number[]): boolean {
+  for (let i = 0; i < than.length; i++) if ((v[i] ?? 0) !== than[i]) return (v[i] ?? 0) < than[i]!;
+  return false;
+}
+
+/**
+ * `stove check`'s line for an OCI runtime (runtime.runc, or a runtime handler's path) from what its
+ * `--version` printed: ok with the first line, a warning for a crun that chowns the node's `/dev/null`.
+ */
+export function ociRuntimeCheck(name: string, path: string, versionOutput: string): CheckResult {
+  const first = versionOutput.split('\n')[0] ?? '';
+  const detail = `${path}: ${first}`;
+  const crun = crunVersion(versionOutput);
+  if (crun && !olderThan(crun, CRUN_CHOWNS_STREAMS_SINCE) && olderThan(crun, CRUN_SKIPS_DEVICES_SINCE)) {
+    return {
+      name,
+      status: 'warn',
+      detail: `${detail}: crun before ${CRUN_SKIPS_DEVICES_SINCE.join('.')} chowns the node's /dev/null to the user of a container or exec that runs without stdin (containers/crun#1847)`,
+      fix: `use runc, or crun ${CRUN_SKIPS_DEVICES_SINCE.join('.')} or later (docs/cri.md, OCI runtimes)`,
+    };
+  }
+  return { name, status: 'ok', detail };
+}
+
+/** runtime.runc (required) and each runtime handler's binary (a pod asking for a missing one fails). */
+export async function checkOciRuntimes(config: Config): Promise<CheckResult[]> {
+  const runtimes = [
+    { name: 'runc', path: config.runtime.runc, missing: 'fail' as const, fix: 'apt-get install runc, or set runtime.runc' },
+    ...Object.entries(config.runtime.handlers).map(([handler, h]) => ({
+      name: `handler ${handler}`,
+      path: h.path,
+      missing: 'warn' as const,
+      fix: `install it, or fix runtime.handlers.${handler}.path: pods with runtime_handler "${handler}" fail until then`,
+    })),
+  ];
+  return Promise.all(
+    runtimes.map(async ({ name, path, missing, fix }): Promise<CheckResult> => {
+      if (!(await executable(path))) return { name, status: missing, detail: `${path} not found`, fix };
+      const r = await runCommand(path, { args: ['--version'], timeoutMs: 5000, maxOutputBytes: 64 * 1024 });
+      return ociRuntimeCheck(name, path, r.exitCode === 0 ? r.stdout : '');
+    }),
+  );
+}
+
 async function checkCniPlugins(config: Config): Promise<CheckResult> {
   const wanted = ['bridge', 'host-local', 'loopback', 'portmap'];
   const missing: string[] = [];
@@ -302,9 +364,9 @@ export async function checkAppArmor(config: Config): Promise<CheckResult> {
 
 /** Runs every check. */
 export async function runChecks(config: Config): Promise<CheckResult[]> {
-  return Promise.all([
+  const results = await Promise.all([
     checkRoot(),
-    checkBinary('runc', config.runtime.runc, 'runc'),
+    checkOciRuntimes(config),
     checkBinary('conmon', config.runtime.conmon, 'conmon'),
     checkCniPlugins(config),
     checkCniConfig(config),
@@ -321,6 +383,7 @@ export async function runChecks(config: Config): Promise<CheckResult[]> {
     checkQuarantine(config),
     checkCheckpoints(config),
   ]);
+  return results.flat();
 }
 
 /** CheckpointContainer and restores: advisory, a node runs pods without CRIU. */

