@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-critest test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm bench bench-pod-start bench-node-density bench-node-density-kubelet bench-cluster3 clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-critest test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm test-vm-critest bench bench-pod-start bench-node-density bench-node-density-kubelet bench-cluster3 clean
 
 setup:
 	@scripts/setup.sh
@@ -181,6 +181,12 @@ test-vm: build
 # plane as static pods on Stove, a pod scheduled, kubeadm reset (test/vm/kubeadm.sh, docs/testing.md).
 test-vm-kubeadm: build
 	test/vm/kubeadm.sh
+
+# The whole critest v1.36 suite against Stove with Debian's crun 1.8.1 in the systemd guest (by hand, not in
+# `make test`: 10–25 min under emulation), the registry of the conformance kit copied in (test/vm/critest.sh;
+# OCI_RUNTIME=/usr/bin/runc for the guest's runc 1.1.5).
+test-vm-critest: build
+	test/vm/critest.sh --oci-runtime $${OCI_RUNTIME:-/usr/bin/crun}
 
 # Stove against containerd 1.6 side by side (by hand, never in `make test`; see bench/README.md).
 bench: setup
