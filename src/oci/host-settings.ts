@@ -7,7 +7,7 @@ import { release } from 'node:os';
 import { installPath } from '../common/install-dir.js';
 import type { Logger } from '../common/logger.js';
 import { cgroupCapabilities, detectCgroups } from '../platform/cgroups.js';
-import { appArmorEnabled, appArmorProfileLoaded, ownBoundingCapabilities, ownOomScoreAdj } from '../platform/proc.js';
+import { appArmorEnabled, appArmorProfileLoaded, ownBoundingCapabilities, ownEffectiveCapabilities, ownOomScoreAdj } from '../platform/proc.js';
 import { STOVE_APPARMOR_PROFILE } from './apparmor-profile.js';
 import { ensureStoveAppArmorProfile } from './host-apparmor.js';
 import type { AppArmorHost } from './security.js';
@@ -95,8 +95,9 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
   // Bad names in the configuration fail the start, not every container.
   const defaultCapabilities = config.defaultCapabilities.map(normalizeCapability);
   const layout = await detectCgroups();
-  const [allCapabilities, ownOom, cgroups, apparmor, seccompDefaultProfile] = await Promise.all([
+  const [allCapabilities, effectiveCapabilities, ownOom, cgroups, apparmor, seccompDefaultProfile] = await Promise.all([
     ownBoundingCapabilities(),
+    ownEffectiveCapabilities(),
     ownOomScoreAdj(),
     cgroupCapabilities(layout),
     appArmorEnabled(),
@@ -111,7 +112,7 @@ export async function detectSpecSettings(config: SpecSettingsConfig, log: Logger
     seccompArch: seccompArchFor(process.arch),
     recursiveReadOnlyMounts: config.runtimeSupportsRro && kernelSupportsRro(release()),
     apparmor: await appArmorHost(apparmor, config.apparmorDefaultProfile, log),
-    clampOomScoreAdj: oomScoreClamper(ownOom, log),
+    clampOomScoreAdj: oomScoreClamper(ownOom, effectiveCapabilities, log),
     ...liveSpecSettings(config),
   };
   log.info('spec settings', {

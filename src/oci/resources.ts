@@ -140,8 +140,13 @@ export function clampOomScoreAdj(requested: number, own: number): number {
   return Math.max(requested, own);
 }
 
-/** clampOomScoreAdj bound to the daemon's own value that logs the first time it changes a request. */
-export function oomScoreClamper(own: number, log: Logger): (requested: number) => number {
+/**
+ * clampOomScoreAdj bound to the daemon's own value that logs the first time it changes a request; none
+ * (the requested value as it is) when the daemon holds CAP_SYS_RESOURCE and can give any score, as
+ * containerd (`restrict_oom_score_adj = false`) and CRI-O give the kubelet's -997 and the pause -998.
+ */
+export function oomScoreClamper(own: number, effectiveCapabilities: readonly string[], log: Logger): ((requested: number) => number) | undefined {
+  if (effectiveCapabilities.includes('CAP_SYS_RESOURCE')) return undefined;
   let warned = false;
   return (requested) => {
     const value = clampOomScoreAdj(requested, own);

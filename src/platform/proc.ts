@@ -104,7 +104,14 @@ export async function ownBoundingCapabilities(): Promise<string[]> {
   return line ? capabilitiesFromMask(line.slice('CapBnd:'.length)) : [];
 }
 
-/** The daemon's own oom_score_adj: the lowest score it can give a child. */
+/** The daemon's effective set: what it may do itself (CAP_SYS_RESOURCE: lower a child's OOM score). */
+export async function ownEffectiveCapabilities(): Promise<string[]> {
+  const status = await readFile('/proc/self/status', 'utf8');
+  const line = status.split('\n').find((l) => l.startsWith('CapEff:'));
+  return line ? capabilitiesFromMask(line.slice('CapEff:'.length)) : [];
+}
+
+/** The daemon's own oom_score_adj: the lowest score it can give a child without CAP_SYS_RESOURCE. */
 export async function ownOomScoreAdj(): Promise<number> {
   const text = await readFile('/proc/self/oom_score_adj', 'utf8');
   const n = Number(text.trim());

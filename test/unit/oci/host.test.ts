@@ -171,6 +171,16 @@ describe('host preparation', () => {
 });
 
 describe('host settings helpers', () => {
+  it('raises OOM scores to the daemon\'s own only without CAP_SYS_RESOURCE', async () => {
+    const { oomScoreClamper } = await import('../../../src/oci/resources.js');
+    const { silentLogger } = await import('../../../src/common/logger.js');
+    assert.equal(oomScoreClamper(0, ['CAP_CHOWN', 'CAP_SYS_RESOURCE'], silentLogger), undefined, 'root: the kubelet\'s -997 and the pause -998 as asked');
+    const clamp = oomScoreClamper(-500, ['CAP_CHOWN'], silentLogger);
+    assert.ok(clamp);
+    assert.equal(clamp(-998), -500);
+    assert.equal(clamp(-997), -500);
+    assert.equal(clamp(1000), 1000);
+  });
   it('reads rro support from `runc features`', async () => {
     const { rroFromRuncFeatures, PAUSE_ROOTFS } = await import('../../../src/oci/host-settings.js');
     assert.equal(rroFromRuncFeatures('{"mountOptions":["bind","rro","ro"]}'), true);
