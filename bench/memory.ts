@@ -30,13 +30,14 @@
  * Only the daemon's own process is measured (Stove's conmons and containerd's shims are per-container
  * costs, see containers.ts). Everything it starts is stopped and removed afterwards.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PullImageRequest } from '../src/gen/runtime/v1/api.js';
 import { createCgroup, detectCgroups, removeCgroup } from '../src/platform/cgroups.js';
 import { pushBusyboxImage } from '../test/helpers/image-builder.js';
 import type { CriClients } from '../test/helpers/cri-client.js';
 import type { ProbeSample } from './lib/daemon-probe.js';
+import { PROBE_MODULE, probe } from './lib/probe-client.js';
 import { PodBench } from './lib/pods.js';
 import { cpuMsOf, mappingsOf, memoryOf, mib, sleepContainerConfig } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
@@ -108,22 +109,6 @@ const IDLE_SETTLE_MS = 10_000;
 
 const bench = new PodBench();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const PROBE_MODULE = join(import.meta.dirname, 'lib/daemon-probe.js');
-
-/** Signals the daemon's probe and waits for the line it appends. */
-async function probe(pid: number, file: string): Promise<ProbeSample> {
-  const lines = async () => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean);
-  const seen = (await lines()).length;
-  process.kill(pid, 'SIGUSR2');
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const all = await lines();
-    if (all.length > seen) return JSON.parse(all[all.length - 1]!) as ProbeSample;
-    if (Date.now() > deadline) throw new Error(`the daemon's probe did not answer within 120 s (${file})`);
-    await sleep(50);
-  }
-}
 
 async function sample(rt: Runtime, label: string): Promise<void> {
   const { rss, anonymous } = await memoryOf(rt.pid);

@@ -4,6 +4,7 @@
  *
  *   node dist/bench/node-density-kubelet.js [--pods 110] [--rounds 3] [--steady-seconds 300] [--windows 5]
  *        [--evented both|off|on] [--churn 1000] [--churn-replicas 30] [--only stove|containerd] [--keep DIR] [--cpu-prof DIR]
+ *        [--gc-probe]
  *
  * Per runtime: up.sh, the pause image pulled through the runtime's CRI, then
  * 1. `rounds` rounds: a Deployment of pause containers that fills the node to `pods` pods (CoreDNS
@@ -25,24 +26,28 @@
  *    `churn-replicas` pods restarted (`kubectl rollout restart` as a patch) until that many pods were
  *    replaced; daemon PSS and RSS before and after, and what is left once it is deleted (sandboxes and
  *    containers in the runtime, monitors, mounts under the runtime's dir, network namespaces).
+ *    `--gc-probe`: Stove's daemon also answers lib/daemon-probe.ts, and before and after the churn it runs a
+ *    full garbage collection and reports its live heap and its PSS after it, so what the churn left alive
+ *    stands apart from the heap V8 kept from the burst.
  * down.sh, also when a step fails or the script is interrupted. By hand, never in `make test`;
  * `make bench-node-density-kubelet`.
  */
 import { spawn } from 'node:child_process';
-import { cp, mkdir, readFile, readdir } from 'node:fs/promises';
-import { loadavg } from 'node:os';
+import { cp, mkdir, readFile, readdir, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PullImageRequest } from '../src/gen/runtime/v1/api.js';
 import { criClients } from '../test/helpers/cri-client.js';
 import { CLUSTER_DIR, CLUSTER_SCRIPTS, NODE_NAME, clusterDown, clusterUp, versionOf, type Cluster, type ClusterRuntime } from './lib/cluster.js';
 import { summarizeProfile, type ProfileSummary } from './lib/cpu-profile.js';
+import { PROBE_MODULE, probe } from './lib/probe-client.js';
 import { difference, histograms, mean, quantile, type Histogram } from './lib/histogram.js';
 import { daemonCpuMs, helperPidsOf, memoryOf, mib, pidsWhere, pssOf, runtimeMemory, type RuntimeMemory } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
 const USAGE =
-  'node dist/bench/node-density-kubelet.js [--pods 110] [--rounds 3] [--steady-seconds 300] [--windows 5] [--evented both|off|on] [--churn 1000] [--churn-replicas 30] [--only stove|containerd] [--keep DIR] [--cpu-prof DIR]';
+  'node dist/bench/node-density-kubelet.js [--pods 110] [--rounds 3] [--steady-seconds 300] [--windows 5] [--evented both|off|on] [--churn 1000] [--churn-replicas 30] [--only stove|containerd] [--keep DIR] [--cpu-prof DIR] [--gc-probe]';
 const values = benchOptions(USAGE, {
   pods: { type: 'string', default: '110' },
   rounds: { type: 'string', default: '3' },
@@ -54,6 +59,7 @@ const values = benchOptions(USAGE, {
   only: { type: 'string' },
   keep: { type: 'string' },
   'cpu-prof': { type: 'string' },
+  'gc-probe': { type: 'boolean', default: false },
 });
 const PODS = Number(values.pods);
 const ROUNDS = Number(values.rounds);
@@ -67,7 +73,6 @@ const SLI = 'kubelet_pod_start_sli_duration_seconds';
 /** The kubelet's own timing of each CRI call, by operation_type: the runtime's share of a pod's start. */
 const RUNTIME_OPS = 'kubelet_runtime_operations_duration_seconds';
 const START_OPS = ['run_podsandbox', 'create_container', 'start_container'];
-const PROBE_MODULE = join(import.meta.dirname, 'lib/daemon-probe.js');
 
 let kubernetesVersion = '';
 
@@ -90,12 +95,22 @@ interface Steady extends RuntimeMemory {
   profileCalls?: Map<string, number>;
 }
 
+/** --gc-probe: the daemon after a full collection, before and after the churn (bytes). */
+interface ChurnGc {
+  heapUsedBefore: number;
+  heapUsedAfter: number;
+  externalBefore: number;
+  externalAfter: number;
+  pssBefore: number;
+  pssAfter: number;
+}
+
 interface RuntimeRun {
   name: ClusterRuntime;
   version: string;
   rounds: Round[];
   steady: Steady[];
-  churn?: { lifecycles: number; ms: number; pssBefore: number; pssAfter: number; rssBefore: number; rssAfter: number; leftovers: string[] };
+  churn?: { lifecycles: number; ms: number; pssBefore: number; pssAfter: number; rssBefore: number; rssAfter: number; leftovers: string[]; gc?: ChurnGc };
 }
 
 function poll<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>, intervalMs = 1000): Promise<T> {
@@ -283,10 +298,12 @@ async function steady(c: Cluster, evented: boolean, profileDir: string | undefin
   return result;
 }
 
-async function churn(c: Cluster, image: string): Promise<RuntimeRun['churn']> {
+async function churn(c: Cluster, image: string, probeFile: string | undefined): Promise<RuntimeRun['churn']> {
   const daemon = c.pid(c.runtime);
   const base = await footprint(c);
   await sleep(5000);
+  const gcBefore = probeFile ? await probe(daemon, probeFile) : undefined;
+  const gcPssBefore = probeFile ? await pssOf([daemon]) : 0;
   const pssBefore = await pssOf([daemon]);
   const rssBefore = (await memoryOf(daemon)).rss;
   const t0 = performance.now();
@@ -321,7 +338,21 @@ async function churn(c: Cluster, image: string): Promise<RuntimeRun['churn']> {
   if (now.monitors > base.monitors) leftovers.push(`${now.monitors - base.monitors} monitors`);
   if (now.mounts > base.mounts) leftovers.push(`${now.mounts - base.mounts} mounts`);
   if (now.netns > base.netns) leftovers.push(`${now.netns - base.netns} network namespaces`);
-  return { lifecycles, ms: churnMs, pssBefore, pssAfter: await pssOf([daemon]), rssBefore, rssAfter: (await memoryOf(daemon)).rss, leftovers };
+  const pssAfter = await pssOf([daemon]);
+  const rssAfter = (await memoryOf(daemon)).rss;
+  let gc: ChurnGc | undefined;
+  if (probeFile && gcBefore) {
+    const gcAfter = await probe(daemon, probeFile);
+    gc = {
+      heapUsedBefore: gcBefore.usage.heapUsed,
+      heapUsedAfter: gcAfter.usage.heapUsed,
+      externalBefore: gcBefore.usage.external,
+      externalAfter: gcAfter.usage.external,
+      pssBefore: gcPssBefore,
+      pssAfter: await pssOf([daemon]),
+    };
+  }
+  return { lifecycles, ms: churnMs, pssBefore, pssAfter, rssBefore, rssAfter, leftovers, gc };
 }
 
 async function restartKubelet(evented: boolean): Promise<void> {
@@ -338,8 +369,11 @@ async function runOn(runtime: ClusterRuntime): Promise<RuntimeRun> {
   process.stderr.write(`node-density-kubelet: cluster up on ${runtime}\n`);
   const profileDir = runtime === 'stove' && values['cpu-prof'] ? values['cpu-prof'] : undefined;
   if (profileDir) await mkdir(profileDir, { recursive: true });
+  const probeFile = runtime === 'stove' && values['gc-probe'] ? join(tmpdir(), `stove-bench-probe-${process.pid}.jsonl`) : undefined;
   const env: Record<string, string> = { STOVE_LOG_LEVEL: 'info' };
-  if (profileDir) Object.assign(env, { NODE_OPTIONS: `--import=${PROBE_MODULE}`, STOVE_BENCH_CPU_PROF: profileDir });
+  if (profileDir || probeFile) env.NODE_OPTIONS = `--import=${PROBE_MODULE}`;
+  if (profileDir) env.STOVE_BENCH_CPU_PROF = profileDir;
+  if (probeFile) env.STOVE_BENCH_PROBE = probeFile;
   const run: RuntimeRun = { name: runtime, version: '', rounds: [], steady: [] };
   try {
     const c = await clusterUp(runtime, env);
@@ -363,7 +397,7 @@ async function runOn(runtime: ClusterRuntime): Promise<RuntimeRun> {
         if (evented) await restartKubelet(false);
       }
       await removeDeployment(c, 'fill');
-      if (CHURN > 0) run.churn = await churn(c, image);
+      if (CHURN > 0) run.churn = await churn(c, image, probeFile);
     } finally {
       await c.api.close();
     }
@@ -375,6 +409,7 @@ async function runOn(runtime: ClusterRuntime): Promise<RuntimeRun> {
     }
     process.stderr.write(`node-density-kubelet: cluster down (${runtime})\n`);
     await clusterDown();
+    if (probeFile) await rm(probeFile, { force: true });
   }
   return run;
 }
@@ -436,6 +471,9 @@ function report(runs: RuntimeRun[]): string {
     add(`churn: lifecycles through the kubelet`, (r) => `${r.churn!.lifecycles} in ${ms(r.churn!.ms)}`, (r) => r.churn!.ms / r.churn!.lifecycles);
     add('  daemon PSS before → after', (r) => `${mib(r.churn!.pssBefore)} → ${mib(r.churn!.pssAfter)}`, (r) => r.churn!.pssAfter / r.churn!.pssBefore);
     add('  daemon RSS before → after', (r) => `${mib(r.churn!.rssBefore)} → ${mib(r.churn!.rssAfter)}`, (r) => r.churn!.rssAfter / r.churn!.rssBefore);
+    add('  after a full GC (--gc-probe): live heap before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.heapUsedBefore)} → ${mib(r.churn!.gc.heapUsedAfter)}` : '-'));
+    add('  after a full GC: external (buffers) before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.externalBefore)} → ${mib(r.churn!.gc.externalAfter)}` : '-'));
+    add('  after a full GC: daemon PSS before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.pssBefore)} → ${mib(r.churn!.gc.pssAfter)}` : '-'));
     add('  left behind', (r) => (r.churn!.leftovers.length ? r.churn!.leftovers.join(', ') : 'nothing'));
   }
   const details = `${kubernetesVersion} single node, maxPods 110; ${PODS} pods of a pause container (CoreDNS counted), ${ROUNDS} rounds; steady ${STEADY_S} s in ${WINDOWS} windows; churn ${CHURN} lifecycles, ${CHURN_REPLICAS} replicas`;
