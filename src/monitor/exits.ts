@@ -5,7 +5,7 @@
  * doing so while Stove is down, so exits are both watched live and read back at start.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { messageOf } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -23,6 +23,12 @@ export interface ExitRecord {
 /** CRI `reason` for a finished container. */
 export type ExitReason = 'Completed' | 'Error' | 'OOMKilled';
 
+/** An exit file holds a decimal status; more than this is not conmon's. */
+const EXIT_FILE_MAX = 64;
+
+/** How long a removed exit file's time is kept, so a read that opened it before the removal is not a new exit. */
+const GONE_KEEP_MS = 60_000;
+
 /** conmon's temp names while it writes an exit file atomically (g_file_set_contents). */
 const TEMP_NAME = /\.[A-Za-z0-9]{6}$/;
 
@@ -34,14 +40,25 @@ function isTempName(name: string): boolean {
 /** Reads `<exitsDir>/<id>`; undefined when there is no (complete) exit file. */
 export async function readExit(exitsDir: string, id: string): Promise<ExitRecord | undefined> {
   const path = join(exitsDir, id);
+  let file;
   try {
-    const [text, info] = await Promise.all([readFile(path, 'utf8'), stat(path, { bigint: true })]);
-    const exitCode = Number.parseInt(text.trim(), 10);
-    if (!info.isFile() || !Number.isInteger(exitCode)) return undefined;
-    return { id, exitCode, finishedAtNs: info.mtimeNs };
+    file = await open(path, 'r');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
+  }
+  try {
+    // Code and time from one open file: by path, a file renamed over this one in between would pair
+    // one file's code with the other's time.
+    const info = await file.stat({ bigint: true });
+    if (!info.isFile()) return undefined;
+    const buf = Buffer.alloc(EXIT_FILE_MAX);
+    const { bytesRead } = await file.read(buf, 0, buf.length, 0);
+    const exitCode = Number.parseInt(buf.toString('utf8', 0, bytesRead).trim(), 10);
+    if (!Number.isInteger(exitCode)) return undefined;
+    return { id, exitCode, finishedAtNs: info.mtimeNs };
+  } finally {
+    await file.close();
   }
 }
 
@@ -121,6 +138,8 @@ export class ExitWatcher {
   private timer: NodeJS.Timeout | undefined;
   /** id → mtime of the exit file already reported, so repeated events report once. */
   private readonly seen = new Map<string, bigint>();
+  /** id → mtime of a reported exit file since removed, and when: a late read of that file is no new exit. */
+  private readonly gone = new Map<string, { finishedAtNs: bigint; atMs: number }>();
   /** id → the next call of a handler that failed for that exit. */
   private readonly retries = new Map<string, PendingRetry>();
 
@@ -190,13 +209,21 @@ export class ExitWatcher {
   private forget(id: string, seenAs: bigint | undefined): void {
     if (this.seen.get(id) !== seenAs) return;
     this.seen.delete(id);
+    const now = Date.now();
+    for (const [gid, g] of this.gone) if (now - g.atMs > GONE_KEEP_MS) this.gone.delete(gid);
+    if (seenAs !== undefined) this.gone.set(id, { finishedAtNs: seenAs, atMs: now });
     const retry = this.retries.get(id);
     if (retry) clearTimeout(retry.timer);
     this.retries.delete(id);
   }
 
   private async report(record: ExitRecord, attempt = 1): Promise<void> {
-    if (attempt === 1 && this.seen.get(record.id) === record.finishedAtNs) return;
+    if (attempt === 1) {
+      // A read that opened an older file (replaced or removed since) is not a new exit.
+      const seen = this.seen.get(record.id) ?? this.gone.get(record.id)?.finishedAtNs;
+      if (seen !== undefined && record.finishedAtNs <= seen) return;
+    }
+    this.gone.delete(record.id);
     this.seen.set(record.id, record.finishedAtNs);
     try {
       await this.options.onExit(record);
