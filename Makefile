@@ -5,7 +5,7 @@ TSC := $(NODE) node_modules/typescript/bin/tsc
 MOCHA := $(NODE) --enable-source-maps node_modules/mocha/bin/mocha.js
 CNI_CONF_DIR ?= /etc/cni/net.d
 
-.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc15 test-critest test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm test-vm-critest bench bench-pod-start bench-node-density bench-node-density-kubelet bench-cluster3 clean
+.PHONY: setup build bundle test-one lint rootfs relay mount-helper spawn-helper proto run stop test test-unit test-runc11 test-critest test-cluster test-cluster-more test-cluster3 test-conformance test-vm test-vm-kubeadm test-vm-critest bench bench-pod-start bench-node-density bench-node-density-kubelet bench-cluster3 clean
 
 setup:
 	@scripts/setup.sh
@@ -83,8 +83,12 @@ stop:
 # the VM suite (cgroup v2 and systemd).
 test: setup lint
 	@test/integration/nri/plugin-v012/build-plugin.sh >/dev/null || { echo 'test: the v0.12 NRI test plugin did not build (test/integration/nri/plugin-v012/build-plugin.sh)'; exit 1; }
-	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
-	@$(MAKE) --no-print-directory test-runc15
+	@$(MOCHA) 'dist/test/unit/**/*.test.js'
+	@set -o pipefail; runc="$$(test/e2e/runc/build.sh | tail -1)" || \
+	  { echo 'test: runc 1.5 cannot be built (test/e2e/runc/build.sh: Go at /usr/local/go, libseccomp-dev): the integration suite runs on /usr/bin/runc'; runc=/usr/bin/runc; }; \
+	  echo "test: integration and security suites on $$("$$runc" --version | head -1) ($$runc)"; \
+	  STOVE_TEST_RUNTIME="$$runc" $(MOCHA) 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
+	@$(MAKE) --no-print-directory test-runc11
 	@$(MAKE) --no-print-directory test-critest
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory test-cluster3
@@ -99,8 +103,8 @@ test: setup lint
 # e2e.test (about 20 min here). Last the churn with Stove and then the kubelet killed (churn-faults,
 # 4.5–6 min). Stove runs
 # its containers with runc 1.5 here (test/e2e/runc/build.sh, cached; STOVE_RUNC=/usr/bin/runc runs
-# Debian's 1.1.5 instead), while the integration suite above keeps Debian's runc and test-runc15 reruns
-# its OCI-heavy part on 1.5; where runc 1.5 cannot be built the cluster runs on Debian's and says so.
+# Debian's 1.1.5 instead), as the integration suite above, while test-runc11 reruns
+# its OCI-heavy part on Debian's 1.1.5; where runc 1.5 cannot be built the cluster runs on Debian's and says so.
 CLUSTER_SUITES := node workloads probes streaming services volumes failures image-gc node-ops stats conformance churn-faults
 # Cluster suites run by hand (`make test-cluster-more`), not in `make test`: none at present.
 CLUSTER_MORE :=
@@ -127,18 +131,15 @@ test-cluster3: build
 	@BUILD_ONLY=1 test/e2e/critest.sh >/dev/null || { echo 'test-cluster3: crictl could not be built (test/e2e/critest.sh)'; exit 1; }
 	@$(MOCHA) --file dist/test/e2e/cluster3/setup.js dist/test/e2e/cluster3/scenarios.test.js
 
-# The integration tests that drive the OCI runtime hardest again with runc 1.5 (the runtime of
-# containerd 2.4's bundles; test/e2e/runc/build.sh builds it from test/e2e/runc/go.mod into
-# /var/cache/stove-e2e once, about 1.5 min), beside Debian's runc 1.1.5 above: pods, container
+# The integration tests that drive the OCI runtime hardest again with Debian's runc 1.1.5, where the
+# integration suite above runs on runc 1.5 (the runtime of containerd 2.4's bundles; test/e2e/runc/build.sh
+# builds it from test/e2e/runc/go.mod into /var/cache/stove-e2e once, about 1.5 min): pods, container
 # lifecycle and specs, exec/attach/port-forward, conmon, and user namespaces (idmapped image layers with
-# 1.5, chowned root filesystems with 1.1.5). Where runc 1.5 cannot be built (no Go or libseccomp-dev)
-# it says so and skips.
-RUNC15_SUITES := sandbox/sandbox container/lifecycle container/spec streaming-e2e/streaming conformance/user-namespaces platform/specs-runc monitor/conmon monitor/exec-attach
-test-runc15: build
-	@set -o pipefail; runc="$$(test/e2e/runc/build.sh | tail -1)" || \
-	  { echo 'test-runc15: runc 1.5 cannot be built (test/e2e/runc/build.sh: Go at /usr/local/go, libseccomp-dev): skipped'; exit 0; }; \
-	  echo "test-runc15: $$("$$runc" --version | head -1) ($$runc)"; \
-	  STOVE_TEST_RUNTIME="$$runc" $(MOCHA) $(foreach s,$(RUNC15_SUITES),dist/test/integration/$(s).test.js)
+# 1.5, chowned root filesystems with 1.1.5, which has no idmapped mounts).
+RUNC11_SUITES := sandbox/sandbox container/lifecycle container/spec streaming-e2e/streaming conformance/user-namespaces platform/specs-runc monitor/conmon monitor/exec-attach devices/devices
+test-runc11: build
+	@echo "test-runc11: $$(/usr/bin/runc --version | head -1) (/usr/bin/runc)"
+	@STOVE_TEST_RUNTIME=/usr/bin/runc $(MOCHA) $(foreach s,$(RUNC11_SUITES),dist/test/integration/$(s).test.js)
 
 # critest v1.36 (cri-tools' CRI conformance suite, built by test/e2e/critest.sh into
 # /var/cache/stove-e2e/cri-tools once) against a Stove of its own on runc 1.5, offline: critest.sh with

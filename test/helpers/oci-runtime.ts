@@ -25,8 +25,13 @@ export async function writeRuntimeDropIn(configDir: string): Promise<void> {
   await writeFile(join(configDir, '00-oci-runtime.toml'), `# STOVE_TEST_RUNTIME\n[runtime]\nrunc = ${JSON.stringify(TEST_RUNTIME)}\n`);
 }
 
+/** The part of `<runtime> features` the tests look at. */
+export interface RuntimeFeatures {
+  linux?: { mountExtensions?: { idmap?: { enabled?: boolean } }; netDevices?: { enabled?: boolean } };
+}
+
 /** `<runtime> features` of the runtime under test as JSON; undefined when it has no such command (crun < 1.9). */
-export async function testRuntimeFeatures(): Promise<{ linux?: { mountExtensions?: { idmap?: { enabled?: boolean } } } } | undefined> {
+export async function testRuntimeFeatures(): Promise<RuntimeFeatures | undefined> {
   const r = await execa(TEST_RUNTIME, ['features'], { reject: false });
-  return r.exitCode === 0 ? (JSON.parse(r.stdout) as { linux?: { mountExtensions?: { idmap?: { enabled?: boolean } } } }) : undefined;
+  return r.exitCode === 0 ? (JSON.parse(r.stdout) as RuntimeFeatures) : undefined;
 }

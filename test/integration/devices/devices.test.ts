@@ -10,6 +10,8 @@ import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execa } from 'execa';
+import { testRuntimeFeatures } from '../../helpers/oci-runtime.js';
 import { runStoveCli } from '../../helpers/stove-process.js';
 import { ContainerWorld, containerSuite, rejectsWith } from '../container/world.js';
 
@@ -149,7 +151,9 @@ describe('devices: CDI and OCI hooks (real runc containers)', function () {
     // The suite then checks that no record, dir, mount, runtime container or conmon is left.
   });
 
-  it('refuses a 1.1.0 device whose netDevices runc 1.1.5 cannot move, naming the device and the field, leaving nothing behind', async () => {
+  // runc 1.4+ moves a host interface into the container (runtime-spec 1.3 `linux.netDevices`); runc
+  // 1.1.5 cannot, so the same request is refused with the device and the field named.
+  it('moves a 1.1.0 device\'s netDevices into the container where the runtime can, refuses it clearly where it cannot, leaving nothing behind', async () => {
     const path = join(etcCdi, 'nic.json');
     const spec = {
       cdiVersion: '1.1.0',
@@ -157,17 +161,35 @@ describe('devices: CDI and OCI hooks (real runc containers)', function () {
       devices: [{ name: 'vf0', containerEdits: { env: ['NIC=vf0'], netDevices: [{ hostInterfaceName: 'stovevf0', name: 'net1' }] } }],
     };
     await writeFile(path, JSON.stringify(spec));
+    const canMove = (await testRuntimeFeatures())?.linux?.netDevices?.enabled === true;
     try {
       const pod = await world.pod();
-      await rejectsWith(
-        world.create(pod, world.config('sleeper', { CDIDevices: [{ name: `${VENDOR}/v110=dev` }, { name: `${VENDOR}/nic=vf0` }] })),
-        'FAILED_PRECONDITION',
-        new RegExp(`CDI device "${VENDOR}/nic=vf0" needs netDevices \\(host interface "stovevf0" as "net1"\\), which the OCI runtime \\S*runc does not`),
-      );
-      const { containers } = await world.daemon.clients.runtime.listContainers({ filter: undefined });
-      assert.equal(containers.length, 0);
+      const request = world.config('sleeper', { CDIDevices: [{ name: `${VENDOR}/v110=dev` }, { name: `${VENDOR}/nic=vf0` }] });
+      if (!canMove) {
+        await rejectsWith(
+          world.create(pod, request),
+          'FAILED_PRECONDITION',
+          new RegExp(`CDI device "${VENDOR}/nic=vf0" needs netDevices \\(host interface "stovevf0" as "net1"\\), which the OCI runtime \\S*runc does not`),
+        );
+        const { containers } = await world.daemon.clients.runtime.listContainers({ filter: undefined });
+        assert.equal(containers.length, 0);
+        return;
+      }
+      // A veth pair on the host: its stovevf0 end goes into the container as net1.
+      await execa('ip', ['link', 'add', 'stovevf0', 'type', 'veth', 'peer', 'name', 'stovevf0p']);
+      const id = await world.run(pod, request);
+      assert.match(await sh(id, 'env'), /^NIC=vf0$/m);
+      assert.match(await sh(id, 'cat /proc/net/dev'), /^\s*net1:/m);
+      const host = await execa('ip', ['-o', 'link', 'show'], { reject: false });
+      assert.doesNotMatch(host.stdout, /\bstovevf0:/, 'the interface left the host');
+      await world.removeAll();
+      // The pod's network namespace is gone with the pod, and the veth with it (both ends).
+      const after = await execa('ip', ['-o', 'link', 'show'], { reject: false });
+      assert.doesNotMatch(after.stdout, /\bstovevf0p?[:@]/);
     } finally {
       await rm(path, { force: true });
+      await execa('ip', ['link', 'del', 'stovevf0'], { reject: false });
+      await execa('ip', ['link', 'del', 'stovevf0p'], { reject: false });
     }
   });
 
