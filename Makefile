@@ -83,6 +83,7 @@ stop:
 # the VM suite (cgroup v2 and systemd).
 test: setup lint
 	@test/integration/nri/plugin-v012/build-plugin.sh >/dev/null || { echo 'test: the v0.12 NRI test plugin did not build (test/integration/nri/plugin-v012/build-plugin.sh)'; exit 1; }
+	@test/e2e/runc/build.sh >/dev/null || echo 'test: runc 1.5 cannot be built (test/e2e/runc/build.sh): test/integration/nri/runtime-fields.test.ts skips'
 	@$(MOCHA) 'dist/test/unit/**/*.test.js' 'dist/test/integration/**/*.test.js' 'dist/test/security/**/*.test.js'
 	@$(MAKE) --no-print-directory test-runc15
 	@$(MAKE) --no-print-directory test-critest
