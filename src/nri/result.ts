@@ -335,6 +335,7 @@ export class CreateResult {
       if (a.linux) {
         this.devices(a.linux.devices ?? [], plugin);
         if (a.linux.resources) {
+          this.rdtClass(a.linux.resources.rdtClass?.value, plugin);
           mergeResources(this.owners, this.container.id, plugin, this.adjust.linux!.resources!, a.linux.resources);
           mergeResources(new Owners(), this.container.id, plugin, this.container.linux!.resources!, a.linux.resources);
         }
@@ -372,6 +373,14 @@ export class CreateResult {
   private needs(field: RuntimeField, plugin: string, what: string): void {
     const lack = lacksField(field, this.runtime);
     if (lack) throw new PluginConflictError(`plugin "${plugin}" asked for ${what}, which ${lack}`, 'FailedPrecondition');
+  }
+
+  /** An RDT class becomes the container's resctrl group (closID), as on containerd 2.4 and CRI-O 1.36. */
+  private rdtClass(cls: string | undefined, plugin: string): void {
+    if (!cls) return;
+    const problem = rdtProblem({ closId: { value: cls }, schemata: undefined, enableMonitoring: undefined, remove: false });
+    if (problem) throw new PluginConflictError(`plugin "${plugin}" asked for an invalid RDT class (linux.resources.rdt_class): ${problem.replace('closID', 'class')}`);
+    this.needs('intelRdt', plugin, `RDT class "${cls}" (linux.intelRdt.closID)`);
   }
 
   private ioPriority(p: LinuxIOPriority | undefined, plugin: string): void {

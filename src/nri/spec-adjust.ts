@@ -69,12 +69,13 @@ export async function applyAdjustment(spec: Spec, adjust: ContainerAdjustment | 
     adjustNamespaces(spec, linux.namespaces ?? []);
     adjustSysctl(spec, linux.sysctl ?? {});
     adjustNetDevices(spec, linux.netDevices ?? {});
-    // The RDT class first (there are no classes: it clears the spec's), then the settings over it, as
-    // NRI's generator does.
+    // The RDT class first (with the resources), then the settings over it, as NRI's generator does.
     if (linux.resources) applyResources(spec, linux.resources, host.cgroups, host.warn ?? (() => {}));
     adjustRdt(spec, linux.rdt);
-    if (rdtSetsAnything(linux.rdt) && spec.linux?.intelRdt && !(await (host.resctrlMounted ?? resctrlMounted)())) {
-      throw failedPrecondition(`NRI plugins set RDT settings (${describeRdt(linux.rdt!)}), which need the resctrl filesystem (/sys/fs/resctrl), and this host has none mounted`);
+    const rdtClass = linux.resources?.rdtClass?.value;
+    if ((rdtClass || rdtSetsAnything(linux.rdt)) && spec.linux?.intelRdt && !(await (host.resctrlMounted ?? resctrlMounted)())) {
+      const what = [rdtClass ? `class "${rdtClass}"` : '', rdtSetsAnything(linux.rdt) ? describeRdt(linux.rdt!) : ''].filter(Boolean).join(', ');
+      throw failedPrecondition(`NRI plugins set RDT settings (${what}), which need the resctrl filesystem (/sys/fs/resctrl), and this host has none mounted`);
     }
   }
   if (adjust.args?.length) processOf(spec).args = [...adjust.args];
@@ -308,12 +309,14 @@ function applyResources(spec: Spec, r: NriResources, host: ResourceHost, warn: (
     res.unified = { ...(res.unified ?? {}), ...Object.fromEntries(unified) };
   }
   if (r.pids) res.pids = { limit: Number(r.pids.limit) };
-  // Stove has no block I/O or RDT class configuration: like containerd without one, a class is accepted
-  // and left out of the spec (an empty class clears the setting).
+  // An RDT class is the resctrl group the container joins (closID), as containerd 2.4 and CRI-O 1.36
+  // resolve it; an empty class clears the spec's RDT settings.
   if (r.rdtClass) {
-    delete linux.intelRdt;
-    if (r.rdtClass.value) warn(`RDT class "${r.rdtClass.value}" ignored: no RDT classes are configured`);
+    if (r.rdtClass.value) linux.intelRdt = { closID: r.rdtClass.value };
+    else delete linux.intelRdt;
   }
+  // Stove has no block I/O class configuration: like containerd without one, a class is accepted and
+  // left out of the spec (an empty class clears the setting).
   if (r.blockioClass) {
     delete res.blockIO;
     if (r.blockioClass.value) warn(`block I/O class "${r.blockioClass.value}" ignored: no block I/O classes are configured`);

@@ -8,7 +8,8 @@
  *   (`chrt -p`, /proc/<pid>/stat) the plugin asked; the host end of a veth pair whose peer sits in a
  *   network namespace the test made is in the container under its new name, gone from the host, and
  *   destroyed with the pod's network namespace (its peer goes too); later events show plugins what was
- *   set. RDT: this machine has no resctrl, so the create is refused saying so.
+ *   set. RDT (settings, and a class, which is the resctrl group as on containerd 2.4 and CRI-O 1.36):
+ *   this machine has no resctrl, so the create is refused saying so.
  * - runc 1.1.5: each of the four is refused with FAILED_PRECONDITION naming the plugin, the field and
  *   the runtime; nothing is left and the interface stays on the host.
  * - A hostile value (I/O level 9) is INVALID_ARGUMENT before any runtime is asked.
@@ -169,9 +170,15 @@ describe('NRI I/O priority, scheduler, network device and RDT adjustments (runc 
 
   it('runc 1.5: RDT settings are refused on a host without resctrl, naming it', async function () {
     if ((await readMountInfo()).some((m) => m.fsType === 'resctrl')) this.skip(); // a host with resctrl: not this test's to change
-    const config = world.pods.pod({ annotations: annotations('rdt', { rdt: JSON.stringify({ closId: 'stove-test', schemata: ['L3:0=1'], enableMonitoring: true }) }) });
+    const config = world.pods.pod({
+      annotations: {
+        ...annotations('rdt', { rdt: JSON.stringify({ closId: 'stove-test', schemata: ['L3:0=1'], enableMonitoring: true }) }),
+        ...annotations('cls', { rdt: JSON.stringify({ class: 'gold' }) }),
+      },
+    });
     const pod = { id: await world.pods.run(config, 'runc15'), config: config as never };
     await rejectsWith(create(pod, 'rdt'), 'FAILED_PRECONDITION', /NRI plugins set RDT settings \(closID "stove-test", 1 schemata line\(s\), monitoring on\), which need the resctrl filesystem \(\/sys\/fs\/resctrl\), and this host has none mounted/);
+    await rejectsWith(create(pod, 'cls'), 'FAILED_PRECONDITION', /NRI plugins set RDT settings \(class "gold"\), which need the resctrl filesystem/);
     assert.equal((await world.daemon.clients.runtime.listContainers({ filter: { podSandboxId: pod.id, id: '', state: undefined, labelSelector: {} } })).containers.length, 0);
   });
 
@@ -183,6 +190,7 @@ describe('NRI I/O priority, scheduler, network device and RDT adjustments (runc 
         ...annotations('sched', { sched: 'SCHED_BATCH:7:0' }),
         ...annotations('net', { netdev: `${hostEnd}=net1` }),
         ...annotations('rdt', { rdt: JSON.stringify({ closId: 'stove-test' }) }),
+        ...annotations('cls', { rdt: JSON.stringify({ class: 'gold' }) }),
         ...annotations('bad', { ioprio: 'IOPRIO_CLASS_BE:9' }),
       },
     });
@@ -192,6 +200,7 @@ describe('NRI I/O priority, scheduler, network device and RDT adjustments (runc 
     await rejectsWith(create(pod, 'sched'), 'FAILED_PRECONDITION', new RegExp(`plugin "10-recorder" asked for a scheduling policy \\(SCHED_BATCH nice 7, process\\.scheduler\\), ${old}`));
     await rejectsWith(create(pod, 'net'), 'FAILED_PRECONDITION', new RegExp(`plugin "10-recorder" asked for network device "${hostEnd}" as "net1" \\(linux\\.netDevices\\), ${old} \\(its "features" lists no linux\\.netDevices`));
     await rejectsWith(create(pod, 'rdt'), 'FAILED_PRECONDITION', new RegExp(`plugin "10-recorder" asked for RDT settings \\(closID "stove-test", linux\\.intelRdt\\), ${old} \\(its "features" lists no linux\\.intelRdt`));
+    await rejectsWith(create(pod, 'cls'), 'FAILED_PRECONDITION', new RegExp(`plugin "10-recorder" asked for RDT class "gold" \\(linux\\.intelRdt\\.closID\\), ${old}`));
     await rejectsWith(create(pod, 'bad'), 'INVALID_ARGUMENT', /plugin "10-recorder" asked for an invalid I\/O priority \(linux\.io_priority\): priority 9 is outside 0 \(highest\) to 7 \(lowest\)/);
     assert.equal((await world.daemon.clients.runtime.listContainers({ filter: { podSandboxId: pod.id, id: '', state: undefined, labelSelector: {} } })).containers.length, 0);
     assert.equal(await onHost(), true, 'the interface was not moved');

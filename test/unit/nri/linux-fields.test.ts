@@ -158,6 +158,8 @@ describe('nri: merging I/O priority, scheduler, network device and RDT adjustmen
     ] as const) {
       assert.throws(() => new CreateResult(ctr(), RUNC11).apply(answer(linux as never), '10-a'), refusal(re, 'FailedPrecondition'));
     }
+    assert.throws(() => new CreateResult(ctr(), RUNC11).apply(answer({ resources: { rdtClass: { value: 'gold' } } }), '10-a'), refusal(/^plugin "10-a" asked for RDT class "gold" \(linux\.intelRdt\.closID\), which the OCI runtime \/usr\/bin\/runc does not \(its "features" lists no linux\.intelRdt;/, 'FailedPrecondition'));
+    new CreateResult(ctr(), RUNC11).apply(answer({ resources: { rdtClass: { value: '' } } }), '10-a');
     // runc 1.2: RDT, but neither schemata nor monitoring.
     const v12 = runtimeSupportFrom('runc-1.2', { ociVersionMax: '1.2.0', linux: { intelRdt: { enabled: true } } });
     new CreateResult(ctr(), v12).apply(answer({ rdt: { closId: { value: 'gold' }, enableMonitoring: { value: false } } }), '10-a');
@@ -205,6 +207,7 @@ describe('nri: merging I/O priority, scheduler, network device and RDT adjustmen
     [{ netDevices: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`v${i}`, { name: '' }])) }, /33 network devices \(at most 32\)/],
     [{ rdt: { closId: { value: '..' } } }, /invalid RDT settings \(linux\.rdt\): closID "\.\." is not a resctrl group name/],
     [{ rdt: { closId: { value: 'a/b' } } }, /closID "a\/b" is not a resctrl group name/],
+    [{ resources: { rdtClass: { value: '../x' } } }, /invalid RDT class \(linux\.resources\.rdt_class\): class "\.\.\/x" is not a resctrl group name/],
     [{ rdt: { closId: { value: 'a\nb' } } }, /is not a resctrl group name/],
     [{ rdt: { closId: { value: long(256) } } }, /is longer than 255 bytes/],
     [{ rdt: { schemata: { value: Array<string>(33).fill('L3:0=f') } } }, /33 schemata lines \(at most 32\)/],
@@ -275,12 +278,19 @@ describe('nri: I/O priority, scheduler, network devices and RDT in the OCI spec'
     assert.deepEqual(t.linux!.intelRdt, { closID: 'gold' });
   });
 
-  it('applies the RDT class before the settings: no classes, so the class clears and the settings stay', async () => {
+  it('takes an RDT class as the resctrl group, replacing the spec\'s RDT settings, then lays the settings over it', async () => {
     const warnings: string[] = [];
     const s = spec();
-    await applyAdjustment(s, adjust({ resources: { rdtClass: { value: 'gold' } }, rdt: { closId: { value: 'mine' } } }), host(true, warnings));
-    assert.deepEqual(s.linux!.intelRdt, { closID: 'mine' });
-    assert.deepEqual(warnings, ['RDT class "gold" ignored: no RDT classes are configured']);
+    await applyAdjustment(s, adjust({ resources: { rdtClass: { value: 'gold' } }, rdt: { schemata: { value: ['L3:0=3'] } } }), host(true, warnings));
+    assert.deepEqual(s.linux!.intelRdt, { closID: 'gold', schemata: ['L3:0=3'] });
+    const t = spec();
+    await applyAdjustment(t, adjust({ resources: { rdtClass: { value: 'gold' } }, rdt: { closId: { value: 'mine' } } }), host(true, warnings));
+    assert.deepEqual(t.linux!.intelRdt, { closID: 'mine' });
+    const u = spec();
+    await applyAdjustment(u, adjust({ resources: { rdtClass: { value: '' } } }), host(false, warnings));
+    assert.equal(u.linux!.intelRdt, undefined, 'an empty class clears');
+    assert.deepEqual(warnings, []);
+    await assert.rejects(applyAdjustment(spec(), adjust({ resources: { rdtClass: { value: 'gold' } } }), host(false)), /NRI plugins set RDT settings \(class "gold"\), which need the resctrl filesystem/);
   });
 
   it('refuses RDT settings without resctrl, network devices in a host-network container, and a collision with a device already there', async () => {

@@ -10,7 +10,7 @@
 //	nri.stove.test/ioprio.container.<name>  "class:level", e.g. "IOPRIO_CLASS_BE:6" (SetLinuxIOPriority)
 //	nri.stove.test/sched.container.<name>   "policy:nice:priority", e.g. "SCHED_BATCH:7:0" (SetLinuxScheduler)
 //	nri.stove.test/netdev.container.<name>  "host=name,…": host interfaces moved in; "-host" removes one (AddLinuxNetDevice)
-//	nri.stove.test/rdt.container.<name>     JSON {"closId": "x", "schemata": ["L3:0=f"], "enableMonitoring": true} (SetLinuxRDT…)
+//	nri.stove.test/rdt.container.<name>     JSON {"class": "c", "closId": "x", "schemata": ["L3:0=f"], "enableMonitoring": true} (SetLinuxRDT…)
 //
 // With -validator it is a validator only: it rejects every adjustment that sets a sysctl, naming the
 // plugin that set it (from the field owners the runtime sends). With -default-validator it is NRI's own
@@ -191,12 +191,16 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.
 	}
 	if v, ok := ann["nri.stove.test/rdt"+suffix]; ok {
 		var rdt struct {
+			Class            *string  `json:"class"`
 			ClosID           *string  `json:"closId"`
 			Schemata         []string `json:"schemata"`
 			EnableMonitoring *bool    `json:"enableMonitoring"`
 		}
 		if err := json.Unmarshal([]byte(v), &rdt); err != nil {
 			return nil, nil, fmt.Errorf("bad rdt annotation: %w", err)
+		}
+		if rdt.Class != nil {
+			adjust.SetLinuxRDTClass(*rdt.Class)
 		}
 		if rdt.ClosID != nil {
 			adjust.SetLinuxRDTClosID(*rdt.ClosID)
