@@ -19,6 +19,7 @@ import {
   type LinuxContainerAdjustment,
 } from '../../../src/gen/nri/api.js';
 import { runtimeSupportFrom } from '../../../src/cdi/index.js';
+import { runc15Path } from '../../helpers/oci-runtime.js';
 import { specToNri } from '../../../src/nri/convert.js';
 import { CreateResult, PluginConflictError } from '../../../src/nri/result.js';
 import { applyAdjustment, type AdjustHost } from '../../../src/nri/spec-adjust.js';
@@ -67,7 +68,8 @@ describe('nri: runtime support of the fields newer than runtime-spec 1.0.2', () 
       const r = await execa(binary, ['features'], { reject: false });
       return r.exitCode === 0 ? runtimeSupportFrom(binary, JSON.parse(r.stdout) as never) : undefined;
     };
-    const [v15, v11] = [await features(process.env.STOVE_RUNC15 ?? '/var/cache/stove-e2e/runc/v1.5.3/runc'), await features('/usr/bin/runc')];
+    const runc15 = runc15Path();
+    const [v15, v11] = [runc15 ? await features(runc15) : undefined, await features('/usr/bin/runc')];
     if (!v15 && !v11) this.skip();
     if (v15) assert.ok(v15.ioPriority && v15.scheduler && v15.netDevices && v15.intelRdt && v15.intelRdtSchemata && v15.intelRdtMonitoring, JSON.stringify(v15));
     if (v11) assert.ok(!v11.ioPriority && !v11.scheduler && !v11.netDevices && !v11.intelRdt, JSON.stringify(v11));
