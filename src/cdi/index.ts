@@ -4,5 +4,5 @@
  */
 export { CdiRegistry, type CdiView, type CdiDeviceEntry, type CdiInjection, type LoadedSpec, type RejectedSpecFile } from './registry.js';
 export { requestedDevices } from './names.js';
-export { runtimeSupportFrom, type RuntimeSupport } from './runtime-support.js';
+export { lacksField, runtimeSupportFrom, type RuntimeField, type RuntimeSupport } from './runtime-support.js';
 export type { CdiSpec } from './spec-file.js';

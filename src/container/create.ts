@@ -334,7 +334,7 @@ async function writeBundle(
   const runtime = async () => runtimeSupportFrom(plan.runtime.binary, await plan.runtime.features().catch(() => undefined));
   const edits = await applySpecEditors(options.specEditors ?? [], spec, { id: plan.id, config, podConfig: plan.podConfig, runtime });
   // The one point where extensions (NRI plugins) see and adjust the finished spec.
-  const adjustedResources = options.lifecycle ? await options.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec }) : undefined;
+  const adjustedResources = options.lifecycle ? await options.lifecycle.adjustSpec({ id: plan.id, sandbox, config, spec, runtime }) : undefined;
   // Last, so that no request annotation or extension sets what CRIU is told for the restore.
   if (plan.restore) spec.annotations = { ...spec.annotations, [CRIU_CONFIG_ANNOTATION]: await writeRestoreCriuConfig(plan.restore.dir) };
   await writeFile(join(bundleDir, 'config.json'), specToJson(spec), { mode: 0o600 });

@@ -12,6 +12,7 @@ import type { CgroupLayout } from '../platform/cgroups.js';
 import type { Runc } from '../runtime/runc.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { Spec, SpecSettings } from '../oci/index.js';
+import type { RuntimeSupport } from '../cdi/index.js';
 import type { SpecEditor } from './spec-editors.js';
 import type { ContainerStore } from './store.js';
 import type { CriuProbe } from '../checkpoint/criu.js';
@@ -54,8 +55,9 @@ export interface ContainerLifecycle {
   /**
    * The finished OCI spec of a container being created, to adjust in place; a throw fails the create.
    * Returns the container's resources as the record keeps them when the adjustment changed any.
+   * `runtime`: what the container's OCI runtime implements (its `features`).
    */
-  adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<LinuxContainerResources | undefined>;
+  adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec; runtime?: () => Promise<RuntimeSupport> }): Promise<LinuxContainerResources | undefined>;
   /** Just before the container's process starts. */
   starting(record: ContainerRecord): Promise<void>;
   /** The resources an UpdateContainerResources will apply, for extensions to change; returns them. */

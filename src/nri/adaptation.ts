@@ -27,9 +27,10 @@ import type { Logger } from '../common/logger.js';
 import { writeJsonAtomic } from '../persist/atomic-file.js';
 import { startProcess } from '../platform/processes.js';
 import type { NriDefaultValidatorConfig } from '../config/schema.js';
+import type { RuntimeSupport } from '../cdi/index.js';
 import { DEFAULT_VALIDATOR, defaultValidatorVerdict } from './default-validator.js';
 import { isPluginIndex, NriPlugin, type NotifyEvent, type PluginTimeouts } from './plugin.js';
-import { CreateResult, UpdateResult } from './result.js';
+import { CreateResult, PluginConflictError, UpdateResult } from './result.js';
 import { TtrpcStatusError } from './ttrpc.js';
 
 export interface NriSettings {
@@ -142,12 +143,13 @@ export class NriAdaptation {
   /**
    * Asks every subscribed plugin, in order, to adjust a container being created. Returns the merged
    * adjustment; updates of other containers are applied. A plugin's error or a conflict between two
-   * plugins is a NriPluginError naming them.
+   * plugins is a NriPluginError naming them. `runtime`: what the container's OCI runtime implements,
+   * which the adjustments that need a newer runtime are checked against (result.ts).
    */
-  createContainer(pod: PodSandbox, container: Container): Promise<ContainerAdjustment> {
+  createContainer(pod: PodSandbox, container: Container, runtime?: RuntimeSupport): Promise<ContainerAdjustment> {
     return this.serial(async () => {
       const pristine = ContainerMessage.fromPartial(container);
-      const result = new CreateResult(container);
+      const result = new CreateResult(container, runtime);
       for (const p of this.active()) {
         const req = CreateContainerRequest.fromPartial({ pod, container: result.container });
         const rpl = await p.createContainer(req).catch((err: unknown) => {
@@ -156,7 +158,7 @@ export class NriAdaptation {
         try {
           result.apply(rpl, p.name);
         } catch (err) {
-          throw new NriPluginError('InvalidArgument', `NRI: ${messageOf(err)}`);
+          throw new NriPluginError(err instanceof PluginConflictError ? err.code : 'InvalidArgument', `NRI: ${messageOf(err)}`);
         }
         this.logEvictions(p, rpl?.evict);
       }

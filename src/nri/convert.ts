@@ -16,6 +16,7 @@ import {
 import { LinuxContainerResources, type ContainerConfig, type LinuxContainerResources as CriResources } from '../gen/runtime/v1/api.js';
 import { containerConfigOf, type ContainerRecord } from '../container/model.js';
 import { podConfigOf, type SandboxRecord } from '../sandbox/model.js';
+import { nriIoPriority, nriScheduler } from './linux-fields.js';
 import { selectSeccomp, type LinuxResources as OciResources, type LinuxSeccomp as OciSeccomp, type OciHook, type Spec } from '../oci/index.js';
 
 export function podToNri(pod: SandboxRecord): PodSandbox {
@@ -123,12 +124,12 @@ export function specToNri(c: {
       resources: ociResourcesToNri(spec.linux?.resources),
       oomScoreAdj: spec.process?.oomScoreAdj === undefined ? undefined : { value: BigInt(spec.process.oomScoreAdj) },
       cgroupsPath: spec.linux?.cgroupsPath ?? '',
-      ioPriority: undefined,
+      ioPriority: nriIoPriority(spec.process?.ioPriority),
       seccompProfile: c.seccompProfile,
       seccompPolicy: spec.linux?.seccomp ? seccompToNri(spec.linux.seccomp) : undefined,
       sysctl: { ...(spec.linux?.sysctl ?? {}) },
       netDevices: Object.fromEntries(Object.entries(spec.linux?.netDevices ?? {}).map(([k, v]) => [k, { name: v.name ?? '' }])),
-      scheduler: undefined,
+      scheduler: nriScheduler(spec.process?.scheduler),
       rdt: rdt
         ? {
             closId: rdt.closID === undefined ? undefined : { value: rdt.closID },

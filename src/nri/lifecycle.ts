@@ -18,6 +18,7 @@ import type { ContainerLifecycle, PodResizeExtensions } from '../container/deps.
 import type { ContainerRecord } from '../container/model.js';
 import type { SandboxRecord } from '../sandbox/model.js';
 import type { Spec } from '../oci/index.js';
+import type { RuntimeSupport } from '../cdi/index.js';
 import type { NriAdaptation, NriHost } from './adaptation.js';
 import { containerToNri, criResourcesToNri, nriResourcesToCri, ociResourcesToNri, podToNri, seccompProfileOf, specToNri, withStatus } from './convert.js';
 import { applyAdjustment, type AdjustHost } from './spec-adjust.js';
@@ -77,7 +78,7 @@ export class NriLifecycle implements ContainerLifecycle, PodResizeExtensions {
     this.nri = nri;
   }
 
-  async adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec }): Promise<LinuxContainerResources | undefined> {
+  async adjustSpec(c: { id: string; sandbox: SandboxRecord; config: ContainerConfig; spec: Spec; runtime?: () => Promise<RuntimeSupport> }): Promise<LinuxContainerResources | undefined> {
     if (!this.nri) return undefined;
     const pod = this.podOf(c.sandbox.id) ?? podToNri(c.sandbox);
     const container = specToNri({
@@ -92,7 +93,7 @@ export class NriLifecycle implements ContainerLifecycle, PodResizeExtensions {
       seccompProfile: seccompProfileOf(c.config),
       image: { name: c.config.image?.image ?? '', digest: '', configDigest: '' },
     });
-    const adjust = await this.nri.createContainer(pod, container);
+    const adjust = await this.nri.createContainer(pod, container, await c.runtime?.());
     await applyAdjustment(c.spec, adjust, { ...this.adjustHost, runtimeHandler: c.sandbox.runtimeHandler, warn: (m) => this.log.warn(m, { container: c.id }) });
     this.containers.set(c.id, specToNri({ ...container, spec: c.spec, state: ContainerState.CONTAINER_CREATED, labels: c.config.labels, sandboxId: c.sandbox.id, cdiDevices: c.config.CDIDevices.map((d) => d.name), seccompProfile: seccompProfileOf(c.config) }));
     return adjust.linux?.resources || adjust.linux?.oomScoreAdj ? recordedResources(c.config.linux?.resources, c.spec, adjust) : undefined;

@@ -19,14 +19,40 @@ import {
   type KeyValue,
   type LinuxCPU,
   type LinuxDevice,
+  type LinuxIOPriority,
   type LinuxMemory,
+  type LinuxNetDevice,
+  type LinuxRdt,
+  type LinuxScheduler,
   type Mount,
   type POSIXRlimit,
   type UpdateContainerRequest,
 } from '../gen/nri/api.js';
+import { lacksField, type RuntimeField, type RuntimeSupport } from '../cdi/index.js';
+import {
+  MAX_NET_DEVICES,
+  describeIoPriority,
+  describeRdt,
+  describeScheduler,
+  ioPriorityProblem,
+  netDeviceProblem,
+  rdtProblem,
+  rdtSetsAnything,
+  schedulerProblem,
+} from './linux-fields.js';
 
-/** Two plugins set the same thing. */
-export class PluginConflictError extends Error {}
+/**
+ * A plugin's answer cannot be merged: two plugins set the same thing, or one asked for something
+ * invalid (InvalidArgument), or for what the container's OCI runtime does not do (FailedPrecondition).
+ */
+export class PluginConflictError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'InvalidArgument' | 'FailedPrecondition' = 'InvalidArgument',
+  ) {
+    super(message);
+  }
+}
 
 const MEMORY_FIELDS: [keyof LinuxMemory, string][] = [
   ['limit', 'memory limit'],
@@ -94,6 +120,11 @@ const SIMPLE_FIELDS: Record<string, Field> = {
   'cgroups path': Field.CgroupsPath,
   'oom score adj': Field.OomScoreAdj,
   'seccomp policy': Field.SeccompPolicy,
+  'I/O priority': Field.IoPriority,
+  'scheduling policy': Field.LinuxSched,
+  'RDT CLOS ID': Field.RdtClosID,
+  'RDT schemata': Field.RdtSchemata,
+  'RDT monitoring': Field.RdtEnableMonitoring,
   args: Field.Args,
   'OCI hooks': Field.OciHooks,
 };
@@ -107,6 +138,7 @@ const COMPOUND_FIELDS: [string, Field][] = [
   ['unified resource ', Field.CgroupsUnified],
   ['rlimit ', Field.Rlimits],
   ['sysctl ', Field.Sysctl],
+  ['network device ', Field.LinuxNetDevices],
 ];
 
 /** Stove's claims as NRI's OwningPlugins (ValidateContainerAdjustment's `owners`). */
@@ -235,20 +267,21 @@ class UpdateSet {
 }
 
 /**
- * Adjustments of NRI v0.12 that Stove does not carry out: refused, naming the plugin, rather than
- * dropped (a plugin would believe the container has them).
+ * The adjustment of NRI v0.12 that Stove does not carry out: refused, naming the plugin, rather than
+ * dropped (a plugin would believe the container has it).
  */
 function refuseUnsupported(a: ContainerAdjustment, plugin: string): void {
-  const linux = a.linux;
-  const asked = [
-    linux?.ioPriority ? 'an I/O priority (linux.io_priority)' : '',
-    linux?.scheduler ? 'a scheduling policy (linux.scheduler)' : '',
-    Object.keys(linux?.netDevices ?? {}).length ? `network devices (${Object.keys(linux!.netDevices).join(', ')})` : '',
-    linux?.rdt ? 'RDT settings (linux.rdt)' : '',
-    linux?.memoryPolicy ? 'a NUMA memory policy (linux.memory_policy)' : '',
-  ].filter(Boolean);
-  if (asked.length) throw new PluginConflictError(`plugin "${plugin}" asked for ${asked.join(', ')}, which Stove does not apply to containers`);
+  if (a.linux?.memoryPolicy) {
+    throw new PluginConflictError(`plugin "${plugin}" asked for a NUMA memory policy (linux.memory_policy), which Stove does not apply to containers`);
+  }
 }
+
+/** The RDT settings' claims, each with the runtime field it needs. */
+const RDT_PARTS: [keyof Omit<LinuxRdt, 'remove'>, string][] = [
+  ['closId', 'RDT CLOS ID'],
+  ['schemata', 'RDT schemata'],
+  ['enableMonitoring', 'RDT monitoring'],
+];
 
 /** The merged outcome of CreateContainer across plugins. */
 export class CreateResult {
@@ -258,8 +291,15 @@ export class CreateResult {
   /** Hooks are appended, never in conflict: every plugin adding some (NRI lists them comma-separated). */
   private readonly hookOwners: string[] = [];
 
-  /** `container` is the request's container: it is changed as plugins adjust it, for the next plugin. */
-  constructor(readonly container: Container) {
+  /**
+   * `container` is the request's container: it is changed as plugins adjust it, for the next plugin.
+   * `runtime`: what the container's OCI runtime implements (undefined: not known, and nothing that
+   * needs a runtime newer than runtime-spec 1.0.2 is accepted).
+   */
+  constructor(
+    readonly container: Container,
+    private readonly runtime?: RuntimeSupport,
+  ) {
     this.adjust = ContainerAdjustment.fromPartial({
       hooks: {},
       linux: { devices: [], resources: emptyResources(), namespaces: [], sysctl: {} },
@@ -295,6 +335,7 @@ export class CreateResult {
       if (a.linux) {
         this.devices(a.linux.devices ?? [], plugin);
         if (a.linux.resources) {
+          this.rdtClass(a.linux.resources.rdtClass?.value, plugin);
           mergeResources(this.owners, this.container.id, plugin, this.adjust.linux!.resources!, a.linux.resources);
           mergeResources(new Owners(), this.container.id, plugin, this.container.linux!.resources!, a.linux.resources);
         }
@@ -306,13 +347,17 @@ export class CreateResult {
           this.owners.claim(this.container.id, 'oom score adj', plugin);
           this.adjust.linux!.oomScoreAdj = this.container.linux!.oomScoreAdj = a.linux.oomScoreAdj;
         }
-        refuseUnsupported(a, plugin);
-        this.sysctl(a.linux.sysctl ?? {}, plugin);
-        this.namespaces(a.linux.namespaces ?? [], plugin);
+        this.ioPriority(a.linux.ioPriority, plugin);
         if (a.linux.seccompPolicy) {
           this.owners.claim(this.container.id, 'seccomp policy', plugin);
           this.adjust.linux!.seccompPolicy = this.container.linux!.seccompPolicy = a.linux.seccompPolicy;
         }
+        this.namespaces(a.linux.namespaces ?? [], plugin);
+        this.sysctl(a.linux.sysctl ?? {}, plugin);
+        this.netDevices(a.linux.netDevices ?? {}, plugin);
+        this.scheduler(a.linux.scheduler, plugin);
+        this.rdt(a.linux.rdt, plugin);
+        refuseUnsupported(a, plugin);
       }
       this.args(a.args ?? [], plugin);
       this.rlimits(a.rlimits ?? [], plugin);
@@ -322,6 +367,126 @@ export class CreateResult {
       }
     }
     this.updates.add(rpl.update ?? [], plugin);
+  }
+
+  /** Refuses what the container's runtime does not implement, naming the plugin, the field and the runtime. */
+  private needs(field: RuntimeField, plugin: string, what: string): void {
+    const lack = lacksField(field, this.runtime);
+    if (lack) throw new PluginConflictError(`plugin "${plugin}" asked for ${what}, which ${lack}`, 'FailedPrecondition');
+  }
+
+  /** An RDT class becomes the container's resctrl group (closID), as on containerd 2.4 and CRI-O 1.36. */
+  private rdtClass(cls: string | undefined, plugin: string): void {
+    if (!cls) return;
+    const problem = rdtProblem({ closId: { value: cls }, schemata: undefined, enableMonitoring: undefined, remove: false });
+    if (problem) throw new PluginConflictError(`plugin "${plugin}" asked for an invalid RDT class (linux.resources.rdt_class): ${problem.replace('closID', 'class')}`);
+    this.needs('intelRdt', plugin, `RDT class "${cls}" (linux.intelRdt.closID)`);
+  }
+
+  private ioPriority(p: LinuxIOPriority | undefined, plugin: string): void {
+    if (!p) return;
+    const problem = ioPriorityProblem(p);
+    if (problem) throw new PluginConflictError(`plugin "${plugin}" asked for an invalid I/O priority (linux.io_priority): ${problem}`);
+    this.needs('ioPriority', plugin, `an I/O priority (${describeIoPriority(p)}, process.ioPriority)`);
+    this.owners.claim(this.container.id, 'I/O priority', plugin);
+    this.adjust.linux!.ioPriority = this.container.linux!.ioPriority = { ...p };
+  }
+
+  /** A scheduling policy; SCHED_NONE removes the spec's (NRI's ToOCI makes it no policy). */
+  private scheduler(s: LinuxScheduler | undefined, plugin: string): void {
+    if (!s) return;
+    const problem = schedulerProblem(s);
+    if (problem) throw new PluginConflictError(`plugin "${plugin}" asked for an invalid scheduling policy (linux.scheduler): ${problem}`);
+    if (s.policy !== 0) this.needs('scheduler', plugin, `a scheduling policy (${describeScheduler(s)}, process.scheduler)`);
+    this.owners.claim(this.container.id, 'scheduling policy', plugin);
+    this.adjust.linux!.scheduler = { ...s, flags: [...s.flags] };
+    this.container.linux!.scheduler = s.policy !== 0 ? { ...s, flags: [...s.flags] } : undefined;
+  }
+
+  /**
+   * Network devices by host interface name: set, or removed with `-name`. Two devices may not end up
+   * with one name in the container (unless a `%d` template), nor more than MAX_NET_DEVICES.
+   */
+  private netDevices(devices: Record<string, LinuxNetDevice>, plugin: string): void {
+    const entries = Object.entries(devices);
+    if (!entries.length) return;
+    if (entries.length > MAX_NET_DEVICES) throw new PluginConflictError(`plugin "${plugin}" asked for ${entries.length} network devices (at most ${MAX_NET_DEVICES})`);
+    const id = this.container.id;
+    const mine = this.container.linux!;
+    const adjust = this.adjust.linux!;
+    const removed = new Set<string>();
+    for (const [k] of entries) {
+      const [host, marked] = removalKey(k);
+      if (marked) removed.add(host);
+    }
+    for (const [k, d] of entries) {
+      const [host, marked] = removalKey(k);
+      if (marked) continue;
+      const problem = netDeviceProblem(host, d);
+      if (problem) throw new PluginConflictError(`plugin "${plugin}" asked for an invalid network device (linux.net_devices "${host.slice(0, 64)}"): ${problem}`);
+      this.needs('netDevices', plugin, `network device "${host}"${d?.name ? ` as "${d.name}"` : ''} (linux.netDevices)`);
+    }
+    for (const host of removed) {
+      this.owners.clear(id, `network device ${host}`);
+      delete mine.netDevices[host];
+      delete adjust.netDevices[host];
+      adjust.netDevices[`-${host}`] = { name: '' };
+    }
+    for (const [k, d] of entries) {
+      const [host, marked] = removalKey(k);
+      if (marked) continue;
+      this.owners.claim(id, `network device ${host}`, plugin);
+      delete adjust.netDevices[`-${host}`];
+      adjust.netDevices[host] = mine.netDevices[host] = { name: d?.name ?? '' };
+    }
+    const all = Object.entries(mine.netDevices);
+    if (all.length > MAX_NET_DEVICES) throw new PluginConflictError(`plugin "${plugin}" takes the container to ${all.length} network devices (at most ${MAX_NET_DEVICES})`);
+    const byName = new Map<string, string>();
+    for (const [host, d] of all) {
+      const name = d.name || host;
+      if (name.includes('%')) continue;
+      const other = byName.get(name);
+      if (other !== undefined) {
+        const owner = (h: string) => this.owners.all().get(id)?.get(`network device ${h}`);
+        const who = [owner(other), owner(host)].filter((o) => o !== undefined).map((o) => `"${o}"`);
+        throw new PluginConflictError(`network devices "${other}" and "${host}" would both be "${name}" in the container (set by plugin(s) ${[...new Set(who)].join(' and ') || 'none'})`);
+      }
+      byName.set(name, host);
+    }
+  }
+
+  /**
+   * RDT settings: closID, schemata and monitoring each belong to one plugin; `remove` drops the
+   * container's RDT settings (and the claims), and a field set after it (by the same or a later
+   * plugin) keeps its value, as NRI merges them.
+   */
+  private rdt(rdt: LinuxRdt | undefined, plugin: string): void {
+    if (!rdt) return;
+    const problem = rdtProblem(rdt);
+    if (problem) throw new PluginConflictError(`plugin "${plugin}" asked for invalid RDT settings (linux.rdt): ${problem}`);
+    if (rdtSetsAnything(rdt)) {
+      const what = `RDT settings (${describeRdt(rdt)}, linux.intelRdt)`;
+      this.needs('intelRdt', plugin, what);
+      if (rdt.schemata !== undefined) this.needs('intelRdtSchemata', plugin, what);
+      if (rdt.enableMonitoring?.value) this.needs('intelRdtMonitoring', plugin, what);
+    }
+    const id = this.container.id;
+    const linux = this.adjust.linux!;
+    if (rdt.remove) {
+      for (const [, what] of RDT_PARTS) this.owners.clear(id, what);
+      linux.rdt = { closId: undefined, schemata: undefined, enableMonitoring: undefined, remove: true };
+      this.container.linux!.rdt = undefined;
+    }
+    if (!rdtSetsAnything(rdt)) return;
+    const into = (linux.rdt ??= { closId: undefined, schemata: undefined, enableMonitoring: undefined, remove: false });
+    const seen = (this.container.linux!.rdt ??= { closId: undefined, schemata: undefined, enableMonitoring: undefined, remove: false });
+    for (const [field, what] of RDT_PARTS) {
+      const v = rdt[field];
+      if (v === undefined) continue;
+      this.owners.claim(id, what, plugin);
+      (into as unknown as Record<string, unknown>)[field] = (seen as unknown as Record<string, unknown>)[field] = structuredClone(v);
+      into.remove = false;
+    }
   }
 
   /** Args replace the process's; a first '' (NRI's UpdateArgs) takes them over from an earlier plugin. */

@@ -3,12 +3,26 @@
  * NRI spec generator does: annotations and env set or removed by key, hooks appended, devices replaced
  * by path (with a device cgroup rule allowing them), mounts replaced by destination and sorted by depth,
  * resources laid over field by field, cgroups path, OOM score adjustment and rlimits (replaced by type);
- * of NRI v0.12's: args replaced, sysctls set or removed by key, namespaces set or removed by type, the
- * seccomp filter replaced. (The others are refused when merged, result.ts.)
+ * of NRI v0.10 to v0.12's: args replaced, sysctls set or removed by key, namespaces set or removed by
+ * type, the seccomp filter replaced, the I/O priority and scheduling policy set, network devices set or
+ * removed by host name, RDT settings laid over the RDT class's. (The memory policy is refused when
+ * merged, result.ts, which also checks the runtime implements what these need.)
  */
-import type { ContainerAdjustment, Hook, LinuxDevice, LinuxNamespace as NriNamespace, LinuxResources as NriResources, LinuxSeccomp as NriSeccomp, Mount } from '../gen/nri/api.js';
-import { invalidArgument } from '../common/errors.js';
+import type {
+  ContainerAdjustment,
+  Hook,
+  LinuxDevice,
+  LinuxNamespace as NriNamespace,
+  LinuxNetDevice,
+  LinuxRdt,
+  LinuxResources as NriResources,
+  LinuxSeccomp as NriSeccomp,
+  Mount,
+} from '../gen/nri/api.js';
+import { failedPrecondition, invalidArgument } from '../common/errors.js';
 import type { LinuxSeccomp, OciHook, OciMount, ResourceHost, Spec } from '../oci/index.js';
+import { readMountInfo } from '../platform/proc.js';
+import { MAX_NET_DEVICES, describeRdt, ociIoPriority, ociScheduler, rdtSetsAnything } from './linux-fields.js';
 import { removalKey } from './result.js';
 
 /** What the host offers for the parts of an adjustment that need more than the spec. */
@@ -23,7 +37,11 @@ export interface AdjustHost {
   runtimeHandler?: string;
   /** Told of settings accepted but not applied. */
   warn?: (message: string) => void;
+  /** Whether the resctrl filesystem is mounted (RDT settings need it); by default from /proc/self/mountinfo. */
+  resctrlMounted?: () => Promise<boolean>;
 }
+
+const resctrlMounted = async () => (await readMountInfo()).some((m) => m.fsType === 'resctrl');
 
 /** Applies `adjust` to `spec` in place. Refusals are INVALID_ARGUMENT naming the setting. */
 export async function applyAdjustment(spec: Spec, adjust: ContainerAdjustment | undefined, host: AdjustHost): Promise<void> {
@@ -41,10 +59,24 @@ export async function applyAdjustment(spec: Spec, adjust: ContainerAdjustment | 
     adjustDevices(spec, linux.devices ?? []);
     if (linux.cgroupsPath) (spec.linux ??= {}).cgroupsPath = linux.cgroupsPath;
     if (linux.oomScoreAdj) processOf(spec).oomScoreAdj = Number(linux.oomScoreAdj.value);
-    if (linux.resources) applyResources(spec, linux.resources, host.cgroups, host.warn ?? (() => {}));
-    adjustSysctl(spec, linux.sysctl ?? {});
-    adjustNamespaces(spec, linux.namespaces ?? []);
+    if (linux.ioPriority) processOf(spec).ioPriority = ociIoPriority(linux.ioPriority);
+    if (linux.scheduler) {
+      const scheduler = ociScheduler(linux.scheduler);
+      if (scheduler) processOf(spec).scheduler = scheduler;
+      else if (spec.process) delete spec.process.scheduler;
+    }
     if (linux.seccompPolicy) (spec.linux ??= {}).seccomp = ociSeccomp(linux.seccompPolicy);
+    adjustNamespaces(spec, linux.namespaces ?? []);
+    adjustSysctl(spec, linux.sysctl ?? {});
+    adjustNetDevices(spec, linux.netDevices ?? {});
+    // The RDT class first (with the resources), then the settings over it, as NRI's generator does.
+    if (linux.resources) applyResources(spec, linux.resources, host.cgroups, host.warn ?? (() => {}));
+    adjustRdt(spec, linux.rdt);
+    const rdtClass = linux.resources?.rdtClass?.value;
+    if ((rdtClass || rdtSetsAnything(linux.rdt)) && spec.linux?.intelRdt && !(await (host.resctrlMounted ?? resctrlMounted)())) {
+      const what = [rdtClass ? `class "${rdtClass}"` : '', rdtSetsAnything(linux.rdt) ? describeRdt(linux.rdt!) : ''].filter(Boolean).join(', ');
+      throw failedPrecondition(`NRI plugins set RDT settings (${what}), which need the resctrl filesystem (/sys/fs/resctrl), and this host has none mounted`);
+    }
   }
   if (adjust.args?.length) processOf(spec).args = [...adjust.args];
   adjustMounts(spec, adjust.mounts ?? []);
@@ -52,6 +84,52 @@ export async function applyAdjustment(spec: Spec, adjust: ContainerAdjustment | 
     const p = processOf(spec);
     p.rlimits = [...(p.rlimits ?? []).filter((r) => r.type !== l.type), { type: l.type, hard: Number(l.hard), soft: Number(l.soft) }];
   }
+}
+
+/**
+ * Network devices by host name: set, or removed with `-name`. Then what runc would refuse later, less
+ * clearly: devices without a network namespace of the container's own (a host-network pod), more
+ * than MAX_NET_DEVICES, two devices of one name in the container (CDI devices' included).
+ */
+function adjustNetDevices(spec: Spec, devices: Record<string, LinuxNetDevice>): void {
+  const entries = Object.entries(devices);
+  if (!entries.length) return;
+  const linux = (spec.linux ??= {});
+  for (const [k, d] of entries) {
+    const [host, remove] = removalKey(k);
+    if (remove) {
+      if (linux.netDevices) delete linux.netDevices[host];
+    } else (linux.netDevices ??= {})[host] = d.name ? { name: d.name } : {};
+  }
+  const all = Object.entries(linux.netDevices ?? {});
+  if (!all.length) {
+    delete linux.netDevices;
+    return;
+  }
+  if (!(linux.namespaces ?? []).some((n) => n.type === 'network')) {
+    throw failedPrecondition(`network devices ${all.map(([h]) => `"${h}"`).join(', ')} need a network namespace of the pod's own; this container uses the host's network`);
+  }
+  if (all.length > MAX_NET_DEVICES) throw invalidArgument(`${all.length} network devices for one container (at most ${MAX_NET_DEVICES})`);
+  const byName = new Map<string, string>();
+  for (const [host, d] of all) {
+    const name = d.name || host;
+    if (name.includes('%')) continue;
+    const other = byName.get(name);
+    if (other !== undefined) throw invalidArgument(`network devices "${other}" and "${host}" would both be "${name}" in the container`);
+    byName.set(name, host);
+  }
+}
+
+/** RDT settings: `remove` clears the spec's, then each field set replaces the spec's. */
+function adjustRdt(spec: Spec, rdt: LinuxRdt | undefined): void {
+  if (!rdt) return;
+  const linux = (spec.linux ??= {});
+  if (rdt.remove) delete linux.intelRdt;
+  if (!rdtSetsAnything(rdt)) return;
+  const into = (linux.intelRdt ??= {});
+  if (rdt.closId !== undefined) into.closID = rdt.closId.value;
+  if (rdt.schemata !== undefined) into.schemata = [...rdt.schemata.value];
+  if (rdt.enableMonitoring !== undefined) into.enableMonitoring = rdt.enableMonitoring.value;
 }
 
 function adjustSysctl(spec: Spec, sysctl: Record<string, string>): void {
@@ -231,12 +309,14 @@ function applyResources(spec: Spec, r: NriResources, host: ResourceHost, warn: (
     res.unified = { ...(res.unified ?? {}), ...Object.fromEntries(unified) };
   }
   if (r.pids) res.pids = { limit: Number(r.pids.limit) };
-  // Stove has no block I/O or RDT class configuration: like containerd without one, a class is accepted
-  // and left out of the spec (an empty class clears the setting).
+  // An RDT class is the resctrl group the container joins (closID), as containerd 2.4 and CRI-O 1.36
+  // resolve it; an empty class clears the spec's RDT settings.
   if (r.rdtClass) {
-    delete linux.intelRdt;
-    if (r.rdtClass.value) warn(`RDT class "${r.rdtClass.value}" ignored: no RDT classes are configured`);
+    if (r.rdtClass.value) linux.intelRdt = { closID: r.rdtClass.value };
+    else delete linux.intelRdt;
   }
+  // Stove has no block I/O class configuration: like containerd without one, a class is accepted and
+  // left out of the spec (an empty class clears the setting).
   if (r.blockioClass) {
     delete res.blockIO;
     if (r.blockioClass.value) warn(`block I/O class "${r.blockioClass.value}" ignored: no block I/O classes are configured`);

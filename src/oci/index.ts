@@ -20,6 +20,8 @@ export type {
   LinuxResources,
   SpecInt,
   LinuxIntelRdt,
+  IOPriority as OciIOPriority,
+  Scheduler as OciScheduler,
   Mount as OciMount,
   Hook as OciHook,
   HookStage as OciHookStage,

@@ -68,6 +68,28 @@ export interface Process {
   apparmorProfile?: string;
   oomScoreAdj?: number;
   selinuxLabel?: string;
+  /** The I/O priority of the container's process group (runtime-spec 1.1). */
+  ioPriority?: IOPriority;
+  /** The scheduling policy of the container's process (runtime-spec 1.1, `sched_setattr(2)`). */
+  scheduler?: Scheduler;
+}
+
+/** `process.ioPriority`: a class and a level 0 (highest) to 7 (lowest). */
+export interface IOPriority {
+  class: 'IOPRIO_CLASS_RT' | 'IOPRIO_CLASS_BE' | 'IOPRIO_CLASS_IDLE';
+  priority: number;
+}
+
+/** `process.scheduler`: `sched_setattr(2)`'s policy, nice, priority, flags and deadline parameters. */
+export interface Scheduler {
+  policy: string;
+  nice?: number;
+  priority?: number;
+  flags?: string[];
+  /** Nanoseconds (SCHED_DEADLINE). */
+  runtime?: SpecInt;
+  deadline?: SpecInt;
+  period?: SpecInt;
 }
 
 export interface User {

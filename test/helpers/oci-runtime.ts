@@ -6,7 +6,8 @@
  * and the safety nets that list and delete leftover containers use the same binary (each runtime reads
  * only its own state format).
  */
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { writeFile } from 'node:fs/promises';
 import { execa } from 'execa';
 
@@ -34,4 +35,16 @@ export interface RuntimeFeatures {
 export async function testRuntimeFeatures(): Promise<RuntimeFeatures | undefined> {
   const r = await execa(TEST_RUNTIME, ['features'], { reject: false });
   return r.exitCode === 0 ? (JSON.parse(r.stdout) as RuntimeFeatures) : undefined;
+}
+
+/**
+ * runc 1.5 as test/e2e/runc/build.sh builds it (the version test/e2e/runc/go.mod pins, in
+ * `$STOVE_E2E_CACHE/runc/<version>/runc`), or `STOVE_RUNC15`; undefined when it is not built.
+ */
+export function runc15Path(): string | undefined {
+  if (process.env['STOVE_RUNC15']) return process.env['STOVE_RUNC15'];
+  const goMod = readFileSync(resolve(import.meta.dirname, '../../../test/e2e/runc/go.mod'), 'utf8');
+  const version = /^\s*github\.com\/opencontainers\/runc (v\S+)/m.exec(goMod)?.[1];
+  const path = version && join(process.env['STOVE_E2E_CACHE'] || '/var/cache/stove-e2e', 'runc', version, 'runc');
+  return path && existsSync(path) ? path : undefined;
 }

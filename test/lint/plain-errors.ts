@@ -99,7 +99,7 @@ export const ALLOWED: Allowed[] = [
   // Error classes of their own, mapped to a kind where they leave their module.
   { file: 'images/registry-client.ts', text: 'class EarlyEndError', why: 'registry-client.ts: caught there to retry a body that ended early' },
   { file: 'images/trust/policy.ts', text: 'class PolicyFormatError', why: 'images/trust/enforce.ts keeps its message as the policy error, which fails pulls with FailedPrecondition' },
-  { file: 'nri/result.ts', text: 'class PluginConflictError', why: 'nri/adaptation.ts turns it into an NriPluginError (InvalidArgument)' },
+  { file: 'nri/result.ts', text: 'class PluginConflictError', why: 'nri/adaptation.ts turns it into an NriPluginError (its code: InvalidArgument or FailedPrecondition)' },
   { file: 'nri/ttrpc-frame.ts', text: 'class TtrpcProtocolError', why: "nri/adaptation.ts's pluginError turns a plugin's failure into an NriPluginError" },
   { file: 'nri/ttrpc.ts', text: 'class TtrpcStatusError', why: "nri/adaptation.ts's pluginError turns a plugin's failure into an NriPluginError" },
   { file: 'nri/ttrpc.ts', text: 'class TtrpcFatalError', why: "nri/adaptation.ts's pluginError turns a plugin's failure into an NriPluginError" },

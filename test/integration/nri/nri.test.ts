@@ -180,7 +180,6 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
           cpu: { shares: { value: 300n }, cpus: '0' },
           pids: { limit: 77n },
           blockioClass: { value: 'slowdisk' },
-          rdtClass: { value: 'gold' },
         },
         cgroupsPath,
         oomScoreAdj: { value: 432n },
@@ -222,7 +221,6 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
     assert.equal(info.runtimeSpec.annotations['io.kubernetes.cri.image-name'], undefined);
     assert.equal(info.cgroupsPath, cgroupsPath);
     assert.equal(info.runtimeSpec.linux.resources.blockIO, undefined);
-    assert.equal(info.runtimeSpec.linux.intelRdt, undefined);
     assert.match(world.daemon.output(), /block I\/O class \\"slowdisk\\" ignored/);
   });
 

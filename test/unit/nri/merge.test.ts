@@ -78,18 +78,10 @@ describe('nri: merging plugin answers', () => {
     assert.deepEqual(r.container.linux?.sysctl, { 'kernel.msgmax': '1' });
   });
 
-  for (const [what, linux] of [
-    ['an I/O priority (linux.io_priority)', { ioPriority: { class: 1, priority: 1 } }],
-    ['a scheduling policy (linux.scheduler)', { scheduler: { policy: 2 } }],
-    ['network devices (eth1)', { netDevices: { eth1: { name: 'net0' } } }],
-    ['RDT settings (linux.rdt)', { rdt: { closId: { value: 'gold' } } }],
-    ['a NUMA memory policy (linux.memory_policy)', { memoryPolicy: { mode: 2, nodes: '0' } }],
-  ] as const) {
-    it(`refuses ${what}, naming the plugin, rather than dropping it`, () => {
-      const r = new CreateResult(ctr());
-      assert.throws(() => r.apply(answer({ adjust: { linux: linux as never } }), '10-tuner'), new RegExp(`plugin "10-tuner" asked for ${what.replace(/[().]/g, '\\$&')}, which Stove does not apply`));
-    });
-  }
+  it('refuses a NUMA memory policy (linux.memory_policy), naming the plugin, rather than dropping it', () => {
+    const r = new CreateResult(ctr());
+    assert.throws(() => r.apply(answer({ adjust: { linux: { memoryPolicy: { mode: 2, nodes: '0' } } as never } }), '10-tuner'), /plugin "10-tuner" asked for a NUMA memory policy \(linux\.memory_policy\), which Stove does not apply/);
+  });
 
   it('merges updates of other containers and refuses one of the container being created', () => {
     const r = new CreateResult(ctr());

@@ -7,6 +7,10 @@
 //	nri.stove.test/netns.container.<name>   a path: the container's network namespace (AddOrReplaceNamespace)
 //	nri.stove.test/hook.container.<name>    a path: a prestart OCI hook running it (AddHooks)
 //	nri.stove.test/seccomp.container.<name> a default action, e.g. "SCMP_ACT_ALLOW": the seccomp filter (SetLinuxSeccompPolicy)
+//	nri.stove.test/ioprio.container.<name>  "class:level", e.g. "IOPRIO_CLASS_BE:6" (SetLinuxIOPriority)
+//	nri.stove.test/sched.container.<name>   "policy:nice:priority", e.g. "SCHED_BATCH:7:0" (SetLinuxScheduler)
+//	nri.stove.test/netdev.container.<name>  "host=name,…": host interfaces moved in; "-host" removes one (AddLinuxNetDevice)
+//	nri.stove.test/rdt.container.<name>     JSON {"class": "c", "closId": "x", "schemata": ["L3:0=f"], "enableMonitoring": true} (SetLinuxRDT…)
 //
 // With -validator it is a validator only: it rejects every adjustment that sets a sysctl, naming the
 // plugin that set it (from the field owners the runtime sends). With -default-validator it is NRI's own
@@ -64,7 +68,31 @@ func (p *plugin) ctr(event string, pod *api.PodSandbox, c *api.Container) {
 		"image": c.GetImage().GetName(), "createdAt": c.GetCreatedAt(), "startedAt": c.GetStartedAt(),
 		"finishedAt": c.GetFinishedAt(), "exitCode": c.GetExitCode(), "sysctl": c.GetLinux().GetSysctl(),
 		"seccompSyscalls": len(c.GetLinux().GetSeccompPolicy().GetSyscalls()), "seccompProfile": c.GetLinux().GetSeccompProfile().GetProfileType().String(),
+		"ioPriority": ioprioString(c.GetLinux().GetIoPriority()), "scheduler": schedString(c.GetLinux().GetScheduler()),
+		"netDevices": netDeviceNames(c.GetLinux().GetNetDevices()),
 	})
+}
+
+func ioprioString(p *api.LinuxIOPriority) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d", p.GetClass().String(), p.GetPriority())
+}
+
+func schedString(s *api.LinuxScheduler) string {
+	if s == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d", s.GetPolicy().String(), s.GetNice(), s.GetPriority())
+}
+
+func netDeviceNames(m map[string]*api.LinuxNetDevice) map[string]string {
+	out := map[string]string{}
+	for host, d := range m {
+		out[host] = d.GetName()
+	}
+	return out
 }
 
 func (p *plugin) Configure(_ context.Context, config, runtime, version string) (stub.EventMask, error) {
@@ -130,6 +158,59 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.
 	}
 	if v, ok := ann["nri.stove.test/seccomp"+suffix]; ok {
 		adjust.SetLinuxSeccompPolicy(&api.LinuxSeccomp{DefaultAction: v})
+	}
+	if v, ok := ann["nri.stove.test/ioprio"+suffix]; ok {
+		class, level, _ := strings.Cut(v, ":")
+		n, err := strconv.ParseInt(level, 10, 32)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bad ioprio annotation %q", v)
+		}
+		adjust.SetLinuxIOPriority(&api.LinuxIOPriority{Class: api.IOPrioClass(api.IOPrioClass_value[class]), Priority: int32(n)})
+	}
+	if v, ok := ann["nri.stove.test/sched"+suffix]; ok {
+		parts := strings.Split(v, ":")
+		if len(parts) != 3 {
+			return nil, nil, fmt.Errorf("bad sched annotation %q", v)
+		}
+		nice, err1 := strconv.ParseInt(parts[1], 10, 32)
+		prio, err2 := strconv.ParseInt(parts[2], 10, 32)
+		if err1 != nil || err2 != nil {
+			return nil, nil, fmt.Errorf("bad sched annotation %q", v)
+		}
+		adjust.SetLinuxScheduler(&api.LinuxScheduler{Policy: api.LinuxSchedulerPolicy(api.LinuxSchedulerPolicy_value[parts[0]]), Nice: int32(nice), Priority: int32(prio)})
+	}
+	if v, ok := ann["nri.stove.test/netdev"+suffix]; ok {
+		for _, entry := range strings.Split(v, ",") {
+			if host, removed := strings.CutPrefix(entry, "-"); removed {
+				adjust.RemoveLinuxNetDevice(host)
+				continue
+			}
+			host, name, _ := strings.Cut(entry, "=")
+			adjust.AddLinuxNetDevice(host, &api.LinuxNetDevice{Name: name})
+		}
+	}
+	if v, ok := ann["nri.stove.test/rdt"+suffix]; ok {
+		var rdt struct {
+			Class            *string  `json:"class"`
+			ClosID           *string  `json:"closId"`
+			Schemata         []string `json:"schemata"`
+			EnableMonitoring *bool    `json:"enableMonitoring"`
+		}
+		if err := json.Unmarshal([]byte(v), &rdt); err != nil {
+			return nil, nil, fmt.Errorf("bad rdt annotation: %w", err)
+		}
+		if rdt.Class != nil {
+			adjust.SetLinuxRDTClass(*rdt.Class)
+		}
+		if rdt.ClosID != nil {
+			adjust.SetLinuxRDTClosID(*rdt.ClosID)
+		}
+		if rdt.Schemata != nil {
+			adjust.SetLinuxRDTSchemata(rdt.Schemata)
+		}
+		if rdt.EnableMonitoring != nil {
+			adjust.SetLinuxRDTEnableMonitoring(*rdt.EnableMonitoring)
+		}
 	}
 	if v, ok := ann["nri.stove.test/rlimit"+suffix]; ok {
 		typ, limits, _ := strings.Cut(v, "=")
