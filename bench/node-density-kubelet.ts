@@ -42,7 +42,7 @@ import { CLUSTER_DIR, CLUSTER_SCRIPTS, NODE_NAME, clusterDown, clusterUp, versio
 import { summarizeProfile, type ProfileSummary } from './lib/cpu-profile.js';
 import { PROBE_MODULE, probe } from './lib/probe-client.js';
 import { difference, histograms, mean, quantile, type Histogram } from './lib/histogram.js';
-import { daemonCpuMs, helperPidsOf, memoryOf, mib, pidsWhere, pssOf, runtimeMemory, type RuntimeMemory } from './lib/processes.js';
+import { daemonCpuMs, helperPidsOf, mappingsOf, memoryOf, mib, pidsWhere, pssOf, runtimeMemory, type RuntimeMemory } from './lib/processes.js';
 import { benchOptions, heading, runBench } from './lib/run.js';
 import { median, ms, table } from './lib/stats.js';
 
@@ -68,6 +68,8 @@ const WINDOWS = Number(values.windows);
 const EVENTED = values.evented === 'both' ? [false, true] : values.evented === 'on' ? [true] : [false];
 const CHURN = Number(values.churn);
 const CHURN_REPLICAS = Number(values['churn-replicas']);
+/** The quiet minute after the churn before the daemon's memory is read again. */
+const IDLE_AFTER_CHURN_MS = 60_000;
 const NAMESPACE = 'node-density';
 const SLI = 'kubelet_pod_start_sli_duration_seconds';
 /** The kubelet's own timing of each CRI call, by operation_type: the runtime's share of a pod's start. */
@@ -95,14 +97,41 @@ interface Steady extends RuntimeMemory {
   profileCalls?: Map<string, number>;
 }
 
-/** --gc-probe: the daemon after a full collection, before and after the churn (bytes). */
+/** --gc-probe: the daemon after a full collection, before and after the churn (KiB). */
+interface GcSample {
+  /** V8's live heap, its committed heap, and the buffers outside it. */
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  pss: number;
+  /** Resident memory by kind of mapping: malloc's main arena, other anonymous maps (V8's pages and
+   * malloc's thread arenas) without V8's code range, the code range, file-backed pages. */
+  brk: number;
+  anonMaps: number;
+  codeRange: number;
+  fileBacked: number;
+  threads: number;
+}
 interface ChurnGc {
-  heapUsedBefore: number;
-  heapUsedAfter: number;
-  externalBefore: number;
-  externalAfter: number;
-  pssBefore: number;
-  pssAfter: number;
+  before: GcSample;
+  after: GcSample;
+}
+
+async function gcSample(daemon: number, probeFile: string): Promise<GcSample> {
+  const p = await probe(daemon, probeFile);
+  const m = await mappingsOf(daemon);
+  const kib = (bytes: number) => bytes / 1024;
+  return {
+    heapUsed: kib(p.usage.heapUsed),
+    heapTotal: kib(p.usage.heapTotal),
+    external: kib(p.usage.external),
+    pss: await pssOf([daemon]),
+    brk: m.brk,
+    anonMaps: m.anonMaps - m.codeRange,
+    codeRange: m.codeRange,
+    fileBacked: m.fileBacked,
+    threads: m.threads,
+  };
 }
 
 interface RuntimeRun {
@@ -110,7 +139,7 @@ interface RuntimeRun {
   version: string;
   rounds: Round[];
   steady: Steady[];
-  churn?: { lifecycles: number; ms: number; pssBefore: number; pssAfter: number; rssBefore: number; rssAfter: number; leftovers: string[]; gc?: ChurnGc };
+  churn?: { lifecycles: number; ms: number; pssBefore: number; pssAfter: number; pssIdle: number; rssBefore: number; rssAfter: number; leftovers: string[]; gc?: ChurnGc };
 }
 
 function poll<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>, intervalMs = 1000): Promise<T> {
@@ -302,8 +331,7 @@ async function churn(c: Cluster, image: string, probeFile: string | undefined): 
   const daemon = c.pid(c.runtime);
   const base = await footprint(c);
   await sleep(5000);
-  const gcBefore = probeFile ? await probe(daemon, probeFile) : undefined;
-  const gcPssBefore = probeFile ? await pssOf([daemon]) : 0;
+  const gcBefore = probeFile ? await gcSample(daemon, probeFile) : undefined;
   const pssBefore = await pssOf([daemon]);
   const rssBefore = (await memoryOf(daemon)).rss;
   const t0 = performance.now();
@@ -340,19 +368,14 @@ async function churn(c: Cluster, image: string, probeFile: string | undefined): 
   if (now.netns > base.netns) leftovers.push(`${now.netns - base.netns} network namespaces`);
   const pssAfter = await pssOf([daemon]);
   const rssAfter = (await memoryOf(daemon)).rss;
+  // What the daemon keeps once the node has been quiet a minute (no forced collection).
+  await sleep(IDLE_AFTER_CHURN_MS);
+  const pssIdle = await pssOf([daemon]);
   let gc: ChurnGc | undefined;
   if (probeFile && gcBefore) {
-    const gcAfter = await probe(daemon, probeFile);
-    gc = {
-      heapUsedBefore: gcBefore.usage.heapUsed,
-      heapUsedAfter: gcAfter.usage.heapUsed,
-      externalBefore: gcBefore.usage.external,
-      externalAfter: gcAfter.usage.external,
-      pssBefore: gcPssBefore,
-      pssAfter: await pssOf([daemon]),
-    };
+    gc = { before: gcBefore, after: await gcSample(daemon, probeFile) };
   }
-  return { lifecycles, ms: churnMs, pssBefore, pssAfter, rssBefore, rssAfter, leftovers, gc };
+  return { lifecycles, ms: churnMs, pssBefore, pssAfter, pssIdle, rssBefore, rssAfter, leftovers, gc };
 }
 
 async function restartKubelet(evented: boolean): Promise<void> {
@@ -470,10 +493,17 @@ function report(runs: RuntimeRun[]): string {
   if (CHURN > 0) {
     add(`churn: lifecycles through the kubelet`, (r) => `${r.churn!.lifecycles} in ${ms(r.churn!.ms)}`, (r) => r.churn!.ms / r.churn!.lifecycles);
     add('  daemon PSS before → after', (r) => `${mib(r.churn!.pssBefore)} → ${mib(r.churn!.pssAfter)}`, (r) => r.churn!.pssAfter / r.churn!.pssBefore);
+    add(`  daemon PSS ${IDLE_AFTER_CHURN_MS / 1000} s later`, (r) => mib(r.churn!.pssIdle), (r) => r.churn!.pssIdle / r.churn!.pssBefore);
     add('  daemon RSS before → after', (r) => `${mib(r.churn!.rssBefore)} → ${mib(r.churn!.rssAfter)}`, (r) => r.churn!.rssAfter / r.churn!.rssBefore);
-    add('  after a full GC (--gc-probe): live heap before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.heapUsedBefore)} → ${mib(r.churn!.gc.heapUsedAfter)}` : '-'));
-    add('  after a full GC: external (buffers) before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.externalBefore)} → ${mib(r.churn!.gc.externalAfter)}` : '-'));
-    add('  after a full GC: daemon PSS before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.pssBefore)} → ${mib(r.churn!.gc.pssAfter)}` : '-'));
+    add('  after a full GC (--gc-probe): live heap before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.heapUsed)} → ${mib(r.churn!.gc.after.heapUsed)}` : '-'));
+    add('  after a full GC: committed heap before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.heapTotal)} → ${mib(r.churn!.gc.after.heapTotal)}` : '-'));
+    add('  after a full GC: external (buffers) before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.external)} → ${mib(r.churn!.gc.after.external)}` : '-'));
+    add('  after a full GC: daemon PSS before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.pss)} → ${mib(r.churn!.gc.after.pss)}` : '-'));
+    add('  after a full GC: malloc main arena (brk) before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.brk)} → ${mib(r.churn!.gc.after.brk)}` : '-'));
+    add('  after a full GC: other anonymous maps before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.anonMaps)} → ${mib(r.churn!.gc.after.anonMaps)}` : '-'));
+    add('  after a full GC: V8 code range before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.codeRange)} → ${mib(r.churn!.gc.after.codeRange)}` : '-'));
+    add('  after a full GC: file-backed before → after', (r) => (r.churn!.gc ? `${mib(r.churn!.gc.before.fileBacked)} → ${mib(r.churn!.gc.after.fileBacked)}` : '-'));
+    add('  after a full GC: threads before → after', (r) => (r.churn!.gc ? `${r.churn!.gc.before.threads} → ${r.churn!.gc.after.threads}` : '-'));
     add('  left behind', (r) => (r.churn!.leftovers.length ? r.churn!.leftovers.join(', ') : 'nothing'));
   }
   const details = `${kubernetesVersion} single node, maxPods 110; ${PODS} pods of a pause container (CoreDNS counted), ${ROUNDS} rounds; steady ${STEADY_S} s in ${WINDOWS} windows; churn ${CHURN} lifecycles, ${CHURN_REPLICAS} replicas`;
