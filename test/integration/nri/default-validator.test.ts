@@ -18,6 +18,7 @@ import { SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js'
 import { stopChild } from '../../helpers/child.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason as worldSkipReason } from '../container/world.js';
+import { nriToml } from './config.js';
 
 const PLUGIN = process.env.NRI_V012_PLUGIN ?? '/var/cache/stove-e2e/nri-v012/stove-nri-v012-plugin';
 const TOLERATE = 'tolerate-missing-nri-plugins.noderesource.dev';
@@ -60,11 +61,7 @@ describe('NRI default validator (real daemon, runc, v0.12 plugins)', function ()
         ].join('\n'),
       );
       world.pods.extraToml = [
-        '[nri]',
-        'enable = true',
-        `socket_path = "${socket()}"`,
-        `plugin_path = "${join(dir, 'plugins')}"`,
-        `plugin_config_path = "${join(dir, 'conf.d')}"`,
+        ...nriToml(dir),
         '[nri.default_validator]',
         'enable = true',
         'reject_oci_hook_adjustment = true',

@@ -15,6 +15,7 @@ import { suiteHooks } from '../../helpers/suite.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
 import { REPO_ROOT, runStoveCli } from '../../helpers/stove-process.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason } from '../container/world.js';
+import { nriToml } from './config.js';
 
 interface StatusFile {
   plugins: { name: string; index: string; kind: string; pid?: number }[];
@@ -52,13 +53,7 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
       world.pods.extraToml = [
         '[cdi]',
         `spec_dirs = ["${join(dir, 'cdi')}"]`,
-        '[nri]',
-        'enable = true',
-        `socket_path = "${socket()}"`,
-        `plugin_path = "${join(dir, 'plugins')}"`,
-        `plugin_config_path = "${join(dir, 'conf.d')}"`,
-        'plugin_registration_timeout = "3s"',
-        'plugin_request_timeout = "1s"',
+        ...nriToml(dir, { registration: '3s', request: '1s' }),
       ];
       await world.start();
     },

@@ -24,6 +24,7 @@ import { runc15Path } from '../../helpers/oci-runtime.js';
 import { readMountInfo } from '../../../src/platform/proc.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason as worldSkipReason } from '../container/world.js';
+import { nriToml } from './config.js';
 
 const PLUGIN = process.env.NRI_V012_PLUGIN ?? '/var/cache/stove-e2e/nri-v012/stove-nri-v012-plugin';
 const RUNC11 = '/usr/bin/runc';
@@ -74,13 +75,7 @@ describe('NRI I/O priority, scheduler, network device and RDT adjustments (runc 
       await mkdir(join(dir, 'plugins'));
       await writeFile(join(dir, 'plugins', '10-recorder'), `#!/bin/sh\nexec ${PLUGIN} -log ${logFile()}\n`, { mode: 0o755 });
       world.pods.extraToml = [
-        '[nri]',
-        'enable = true',
-        `socket_path = "${join(dir, 'nri.sock')}"`,
-        `plugin_path = "${join(dir, 'plugins')}"`,
-        `plugin_config_path = "${join(dir, 'conf.d')}"`,
-        'plugin_registration_timeout = "5s"',
-        'plugin_request_timeout = "2s"',
+        ...nriToml(dir, { registration: '5s', request: '2s' }),
         '[runtime.handlers.runc15]',
         `path = "${runc15Path()}"`,
         `root = "${roots()[0]}"`,

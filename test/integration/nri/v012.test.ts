@@ -19,6 +19,7 @@ import { stopChild } from '../../helpers/child.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason as worldSkipReason } from '../container/world.js';
+import { nriToml } from './config.js';
 
 const PLUGIN = process.env.NRI_V012_PLUGIN ?? '/var/cache/stove-e2e/nri-v012/stove-nri-v012-plugin';
 
@@ -69,13 +70,7 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
       await mkdir(join(dir, 'conf.d'));
       await writeFile(join(dir, 'conf.d', '05-validator.conf'), 'rejectNamespaceAdjustment: true\n');
       world.pods.extraToml = [
-        '[nri]',
-        'enable = true',
-        `socket_path = "${socket()}"`,
-        `plugin_path = "${join(dir, 'plugins')}"`,
-        `plugin_config_path = "${join(dir, 'conf.d')}"`,
-        'plugin_registration_timeout = "5s"',
-        'plugin_request_timeout = "2s"',
+        ...nriToml(dir, { registration: '5s', request: '2s' }),
       ];
       await world.start();
       legacy = await TestPlugin.connect(socket(), { name: 'legacy', index: '90' });
