@@ -11,14 +11,13 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js';
 import { stopChild } from '../../helpers/child.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason as worldSkipReason } from '../container/world.js';
-import { nriToml } from './config.js';
+import { installRecorder, nriTestDir, nriToml } from './config.js';
 
 const PLUGIN = process.env.NRI_V012_PLUGIN ?? '/var/cache/stove-e2e/nri-v012/stove-nri-v012-plugin';
 const TOLERATE = 'tolerate-missing-nri-plugins.noderesource.dev';
@@ -40,11 +39,9 @@ describe('NRI default validator (real daemon, runc, v0.12 plugins)', function ()
     what: 'NRI default validator integration tests',
     skipReason,
     setup: async () => {
-      dir = await mkdtemp(join(tmpdir(), 'stove-nri-dv-it-'));
-      await chmod(dir, 0o711);
-      await mkdir(join(dir, 'plugins'));
+      dir = await nriTestDir('stove-nri-dv-it-');
       await mkdir(join(dir, 'conf.d'));
-      await writeFile(join(dir, 'plugins', '10-recorder'), `#!/bin/sh\nexec ${PLUGIN} -log ${logFile()}\n`, { mode: 0o755 });
+      await installRecorder(dir, PLUGIN, logFile());
       // Upstream's default validator with the same rules, as a pre-launched plugin.
       await writeFile(join(dir, 'plugins', '05-upstream'), `#!/bin/sh\nexec ${PLUGIN} -default-validator\n`, { mode: 0o755 });
       await writeFile(

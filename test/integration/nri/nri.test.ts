@@ -4,9 +4,8 @@
  * and every adjustment is checked from inside a running container.
  */
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContainerUpdate, CreateContainerResponse, UpdateContainerResponse, type ContainerAdjustment, type DeepPartial } from '../../../src/gen/nri/api.js';
 import { UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
@@ -15,7 +14,7 @@ import { suiteHooks } from '../../helpers/suite.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
 import { REPO_ROOT, runStoveCli } from '../../helpers/stove-process.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason } from '../container/world.js';
-import { nriToml } from './config.js';
+import { nriTestDir, nriToml } from './config.js';
 
 interface StatusFile {
   plugins: { name: string; index: string; kind: string; pid?: number }[];
@@ -32,9 +31,7 @@ describe('NRI plugins (real daemon, runc, conmon)', function () {
     what: 'NRI integration tests',
     skipReason,
     setup: async () => {
-      dir = await mkdtemp(join(tmpdir(), 'stove-nri-it-'));
-      await chmod(dir, 0o711);
-      await mkdir(join(dir, 'plugins'));
+      dir = await nriTestDir('stove-nri-it-');
       await mkdir(join(dir, 'conf.d'));
       // Two pre-launched plugins: a recorder that adds an env var to every container, and a victim that
       // SIGKILLs itself when asked to create a container named kill-me.

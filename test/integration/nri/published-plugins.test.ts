@@ -8,13 +8,13 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { UpdateContainerResourcesRequest } from '../../../src/gen/runtime/v1/api.js';
 import { stopChild } from '../../helpers/child.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, skipReason as worldSkipReason } from '../container/world.js';
+import { nriTestDir } from './config.js';
 
 const PLUGINS_DIR = process.env.NRI_TEST_PLUGINS ?? '/var/tmp/stove-nri-plugins';
 const PLUGINS = ['logger', 'device-injector', 'ulimit-adjuster', 'template'];
@@ -57,10 +57,8 @@ describe('NRI: the published containerd/nri v0.8.0 plugins (by hand)', function 
     what: 'the published NRI plugins',
     skipReason,
     setup: async () => {
-      dir = await mkdtemp(join(tmpdir(), 'stove-nri-pub-'));
-      await chmod(dir, 0o711);
+      dir = await nriTestDir('stove-nri-pub-');
       await mkdir(join(dir, 'run', 'nri'), { recursive: true });
-      await mkdir(join(dir, 'plugins'));
       await mkdir(join(dir, 'conf.d'));
       await copyFile(join(PLUGINS_DIR, 'template'), join(dir, 'plugins', '10-template'));
       await chmod(join(dir, 'plugins', '10-template'), 0o755);

@@ -16,15 +16,14 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { runc15Path } from '../../helpers/oci-runtime.js';
 import { readMountInfo } from '../../../src/platform/proc.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason as worldSkipReason } from '../container/world.js';
-import { nriToml } from './config.js';
+import { installRecorder, nriTestDir, nriToml } from './config.js';
 
 const PLUGIN = process.env.NRI_V012_PLUGIN ?? '/var/cache/stove-e2e/nri-v012/stove-nri-v012-plugin';
 const RUNC11 = '/usr/bin/runc';
@@ -70,10 +69,8 @@ describe('NRI I/O priority, scheduler, network device and RDT adjustments (runc 
     what: 'NRI runtime-field integration tests',
     skipReason,
     setup: async () => {
-      dir = await mkdtemp(join(tmpdir(), 'stove-nri-fields-'));
-      await chmod(dir, 0o711);
-      await mkdir(join(dir, 'plugins'));
-      await writeFile(join(dir, 'plugins', '10-recorder'), `#!/bin/sh\nexec ${PLUGIN} -log ${logFile()}\n`, { mode: 0o755 });
+      dir = await nriTestDir('stove-nri-fields-');
+      await installRecorder(dir, PLUGIN, logFile());
       world.pods.extraToml = [
         ...nriToml(dir, { registration: '5s', request: '2s' }),
         '[runtime.handlers.runc15]',

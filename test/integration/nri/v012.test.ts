@@ -10,8 +10,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LinuxContainerResources, SecurityProfile_ProfileType } from '../../../src/gen/runtime/v1/api.js';
 import { cgroupDirs, createCgroup, detectCgroups, removeCgroup } from '../../../src/platform/cgroups.js';
@@ -19,7 +18,7 @@ import { stopChild } from '../../helpers/child.js';
 import { TestPlugin } from '../../helpers/nri-plugin.js';
 import { suiteHooks } from '../../helpers/suite.js';
 import { ContainerWorld, eventually, rejectsWith, skipReason as worldSkipReason } from '../container/world.js';
-import { nriToml } from './config.js';
+import { installRecorder, nriTestDir, nriToml } from './config.js';
 
 const PLUGIN = process.env.NRI_V012_PLUGIN ?? '/var/cache/stove-e2e/nri-v012/stove-nri-v012-plugin';
 
@@ -60,10 +59,8 @@ describe('NRI v0.12 plugins (real daemon, runc, conmon)', function () {
     what: 'NRI v0.12 integration tests',
     skipReason,
     setup: async () => {
-      dir = await mkdtemp(join(tmpdir(), 'stove-nri12-it-'));
-      await chmod(dir, 0o711);
-      await mkdir(join(dir, 'plugins'));
-      await writeFile(join(dir, 'plugins', '10-recorder'), `#!/bin/sh\nexec ${PLUGIN} -log ${logFile()}\n`, { mode: 0o755 });
+      dir = await nriTestDir('stove-nri12-it-');
+      await installRecorder(dir, PLUGIN, logFile());
       // NRI's own default validator (the one containerd and CRI-O build in), as a pre-launched plugin
       // with its YAML config: it rejects namespace adjustments, naming the plugin from the field owners.
       await writeFile(join(dir, 'plugins', '05-validator'), `#!/bin/sh\nexec ${PLUGIN} -default-validator\n`, { mode: 0o755 });
